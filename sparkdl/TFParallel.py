@@ -1,0 +1,28 @@
+"""Independent single-node TensorFlow on each executor (TensorFlowOnSpark's ``TFParallel``).
+
+Useful for embarrassingly parallel work such as hyper-parameter sweeps or per-shard batch
+inference: every node runs ``map_fn(args, ctx)`` alone, with no TF_CONFIG and no collective,
+but with sparkdl's GPU pinning, process supervision and error reporting.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from pyspark import SparkContext
+
+from .driver.cluster import run as _run_cluster
+
+
+def run(sc: SparkContext, map_fn: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
+        use_barrier: bool = True, *, timeout: float = 259200, **kwargs: Any) -> None:
+    """Run ``map_fn(tf_args, ctx)`` once on each of ``num_executors`` executors and wait for all.
+
+    ``use_barrier`` gang-schedules the tasks (all start together, one per executor slot);
+    asking for more nodes than there are slots raises PreflightError at once. Raises
+    ClusterError naming each failed node. Extra keyword arguments go to ``TFCluster.run``
+    (e.g. ``num_gpus``, ``env``).
+    """
+    cluster = _run_cluster(sc, map_fn, tf_args, num_executors, master_node=None, use_barrier=use_barrier,
+                           set_tf_config=False, **kwargs)
+    cluster.shutdown(timeout=timeout)

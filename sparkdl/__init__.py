@@ -1,0 +1,14 @@
+"""sparkdl: distributed TensorFlow on Apache Spark, compatible with TensorFlowOnSpark's API.
+
+``from sparkdl import TFCluster, TFNode`` works as TensorFlowOnSpark's imports did. Importing
+sparkdl never imports TensorFlow: only the node processes do, after their environment
+(GPUs, TF_CONFIG, Keras choice) is final.
+"""
+
+from . import TFCluster, TFNode, TFParallel
+from ._version import __version__
+from .driver.cluster import InputMode
+from .errors import ClusterError, NodeFailure, PreflightError, ReservationTimeout, ShutdownTimeout, SparkDLError
+
+__all__ = ["TFCluster", "TFNode", "TFParallel", "InputMode", "ClusterError", "NodeFailure", "PreflightError",
+           "ReservationTimeout", "ShutdownTimeout", "SparkDLError", "__version__"]

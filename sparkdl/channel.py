@@ -1,0 +1,246 @@
+"""An authenticated message channel over TCP, keyed by a per-cluster secret.
+
+Every sparkdl socket speaks this protocol. A peer must prove it knows the cluster's secret
+before anything it sends is parsed, and every frame after the handshake carries an
+HMAC-SHA256 tag over a per-direction sequence number, so frames cannot be forged, replayed
+or reordered by anyone who lacks the secret. Messages are JSON (never pickle), so even an
+authenticated peer cannot make the other side execute code.
+
+Handshake (both sides prove the secret, neither reveals it)::
+
+    server -> client   MAGIC + server_nonce
+    client -> server   client_nonce + HMAC(secret, "client" + server_nonce + client_nonce)
+    server -> client   HMAC(secret, "server" + client_nonce + server_nonce)
+
+Then each frame is ``length (4 bytes) | tag (32 bytes) | payload``, with
+``tag = HMAC(session_key, direction + seq + payload)`` and a session key derived from both
+nonces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import secrets
+import socket
+import struct
+import threading
+from typing import Any, Callable
+
+logger = logging.getLogger(__name__)
+
+MAGIC = b"SPARKDL1"
+NONCE_BYTES = 32
+TAG_BYTES = 32
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+HANDSHAKE_TIMEOUT_S = 10.0
+
+
+class ChannelError(ConnectionError):
+    """The peer failed authentication, broke the protocol, or went away."""
+
+
+class AuthenticationError(ChannelError):
+    """The peer did not prove the cluster's secret."""
+
+
+def new_secret() -> bytes:
+    """Return a fresh random per-cluster secret."""
+    return secrets.token_bytes(32)
+
+
+def _mac(key: bytes, *parts: bytes) -> bytes:
+    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+
+
+def _recv_exact(sock: socket.socket, count: int) -> bytes:
+    chunks = []
+    while count:
+        chunk = sock.recv(min(count, 1 << 20))
+        if not chunk:
+            raise ChannelError("connection closed by peer")
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+class Channel:
+    """One authenticated, bidirectional connection. Thread-safe for one sender and one receiver."""
+
+    def __init__(self, sock: socket.socket, session_key: bytes, is_server: bool):
+        self._sock = sock
+        self._key = session_key
+        self._send_dir, self._recv_dir = (b"S", b"C") if is_server else (b"C", b"S")
+        self._send_seq = 0
+        self._recv_seq = 0
+        self._send_lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def local_address(self) -> str:
+        """The local IP address this channel is bound to (the address peers can reach us on)."""
+        return self._sock.getsockname()[0]
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send one JSON-serialisable message."""
+        payload = json.dumps(message, separators=(",", ":")).encode()
+        with self._send_lock:
+            seq = struct.pack("!Q", self._send_seq)
+            tag = _mac(self._key, self._send_dir, seq, payload)
+            self._sock.sendall(struct.pack("!I", len(payload)) + tag + payload)
+            self._send_seq += 1
+
+    def recv(self, timeout: float | None = None) -> dict[str, Any]:
+        """Receive one message; raises ChannelError on a bad tag, EOF, or timeout."""
+        self._sock.settimeout(timeout)
+        try:
+            (length,) = struct.unpack("!I", _recv_exact(self._sock, 4))
+            if length > MAX_FRAME_BYTES:
+                raise ChannelError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
+            tag = _recv_exact(self._sock, TAG_BYTES)
+            payload = _recv_exact(self._sock, length)
+        except socket.timeout as exc:
+            raise ChannelError(f"no message within {timeout} s") from exc
+        except OSError as exc:
+            if isinstance(exc, ChannelError):
+                raise
+            raise ChannelError(str(exc)) from exc
+        expected = _mac(self._key, self._recv_dir, struct.pack("!Q", self._recv_seq), payload)
+        if not hmac.compare_digest(tag, expected):
+            raise AuthenticationError("frame failed its integrity check")
+        self._recv_seq += 1
+        return json.loads(payload)
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._sock.close()
+
+    def __enter__(self) -> "Channel":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _server_handshake(sock: socket.socket, secret: bytes) -> Channel:
+    sock.settimeout(HANDSHAKE_TIMEOUT_S)
+    server_nonce = os.urandom(NONCE_BYTES)
+    sock.sendall(MAGIC + server_nonce)
+    answer = _recv_exact(sock, NONCE_BYTES + TAG_BYTES)
+    client_nonce, proof = answer[:NONCE_BYTES], answer[NONCE_BYTES:]
+    if not hmac.compare_digest(proof, _mac(secret, b"client", server_nonce, client_nonce)):
+        raise AuthenticationError("client did not prove the cluster secret")
+    sock.sendall(_mac(secret, b"server", client_nonce, server_nonce))
+    sock.settimeout(None)
+    return Channel(sock, _mac(secret, b"session", server_nonce, client_nonce), is_server=True)
+
+
+def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0) -> Channel:
+    """Open an authenticated channel to a ChannelServer at ``address``."""
+    sock = socket.create_connection(address, timeout=timeout)
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES)
+        if not hello.startswith(MAGIC):
+            raise ChannelError(f"{address} does not speak the sparkdl protocol")
+        server_nonce = hello[len(MAGIC):]
+        client_nonce = os.urandom(NONCE_BYTES)
+        sock.sendall(client_nonce + _mac(secret, b"client", server_nonce, client_nonce))
+        proof = _recv_exact(sock, TAG_BYTES)
+        if not hmac.compare_digest(proof, _mac(secret, b"server", client_nonce, server_nonce)):
+            raise AuthenticationError(f"server at {address} did not prove the cluster secret")
+        sock.settimeout(None)
+    except BaseException:
+        sock.close()
+        raise
+    return Channel(sock, _mac(secret, b"session", server_nonce, client_nonce), is_server=False)
+
+
+Handler = Callable[[Channel], None]
+
+
+class ChannelServer:
+    """Accepts authenticated channels and hands each to ``handler`` on its own thread.
+
+    The server binds to one deliberate address (never all interfaces by accident). Peers
+    that fail the handshake are dropped and counted in ``rejected``; the handler only ever
+    sees authenticated channels.
+    """
+
+    def __init__(self, secret: bytes, handler: Handler, host: str = "127.0.0.1", port: int = 0,
+                 name: str = "sparkdl-channel"):
+        self._secret = secret
+        self._handler = handler
+        self._name = name
+        self._listener = socket.create_server((host, port), backlog=128)
+        self._stopping = threading.Event()
+        self._channels: set[Channel] = set()
+        self._lock = threading.Lock()
+        self.rejected = 0
+        self._thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept", daemon=True)
+        self._thread.start()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The (host, port) peers connect to."""
+        host, port = self._listener.getsockname()[:2]
+        return host, port
+
+    def _accept_loop(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(sock,), name=f"{self._name}-conn", daemon=True).start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        try:
+            channel = _server_handshake(sock, self._secret)
+        except (OSError, ChannelError) as exc:
+            with self._lock:
+                self.rejected += 1
+            logger.warning("%s: rejected a connection: %s", self._name, exc)
+            sock.close()
+            return
+        with self._lock:
+            if self._stopping.is_set():
+                channel.close()
+                return
+            self._channels.add(channel)
+        try:
+            self._handler(channel)
+        except ChannelError as exc:
+            logger.debug("%s: channel closed: %s", self._name, exc)
+        except Exception:  # a handler bug must not kill the server silently
+            logger.exception("%s: handler failed", self._name)
+        finally:
+            with self._lock:
+                self._channels.discard(channel)
+            channel.close()
+
+    def close(self) -> None:
+        """Stop accepting and close every open channel."""
+        self._stopping.set()
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() on Linux
+        except OSError:
+            pass
+        try:
+            self._listener.close()
+        except OSError:
+            pass
+        with self._lock:
+            channels = list(self._channels)
+        for channel in channels:
+            channel.close()
+        self._thread.join(timeout=5)

@@ -1,0 +1,1 @@
+"""Driver side: cluster lifecycle (pre-flight checks, reservation, shutdown)."""

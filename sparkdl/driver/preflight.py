@@ -1,0 +1,96 @@
+"""Pre-flight checks: fail at once, with what to change, when Spark cannot host the cluster.
+
+Without these, a cluster that cannot be scheduled waits for the whole reservation timeout
+(TensorFlowOnSpark's most common first-day surprise).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import PreflightError
+
+logger = logging.getLogger(__name__)
+
+_LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*]")
+_LOCAL = re.compile(r"local(\[(\d+|\*)(,\s*\d+)?])?$")
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """What the Spark configuration says about executors and task slots (None = unknown)."""
+
+    expected_executors: int | None
+    slots_per_executor: int | None
+
+
+def slot_layout(master: str, conf: Callable[[str], str | None]) -> SlotLayout:
+    """Read the executor count and task slots per executor from the master URL and conf."""
+    task_cpus = int(conf("spark.task.cpus") or 1)
+    match = _LOCAL_CLUSTER.match(master)
+    if match:
+        executors, cores = int(match.group(1)), int(match.group(2))
+        return SlotLayout(executors, max(cores // task_cpus, 0))
+    match = _LOCAL.match(master)
+    if match:
+        threads = match.group(2)
+        cores = None if threads in (None, "*") else int(threads)
+        if threads is None:
+            cores = 1
+        return SlotLayout(1, None if cores is None else max(cores // task_cpus, 0))
+    instances = conf("spark.executor.instances")
+    cores = conf("spark.executor.cores")
+    return SlotLayout(int(instances) if instances else None,
+                      int(cores) // task_cpus if cores else None)
+
+
+def check_configuration(master: str, conf: Callable[[str], str | None], num_executors: int,
+                        node_owns_executor: bool) -> SlotLayout:
+    """Check what the configuration alone can tell; raise PreflightError naming the setting."""
+    if (conf("spark.dynamicAllocation.enabled") or "false").lower() == "true":
+        raise PreflightError(
+            "spark.dynamicAllocation.enabled=true: a TensorFlow cluster needs a fixed set of executors "
+            "that stay for its whole life. Set spark.dynamicAllocation.enabled=false and "
+            f"spark.executor.instances={num_executors} (or more).")
+    layout = slot_layout(master, conf)
+    if layout.expected_executors is not None and layout.expected_executors == 1 and num_executors > 1 \
+            and master.startswith("local") and not master.startswith("local-cluster"):
+        raise PreflightError(
+            f"master {master!r} runs a single executor, but num_executors={num_executors} TF nodes need one "
+            f"executor each. Use local-cluster[{num_executors},1,1024] (or a real cluster) instead.")
+    if layout.expected_executors is not None and layout.expected_executors < num_executors:
+        raise PreflightError(
+            f"num_executors={num_executors} but this Spark application is configured with only "
+            f"{layout.expected_executors} executor(s); start it with at least {num_executors} "
+            "(spark.executor.instances / local-cluster[N,...]).")
+    if node_owns_executor and layout.slots_per_executor is not None and layout.slots_per_executor > 1:
+        raise PreflightError(
+            f"each executor has {layout.slots_per_executor} task slots, so Spark may place two TF nodes (or a "
+            "feeding task for another node) on one executor. Give each executor one slot: set spark.task.cpus "
+            "equal to spark.executor.cores.")
+    return layout
+
+
+def wait_for_executors(count_executors: Callable[[], int], num_executors: int, layout: SlotLayout,
+                       wait_s: float) -> int:
+    """Wait (bounded) until ``num_executors`` task slots are registered; raise if they never are.
+
+    Executors register a few seconds after the SparkContext starts, so an immediate count
+    would be wrong; the wait is short and ends as soon as enough are there.
+    """
+    slots_each = layout.slots_per_executor or 1
+    deadline = time.monotonic() + wait_s
+    while True:
+        executors = count_executors()
+        if executors * slots_each >= num_executors:
+            return executors
+        if time.monotonic() >= deadline:
+            raise PreflightError(
+                f"num_executors={num_executors} TF nodes need {num_executors} executor task slots, but only "
+                f"{executors} executor(s) with {slots_each} slot(s) each registered within {wait_s:.0f} s. "
+                "Start Spark with more executors or lower num_executors.")
+        time.sleep(0.2)  # polling the JVM's executor list; no event is exposed to Python

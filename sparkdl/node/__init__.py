@@ -1,0 +1,1 @@
+"""Node side: what runs on an executor (launch task, supervisor, TF process, ctx)."""

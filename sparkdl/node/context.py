@@ -1,0 +1,96 @@
+"""``ctx``: what a node's ``map_fun(args, ctx)`` knows about itself and its cluster.
+
+Field names follow TensorFlowOnSpark's ``TFNodeContext`` so existing ``map_fun`` code runs
+unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+from .. import paths, roles
+
+
+class NodeContext:
+    """The node's identity, its cluster and helpers, handed to ``map_fun(args, ctx)``.
+
+    Attributes (TFoS names): ``executor_id`` (the node number, 0-based), ``job_name``,
+    ``task_index``, ``cluster_spec`` (``{job: ["host:port", ...]}``, evaluator included),
+    ``num_workers`` (chief + workers), ``worker_num`` (same as ``executor_id``),
+    ``defaultFS``, ``working_dir``, ``tmp_socket`` (the socket holding this node's TF port
+    until released, or None) and ``mgr`` (always None: sparkdl has no multiprocessing manager).
+    Extra: ``host``, ``port``, ``cluster_id``, ``log_dir`` (TensorBoard's, or None),
+    ``gpus`` (the CUDA_VISIBLE_DEVICES chosen for this node, or None).
+    """
+
+    def __init__(self, *, executor_id: int, job_name: str, task_index: int,
+                 cluster_spec: dict[str, list[str]], default_fs: str, working_dir: str, host: str,
+                 port: int, cluster_id: str, tmp_socket: socket.socket | None = None,
+                 log_dir: str | None = None, gpus: str | None = None, status_writer=None):
+        self.executor_id = executor_id
+        self.worker_num = executor_id
+        self.job_name = job_name
+        self.task_index = task_index
+        self.cluster_spec = cluster_spec
+        self.num_workers = roles.count_workers(cluster_spec)
+        self.defaultFS = paths.normalize_default_fs(default_fs)
+        self.working_dir = working_dir
+        self.host = host
+        self.port = port
+        self.cluster_id = cluster_id
+        self.tmp_socket = tmp_socket
+        self.log_dir = log_dir
+        self.gpus = gpus
+        self.mgr = None
+        self._status_writer = status_writer
+
+    def absolute_path(self, path: str) -> str:
+        """Qualify ``path`` with TFoS's rules (see :func:`sparkdl.paths.hdfs_path`)."""
+        return paths.hdfs_path(self.defaultFS, self.working_dir, path)
+
+    def release_port(self) -> None:
+        """Free this node's reserved TF port so a TF server can bind it (idempotent)."""
+        if self.tmp_socket is not None:
+            self.tmp_socket.close()
+            self.tmp_socket = None
+
+    @property
+    def tf_config(self) -> dict[str, Any] | None:
+        """The parsed ``TF_CONFIG`` of this node, or None when sparkdl did not set one."""
+        raw = os.environ.get("TF_CONFIG")
+        return json.loads(raw) if raw else None
+
+    def report(self, event: str, **fields: Any) -> None:
+        """Send a small status event to the driver (used by :meth:`serve`; later by progress)."""
+        if self._status_writer is not None:
+            self._status_writer(event, fields)
+
+    def start_server(self):
+        """Start and return a ``tf.distribute.Server`` for this node from its TF_CONFIG.
+
+        Releases the reserved port first. The node is reported to the driver as a server,
+        so ``shutdown()`` stops it once the training nodes are done instead of waiting for it.
+        """
+        import tensorflow as tf  # imported here: TF must only load inside the node process
+
+        self.release_port()
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        server = tf.distribute.Server(resolver.cluster_spec(), job_name=self.job_name,
+                                      task_index=self.task_index, protocol="grpc", start=True)
+        self.report("serving")
+        return server
+
+    def serve(self) -> None:
+        """Run this node as a TF server until the cluster shuts down (ps, or PSStrategy workers)."""
+        self.start_server().join()
+
+    def get_data_feed(self, *args, **kwargs):
+        """The SPARK input-mode data feed; not available in this version of sparkdl."""
+        raise NotImplementedError("InputMode.SPARK data feeding is not available in this version of sparkdl")
+
+    def __repr__(self) -> str:
+        return (f"NodeContext({self.job_name}:{self.task_index}, executor_id={self.executor_id}, "
+                f"num_workers={self.num_workers}, host={self.host}:{self.port})")

@@ -1,0 +1,146 @@
+"""What runs inside the Spark task that hosts a node: pick GPUs, start the node's supervisor.
+
+The launch task is the only place that sees Spark's task context (resources, barrier task
+infos), so it decides the node's GPUs and environment, then starts a supervisor process
+(``sparkdl.node.supervisor``) that registers with the driver and runs the TF process.
+
+- Blocking launch (InputMode.TENSORFLOW, TFParallel): the task waits for the supervisor, whose
+  anchor is this task's process; if Spark kills the task, the node dies with it.
+- Detached launch (InputMode.SPARK): the task returns once the node runs, freeing the executor
+  for feeding tasks; the supervisor then anchors to the executor JVM instead.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+from .. import gpus
+from ..roles import NodeRole
+from . import keras_policy
+from .supervisor import FAILED, READY
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything a launch task needs, shipped from the driver inside Spark's task closure."""
+
+    cluster_id: str
+    secret: bytes
+    driver_address: tuple[str, int]
+    roles: tuple[NodeRole, ...]
+    fn: bytes                      # cloudpickled (map_fun, tf_args)
+    detached: bool                 # SPARK input mode: return once the node runs
+    set_tf_config: bool
+    release_port: bool
+    reservation_timeout: float
+    tensorboard_executor: int | None
+    log_dir: str | None
+    default_fs: str
+    num_gpus: int | None
+    env: dict = field(default_factory=dict)
+
+
+def node_dir(cluster_id: str, role: NodeRole) -> Path:
+    """A private per-user, per-cluster, per-node directory for logs and status files."""
+    path = Path(tempfile.gettempdir()) / f"sparkdl-{getpass.getuser()}" / cluster_id / \
+        f"node{role.executor_id}-{role.job_name}{role.task_index}"
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return path
+
+
+def executor_jvm_pid() -> int:
+    """The pid of the executor JVM hosting this Python worker (falls back to our parent)."""
+    for parent in psutil.Process().parents():
+        try:
+            if parent.name().startswith("java"):
+                return parent.pid
+        except psutil.Error:
+            continue
+    return os.getppid()
+
+
+def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[str] | None = None,
+                spark_executor: str = "", anchor_pid: int | None = None) -> dict:
+    """Start the node numbered ``executor_id`` and return a small status record.
+
+    Raises RuntimeError when the node cannot start (GPU selection, registration refused);
+    the driver also hears about it over the channel.
+    """
+    role = spec.roles[executor_id]
+    directory = node_dir(spec.cluster_id, role)
+    label = f"{role.label} on host {os.uname().nodename}"
+    assignment = gpus.select_gpus(spec.num_gpus, spark_gpu_addresses, os.environ.get("CUDA_VISIBLE_DEVICES"),
+                                  slot=executor_id, node_label=label)
+    env = dict(spec.env)
+    env.update(keras_policy.node_keras_env(spec.env, os.environ))
+    if assignment.cuda_visible_devices is not None:
+        env["CUDA_VISIBLE_DEVICES"] = assignment.cuda_visible_devices
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # nvidia-smi's numbering, which the choice used
+    log_dir = spec.log_dir or (str(Path.cwd() / f"tensorboard_{executor_id}")
+                               if spec.tensorboard_executor == executor_id else None)
+    if anchor_pid is None:
+        anchor_pid = executor_jvm_pid() if spec.detached else os.getpid()
+    config = {
+        "cluster_id": spec.cluster_id, "secret": spec.secret, "driver_address": list(spec.driver_address),
+        "executor_id": executor_id, "job_name": role.job_name, "task_index": role.task_index,
+        "spark_executor": spark_executor, "anchor_pid": anchor_pid,
+        "reservation_timeout": spec.reservation_timeout, "fn": spec.fn, "env": env,
+        "set_tf_config": spec.set_tf_config, "release_port": spec.release_port,
+        "tensorboard_node": spec.tensorboard_executor == executor_id, "log_dir": log_dir,
+        "default_fs": spec.default_fs, "working_dir": os.getcwd(), "node_dir": str(directory),
+        "gpus": assignment.cuda_visible_devices, "pythonpath": os.pathsep.join(p for p in sys.path if p),
+    }
+    with open(directory / "supervisor.log", "ab") as supervisor_log:
+        supervisor = subprocess.Popen(
+            [sys.executable, "-m", "sparkdl.node.supervisor"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=supervisor_log, env=_python_env(), start_new_session=spec.detached)
+    supervisor.stdin.write(pickle.dumps(config))
+    supervisor.stdin.close()
+    first_line = supervisor.stdout.readline().decode().strip()
+    if first_line != READY:
+        supervisor.wait(timeout=30)
+        reason = first_line[len(FAILED):].strip() if first_line.startswith(FAILED) else \
+            f"supervisor exited with status {supervisor.returncode}; see {directory / 'supervisor.log'}"
+        raise RuntimeError(f"sparkdl node {role.label} did not start: {reason}")
+    record = {"executor_id": executor_id, "job_name": role.job_name, "task_index": role.task_index,
+              "gpus": asdict(assignment), "supervisor_pid": supervisor.pid}
+    if not spec.detached:
+        record["supervisor_exit"] = supervisor.wait()
+    return record
+
+
+def _python_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+def spark_partition_launcher(spec: LaunchSpec, first_executor_id: int = 0):
+    """The ``mapPartitions`` function that launches node ``first_executor_id + partition``."""
+
+    def launch(_rows):
+        from pyspark import BarrierTaskContext, TaskContext
+
+        context = TaskContext.get()
+        executor_id = first_executor_id + context.partitionId()
+        if context.attemptNumber() > 0:
+            # Spark retried the launch; a TF node is never restarted behind the driver's back.
+            yield {"executor_id": executor_id, "skipped": "retry"}
+            return
+        resources = context.resources()
+        addresses = list(resources["gpu"].addresses) if "gpu" in resources else None
+        spark_executor = ""
+        if isinstance(context, BarrierTaskContext):
+            spark_executor = context.getTaskInfos()[context.partitionId()].address
+        yield launch_node(spec, executor_id, addresses, spark_executor)
+
+    return launch

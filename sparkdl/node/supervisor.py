@@ -1,0 +1,276 @@
+"""Entry point of a node's supervisor: ``python -m sparkdl.node.supervisor``.
+
+One supervisor per TF node. It registers the node with the driver over the authenticated
+channel, receives the cluster spec, starts TensorBoard when asked, starts the TF process as
+its child (which dies with it), and reports to the driver how that child ended: exit code or
+signal, the remote traceback and the tail of the node's log. It stops the child when the
+driver says so, when the driver goes away, or when its anchor process (the Spark task that
+launched it, or the executor JVM in SPARK input mode) disappears.
+
+It never imports TensorFlow, so it starts fast and cannot be wedged by it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from .. import roles
+from ..channel import Channel, ChannelError, connect
+from . import keras_policy, watchdog
+
+READY = "READY"
+FAILED = "FAILED"
+TENSORBOARD_START_TIMEOUT_S = 90.0
+STOP_GRACE_MIN_S = 3.0
+
+
+def reserve_port(host: str) -> socket.socket:
+    """Bind (without listening) a free port on ``host`` and keep it until released."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    sock.set_inheritable(True)
+    return sock
+
+
+def log_tail(path: Path, max_lines: int = 40, max_bytes: int = 16384) -> str:
+    """The last lines of a log file ('' if it does not exist)."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            log.seek(max(0, log.tell() - max_bytes))
+            lines = log.read().decode(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(deque(lines, maxlen=max_lines))
+
+
+def wait_for_port(host: str, port: int, process: subprocess.Popen, timeout_s: float) -> bool:
+    """Poll until ``host:port`` accepts connections, the process exits, or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.2)  # TensorBoard gives no readiness signal but its open port
+    return False
+
+
+class Supervisor:
+    """Runs one node from registration to its reported end. See the module docstring."""
+
+    def __init__(self, config: dict):
+        self.cfg = config
+        self.role = roles.NodeRole(config["executor_id"], config["job_name"], config["task_index"])
+        self.node_dir = Path(config["node_dir"])
+        self.log_path = self.node_dir / "node.log"
+        self.error_path = self.node_dir / "error.json"
+        self.child: subprocess.Popen | None = None
+        self.tensorboard: subprocess.Popen | None = None
+        self.channel: Channel | None = None
+        self.stop_requested = threading.Event()
+        self._lock = threading.Lock()
+
+    # -- talking to the launching task (stdout) and to the driver (channel) --
+
+    @staticmethod
+    def announce(line: str) -> None:
+        """Tell the launching Spark task how start-up went (it may have stopped listening)."""
+        try:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError):
+            pass
+
+    def send(self, message: dict) -> None:
+        """Send to the driver; a lost driver is handled by the receive loop, not here."""
+        try:
+            self.channel.send(message)
+        except (OSError, ChannelError):
+            pass
+
+    # -- lifecycle --
+
+    def run(self) -> int:
+        """Register, run the node, report; returns the supervisor's exit status."""
+        watchdog.watch_pid(self.cfg["anchor_pid"], lambda: self.kill_child("anchor process exited"))
+        try:
+            self.channel = connect(tuple(self.cfg["driver_address"]), self.cfg["secret"])
+        except (OSError, ChannelError) as exc:
+            self.announce(f"{FAILED} cannot reach the sparkdl driver at {self.cfg['driver_address']}: {exc}")
+            return 2
+        host = self.channel.local_address
+        tf_socket = reserve_port(host)
+        wants_tensorboard = self.cfg["tensorboard_node"]
+        tb_socket = reserve_port(host) if wants_tensorboard else None
+        self.send({"type": "register", "executor_id": self.role.executor_id, "host": host,
+                   "port": tf_socket.getsockname()[1], "pid": os.getpid(),
+                   "spark_executor": self.cfg["spark_executor"], "gpus": self.cfg["gpus"],
+                   "log_path": str(self.log_path)})
+        try:
+            reply = self.channel.recv(timeout=self.cfg["reservation_timeout"] + 30)
+        except ChannelError as exc:
+            self.announce(f"{FAILED} no cluster spec from the driver: {exc}")
+            return 3
+        if reply.get("type") != "cluster":
+            self.announce(f"{FAILED} registration refused: {reply.get('reason', reply)}")
+            return 3
+        cluster_spec = reply["cluster_spec"]
+        if tb_socket is not None:
+            self.start_tensorboard(host, tb_socket)
+        self.start_child(cluster_spec, host, tf_socket)
+        tf_socket.close()  # the child holds its own copy until it releases the port
+        self.send({"type": "started", "pid": self.child.pid})
+        self.announce(READY)
+        sys.stdout.close()
+        threading.Thread(target=self.receive_loop, name="driver-commands", daemon=True).start()
+        return self.wait_child(cluster_spec)
+
+    def start_tensorboard(self, host: str, tb_socket: socket.socket) -> None:
+        """Start TensorBoard on the reserved port and tell the driver its URL once it answers."""
+        port = tb_socket.getsockname()[1]
+        log_dir = self.cfg["log_dir"]
+        Path(log_dir).mkdir(parents=True, exist_ok=True) if "://" not in log_dir else None
+        tb_socket.close()
+        with open(self.node_dir / "tensorboard.log", "ab") as tb_log:
+            self.tensorboard = subprocess.Popen(
+                [sys.executable, "-m", "tensorboard.main", "--logdir", log_dir, "--host", host,
+                 "--port", str(port)], stdout=tb_log, stderr=subprocess.STDOUT,
+                preexec_fn=watchdog.die_with_parent, env=self.child_env({}))
+        if wait_for_port(host, port, self.tensorboard, TENSORBOARD_START_TIMEOUT_S):
+            self.send({"type": "tensorboard", "url": f"http://{host}:{port}"})
+        else:
+            self.send({"type": "warning", "message": "TensorBoard did not start: "
+                       + log_tail(self.node_dir / "tensorboard.log", 10)})
+
+    def child_env(self, extra: dict) -> dict:
+        """The environment of processes this supervisor starts."""
+        env = dict(os.environ)
+        env.update(self.cfg["env"])
+        env.update(extra)
+        env["PYTHONPATH"] = self.cfg["pythonpath"]
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def start_child(self, cluster_spec: dict, host: str, tf_socket: socket.socket) -> None:
+        """Start the TF process with its final environment and hand it the launch payload."""
+        extra = {}
+        if self.cfg["set_tf_config"]:
+            extra["TF_CONFIG"] = roles.tf_config(cluster_spec, self.role.job_name, self.role.task_index)
+        status_read, status_write = os.pipe()
+        payload = {
+            "fn": self.cfg["fn"], "error_path": str(self.error_path), "release_port": self.cfg["release_port"],
+            "socket_fd": tf_socket.fileno(), "status_fd": status_write,
+            "ctx": {"executor_id": self.role.executor_id, "job_name": self.role.job_name,
+                    "task_index": self.role.task_index, "cluster_spec": cluster_spec,
+                    "default_fs": self.cfg["default_fs"], "working_dir": self.cfg["working_dir"],
+                    "host": host, "port": tf_socket.getsockname()[1], "cluster_id": self.cfg["cluster_id"],
+                    "log_dir": self.cfg["log_dir"], "gpus": self.cfg["gpus"]},
+        }
+        with open(self.log_path, "ab") as node_log:
+            self.child = subprocess.Popen(
+                [sys.executable, "-m", "sparkdl.node.tf_process"], stdin=subprocess.PIPE,
+                stdout=node_log, stderr=subprocess.STDOUT, cwd=self.cfg["working_dir"],
+                env=self.child_env(extra), pass_fds=(tf_socket.fileno(), status_write),
+                process_group=0)
+        os.close(status_write)
+        self.child.stdin.write(pickle.dumps(payload))
+        self.child.stdin.close()
+        threading.Thread(target=self.relay_status, args=(status_read,), name="node-status", daemon=True).start()
+
+    def relay_status(self, fd: int) -> None:
+        """Forward the TF process's status events (e.g. 'serving') to the driver."""
+        with os.fdopen(fd) as events:
+            for line in events:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                self.send({"type": "status", **event})
+
+    def receive_loop(self) -> None:
+        """Obey the driver's 'stop'; treat a lost driver as a stop too."""
+        while True:
+            try:
+                message = self.channel.recv()
+            except ChannelError:
+                self.kill_child("lost the connection to the sparkdl driver")
+                return
+            if message.get("type") == "stop":
+                self.stop_child(float(message.get("grace_s", 0)))
+
+    def stop_child(self, grace_s: float) -> None:
+        """SIGTERM the TF process group, then SIGKILL after the grace period."""
+        self.stop_requested.set()
+        child = self.child
+        if child is None or child.poll() is not None:
+            return
+        self._signal_group(signal.SIGTERM)
+        try:
+            child.wait(timeout=max(grace_s, STOP_GRACE_MIN_S))
+        except subprocess.TimeoutExpired:
+            self._signal_group(signal.SIGKILL)
+
+    def kill_child(self, reason: str) -> None:
+        """Kill the TF process group at once (its anchor or the driver is gone)."""
+        print(f"sparkdl supervisor: {reason}; killing the TF process", file=sys.stderr, flush=True)
+        self.stop_requested.set()
+        self._signal_group(signal.SIGKILL)
+        if self.tensorboard is not None:
+            self.tensorboard.kill()
+        if self.child is None:
+            os._exit(4)
+
+    def _signal_group(self, sig: int) -> None:
+        if self.child is not None and self.child.poll() is None:
+            try:
+                os.killpg(self.child.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def wait_child(self, cluster_spec: dict) -> int:
+        """Wait for the TF process, report how it ended, and clean up."""
+        code = self.child.wait()
+        # Reap the rest of the node's process group: nothing it started may outlive it.
+        try:
+            os.killpg(self.child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if self.tensorboard is not None:
+            self.tensorboard.terminate()
+        report = {"type": "exited", "exit_code": code if code >= 0 else None,
+                  "signal": signal.Signals(-code).name if code < 0 else None,
+                  "stopped": self.stop_requested.is_set(), "log_path": str(self.log_path)}
+        if code != 0 and not self.stop_requested.is_set():
+            try:
+                report["traceback"] = json.loads(self.error_path.read_text())["traceback"]
+            except (OSError, ValueError, KeyError):
+                report["traceback"] = ""
+            report["log_tail"] = log_tail(self.log_path)
+            report["hint"] = keras_policy.failure_hint(report["traceback"], self.child_env({}),
+                                                       roles.count_workers(cluster_spec))
+        self.send(report)
+        self.channel.close()
+        return 0 if code == 0 or self.stop_requested.is_set() else 1
+
+
+def main() -> int:
+    """Read the launch config from stdin (a pipe from the launching task) and supervise."""
+    config = pickle.load(sys.stdin.buffer)
+    sys.stdin.close()
+    return Supervisor(config).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Entry point of the TensorFlow node process: ``python -m sparkdl.node.tf_process``.
+
+Started by the node supervisor with the environment already final (TF_CONFIG,
+CUDA_VISIBLE_DEVICES, TF_USE_LEGACY_KERAS), so TensorFlow sees the right devices and Keras
+when ``map_fun`` first imports it. Reads its launch payload from stdin (a pipe from its own
+parent, never a socket), runs ``map_fun(args, ctx)``, and on failure writes the traceback
+as JSON to the file the supervisor named before exiting with status 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import socket
+import sys
+import traceback
+
+from . import keras_policy, watchdog
+from .context import NodeContext
+
+
+def _status_writer(fd: int):
+    stream = os.fdopen(fd, "w", buffering=1)
+
+    def write(event: str, fields: dict) -> None:
+        stream.write(json.dumps({"event": event, **fields}) + "\n")
+
+    return write
+
+
+def _write_error(path: str, text: str, exc: BaseException) -> None:
+    with open(path, "w") as out:
+        json.dump({"traceback": text, "type": type(exc).__name__}, out)
+
+
+def main() -> int:
+    """Run one node's ``map_fun``; the exit status says whether it succeeded."""
+    watchdog.die_with_parent()
+    parent = os.getppid()
+    watchdog.watch_pid(parent, lambda: os._exit(70))
+
+    payload = pickle.load(sys.stdin.buffer)
+    error_path = payload["error_path"]
+    try:
+        from pyspark import cloudpickle  # the same pickler Spark used to ship map_fun
+
+        map_fun, tf_args = cloudpickle.loads(payload["fn"])
+        tmp_socket = (socket.socket(fileno=payload["socket_fd"])
+                      if payload["socket_fd"] is not None else None)
+        ctx = NodeContext(tmp_socket=tmp_socket, status_writer=_status_writer(payload["status_fd"]),
+                          **payload["ctx"])
+        warnings, error = keras_policy.startup_problems(os.environ, ctx.num_workers)
+        for warning in warnings:
+            print(f"sparkdl: WARNING: {warning}", file=sys.stderr, flush=True)
+        if error:
+            raise RuntimeError(error)
+        if payload["release_port"]:
+            ctx.release_port()
+        print(f"sparkdl: starting map_fun on {ctx!r}", flush=True)
+        map_fun(tf_args, ctx)
+    except BaseException as exc:  # noqa: BLE001 - everything must reach the driver
+        text = traceback.format_exc()
+        print(text, file=sys.stderr, flush=True)
+        _write_error(error_path, text, exc)
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    # os._exit skips interpreter teardown, where TensorFlow's background threads (e.g. tf.data
+    # autotuning, gRPC) can stall a finished node for tens of seconds.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,101 @@
+"""Roles as data: which node is ps, chief, evaluator or worker, and the TF_CONFIG each one gets.
+
+Pure functions, no Spark and no TensorFlow, so the driver and the nodes compute the same
+answers and the rules are unit-testable. The assignment order is TensorFlowOnSpark's: ps
+nodes first, then the master/chief, then the evaluator, then workers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+#: Roles whose TF process runs a server until the cluster shuts down instead of finishing.
+SERVER_ROLES = frozenset({"ps"})
+#: Roles stopped by ``shutdown()`` once the training nodes are done (they never end on their own).
+STOPPED_AT_SHUTDOWN = frozenset({"ps", "evaluator"})
+#: Roles that take part in the collective (MultiWorkerMirroredStrategy's workers).
+COLLECTIVE_ROLES = ("chief", "master", "worker")
+VALID_MASTER_NODES = (None, "chief", "master")
+
+
+@dataclass(frozen=True)
+class NodeRole:
+    """One node's place in the cluster: ``executor_id`` is its 0-based node number (TFoS's name)."""
+
+    executor_id: int
+    job_name: str
+    task_index: int
+
+    @property
+    def label(self) -> str:
+        """``job:index``, the way errors and logs name a node."""
+        return f"{self.job_name}:{self.task_index}"
+
+
+def validate_layout(num_executors: int, num_ps: int = 0, master_node: str | None = "chief",
+                    eval_node: bool = False) -> None:
+    """Raise ValueError, naming the argument, when the layout cannot form a cluster."""
+    if not isinstance(num_executors, int) or num_executors < 1:
+        raise ValueError(f"num_executors must be a positive integer, got {num_executors!r}")
+    if not isinstance(num_ps, int) or num_ps < 0:
+        raise ValueError(f"num_ps must be a non-negative integer, got {num_ps!r}")
+    if master_node not in VALID_MASTER_NODES:
+        raise ValueError(f"master_node must be one of {VALID_MASTER_NODES}, got {master_node!r}")
+    needed = num_ps + (1 if eval_node else 0) + 1
+    if num_executors < needed:
+        raise ValueError(
+            f"num_executors={num_executors} leaves no chief/worker node: num_ps={num_ps}"
+            f"{' and eval_node=True' if eval_node else ''} need at least {needed} executors")
+
+
+def cluster_template(num_executors: int, num_ps: int = 0, master_node: str | None = "chief",
+                     eval_node: bool = False) -> dict[str, list[int]]:
+    """Map each job name to the node numbers that play it, in TFoS's order."""
+    validate_layout(num_executors, num_ps, master_node, eval_node)
+    remaining = list(range(num_executors))
+    template: dict[str, list[int]] = {}
+
+    def take(job: str, count: int) -> None:
+        template[job] = remaining[:count]
+        del remaining[:count]
+
+    if num_ps:
+        take("ps", num_ps)
+    if master_node:
+        take(master_node, 1)
+    if eval_node:
+        take("evaluator", 1)
+    if remaining:
+        take("worker", len(remaining))
+    return template
+
+
+def roles_from_template(template: dict[str, list[int]]) -> list[NodeRole]:
+    """Flatten a template into one NodeRole per node, ordered by node number."""
+    roles = [NodeRole(executor_id, job, index)
+             for job, ids in template.items() for index, executor_id in enumerate(ids)]
+    return sorted(roles, key=lambda role: role.executor_id)
+
+
+def build_cluster_spec(roles: list[NodeRole], addresses: dict[int, str]) -> dict[str, list[str]]:
+    """``{job: ["host:port", ...]}`` from each node's registered address, indexed by task."""
+    spec: dict[str, list[str]] = {}
+    for role in sorted(roles, key=lambda r: (r.job_name, r.task_index)):
+        spec.setdefault(role.job_name, []).append(addresses[role.executor_id])
+    return spec
+
+
+def tf_config(cluster_spec: dict[str, list[str]], job_name: str, task_index: int) -> str:
+    """The TF_CONFIG JSON for one node.
+
+    The evaluator is left out of ``cluster`` (as TensorFlow expects: it runs outside the
+    collective and is not addressable), but it still gets its own ``task``.
+    """
+    cluster = {job: hosts for job, hosts in cluster_spec.items() if job != "evaluator"}
+    return json.dumps({"cluster": cluster, "task": {"type": job_name, "index": task_index}})
+
+
+def count_workers(cluster_spec: dict[str, list[str]]) -> int:
+    """Nodes that train in the collective: chief/master plus workers (TFoS's ``num_workers``)."""
+    return sum(len(cluster_spec.get(job, [])) for job in COLLECTIVE_ROLES)

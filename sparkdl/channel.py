@@ -28,6 +28,7 @@ import secrets
 import socket
 import struct
 import threading
+import time
 from typing import Any, Callable
 
 logger = logging.getLogger(__name__)
@@ -56,9 +57,15 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
     return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
 
 
-def _recv_exact(sock: socket.socket, count: int) -> bytes:
+def _recv_exact(sock: socket.socket, count: int, deadline: float | None = None) -> bytes:
+    """Read exactly ``count`` bytes; with ``deadline`` (monotonic) the whole read is bounded."""
     chunks = []
     while count:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout("handshake took too long")
+            sock.settimeout(remaining)
         chunk = sock.recv(min(count, 1 << 20))
         if not chunk:
             raise ChannelError("connection closed by peer")
@@ -112,7 +119,10 @@ class Channel:
         if not hmac.compare_digest(tag, expected):
             raise AuthenticationError("frame failed its integrity check")
         self._recv_seq += 1
-        return json.loads(payload)
+        try:
+            return json.loads(payload)
+        except ValueError as exc:
+            raise ChannelError(f"frame is not a JSON message: {exc}") from exc
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -132,10 +142,12 @@ class Channel:
 
 
 def _server_handshake(sock: socket.socket, secret: bytes) -> Channel:
+    # One deadline for the whole handshake, so a peer trickling bytes cannot hold a thread.
+    deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
     server_nonce = os.urandom(NONCE_BYTES)
     sock.sendall(MAGIC + server_nonce)
-    answer = _recv_exact(sock, NONCE_BYTES + TAG_BYTES)
+    answer = _recv_exact(sock, NONCE_BYTES + TAG_BYTES, deadline)
     client_nonce, proof = answer[:NONCE_BYTES], answer[NONCE_BYTES:]
     if not hmac.compare_digest(proof, _mac(secret, b"client", server_nonce, client_nonce)):
         raise AuthenticationError("client did not prove the cluster secret")
@@ -149,13 +161,18 @@ def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0) -> C
     sock = socket.create_connection(address, timeout=timeout)
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES)
+        deadline = time.monotonic() + timeout
+        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
         if not hello.startswith(MAGIC):
             raise ChannelError(f"{address} does not speak the sparkdl protocol")
         server_nonce = hello[len(MAGIC):]
         client_nonce = os.urandom(NONCE_BYTES)
         sock.sendall(client_nonce + _mac(secret, b"client", server_nonce, client_nonce))
-        proof = _recv_exact(sock, TAG_BYTES)
+        try:
+            proof = _recv_exact(sock, TAG_BYTES, deadline)
+        except ChannelError as exc:
+            raise AuthenticationError(f"server at {address} closed the connection after our proof: wrong "
+                                      "cluster secret (or not a sparkdl server)") from exc
         if not hmac.compare_digest(proof, _mac(secret, b"server", client_nonce, server_nonce)):
             raise AuthenticationError(f"server at {address} did not prove the cluster secret")
         sock.settimeout(None)

@@ -91,6 +91,6 @@ def wait_for_executors(count_executors: Callable[[], int], num_executors: int, l
         if time.monotonic() >= deadline:
             raise PreflightError(
                 f"num_executors={num_executors} TF nodes need {num_executors} executor task slots, but only "
-                f"{executors} executor(s) with {slots_each} slot(s) each registered within {wait_s:.0f} s. "
+                f"{executors} executor(s) with {slots_each} slot(s) each registered within {wait_s:g} s. "
                 "Start Spark with more executors or lower num_executors.")
         time.sleep(0.2)  # polling the JVM's executor list; no event is exposed to Python

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Shared set-up for scripts/demo.sh and scripts/test.sh: check Java, then create or update the
+# project's virtual environment in .venv. Idempotent: a second run only compares a stamp.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="${SPARKDL_VENV:-$ROOT/.venv}"
+EXTRAS="${SPARKDL_EXTRAS:-cpu,dev}"
+
+check_java() {
+  local java_bin version major
+  java_bin="${JAVA_HOME:+$JAVA_HOME/bin/}java"
+  if ! command -v "$java_bin" >/dev/null 2>&1; then
+    echo "error: Java was not found. PySpark 4 needs Java 17 or newer: install it (e.g." >&2
+    echo "       'apt-get install openjdk-17-jre-headless') or set JAVA_HOME." >&2
+    exit 1
+  fi
+  version="$("$java_bin" -version 2>&1 | awk -F'"' '/version/ {print $2; exit}')"
+  major="${version%%.*}"
+  if [ -z "$major" ] || [ "$major" -lt 17 ]; then
+    echo "error: Java $version found at $(command -v "$java_bin"); PySpark 4 needs Java 17 or newer." >&2
+    exit 1
+  fi
+}
+
+pick_python() {
+  local candidate
+  for candidate in "${SPARKDL_PYTHON:-}" python3.11 python3.12 python3; do
+    [ -n "$candidate" ] || continue
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(not (3, 10) <= sys.version_info[:2] <= (3, 13))'; then
+      echo "$candidate"; return
+    fi
+  done
+  echo "error: no Python 3.10-3.13 found (TensorFlow 2.21 supports these)" >&2
+  exit 1
+}
+
+ensure_venv() {
+  local stamp_file want
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "sparkdl: creating the virtual environment in $VENV" >&2
+    "$(pick_python)" -m venv "$VENV"
+  fi
+  stamp_file="$VENV/.sparkdl-installed"
+  want="$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" | sha256sum | cut -d' ' -f1) $EXTRAS"
+  if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$want" ]; then
+    echo "sparkdl: installing sparkdl[$EXTRAS] and its dependencies into $VENV (first run takes minutes)" >&2
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[$EXTRAS]" 2>&1 |
+      grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+    "$VENV/bin/python" -c "import sparkdl, pyspark, tensorflow" >/dev/null 2>&1 || {
+      echo "error: the installation in $VENV is incomplete (see pip's output above)" >&2; exit 1; }
+    echo "$want" > "$stamp_file"
+  fi
+  export PYSPARK_PYTHON="$VENV/bin/python"
+  export PYSPARK_DRIVER_PYTHON="$VENV/bin/python"
+}
+
+check_java
+ensure_venv

@@ -1,0 +1,76 @@
+"""Shared fixtures: a real multi-executor Spark (``local-cluster``), never ``local[N]``.
+
+``local-cluster[N,1,1024]`` starts N separate executor JVMs on this machine, each with one
+task slot, like a small standalone cluster. One SparkContext is kept for the whole session
+and restarted only when a test needs a different number of executors.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+# Executors must run this interpreter (with sparkdl installed) and import the test modules
+# that map_fun closures refer to.
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
+
+
+class SparkHolder:
+    """Keeps at most one SparkSession alive and switches executor counts on demand."""
+
+    def __init__(self):
+        self.spark = None
+        self.executors = None
+
+    def get(self, executors: int):
+        from pyspark.sql import SparkSession
+
+        if self.spark is not None and self.executors == executors:
+            return self.spark.sparkContext
+        self.stop()
+        self.spark = (SparkSession.builder.master(f"local-cluster[{executors},1,1024]")
+                      .appName(f"sparkdl-tests-{executors}")
+                      .config("spark.ui.enabled", "false")
+                      .config("spark.driver.memory", "1g")
+                      .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+                      .getOrCreate())
+        self.spark.sparkContext.setLogLevel("ERROR")
+        self.executors = executors
+        return self.spark.sparkContext
+
+    def stop(self):
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+
+@pytest.fixture(scope="session")
+def spark_holder():
+    holder = SparkHolder()
+    yield holder
+    holder.stop()
+
+
+@pytest.fixture
+def sc2(spark_holder):
+    """A SparkContext on local-cluster[2,1,1024]: two executors, one slot each."""
+    return spark_holder.get(2)
+
+
+@pytest.fixture
+def sc3(spark_holder):
+    """A SparkContext on local-cluster[3,1,1024], for ps + chief + worker layouts."""
+    return spark_holder.get(3)
+
+
+def read_json_files(directory: Path, pattern: str = "*.json") -> dict[str, dict]:
+    """Load every JSON file a map_fun wrote, keyed by file stem."""
+    import json
+
+    return {path.stem: json.loads(path.read_text()) for path in sorted(directory.glob(pattern))}

@@ -1,0 +1,163 @@
+"""``map_fun``s the integration tests run on real TF nodes.
+
+They live in a plain module (on the executors' PYTHONPATH, see conftest) so that node
+processes import only this, not pytest. Each writes what it observed as JSON into the
+directory named by its args, for the test to assert on at the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+
+def _arg(args, name):
+    """Read ``name`` from a Namespace, a dict or an argv list (``--name value``)."""
+    if isinstance(args, dict):
+        return args[name]
+    if isinstance(args, list):
+        return args[args.index(f"--{name}") + 1]
+    return getattr(args, name)
+
+
+def _write(args, ctx, record: dict, suffix: str = "") -> None:
+    out = Path(_arg(args, "out"))
+    (out / f"node{ctx.executor_id}{suffix}.json").write_text(json.dumps(record))
+
+
+def wait_for_file(path: str, timeout_s: float = 120.0) -> bool:
+    """Poll for a flag file the test creates (bounded)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def describe_node(args, ctx):
+    """Record ctx fields, the args as received, and the environment sparkdl set."""
+    _write(args, ctx, {
+        "args_type": type(args).__name__, "args_out": _arg(args, "out"),
+        "executor_id": ctx.executor_id, "worker_num": ctx.worker_num, "job_name": ctx.job_name,
+        "task_index": ctx.task_index, "num_workers": ctx.num_workers, "cluster_spec": ctx.cluster_spec,
+        "defaultFS": ctx.defaultFS, "working_dir": ctx.working_dir, "cwd": os.getcwd(),
+        "absolute_rel": ctx.absolute_path("models/m1"), "absolute_abs": ctx.absolute_path("/data/x"),
+        "tf_config": os.environ.get("TF_CONFIG"), "legacy_keras": os.environ.get("TF_USE_LEGACY_KERAS"),
+        "host": ctx.host, "port": ctx.port, "pid": os.getpid(), "ppid": os.getppid(),
+    })
+
+
+def fail_on_worker(args, ctx):
+    """Raise on worker:0; the others finish normally."""
+    if ctx.job_name == "worker":
+        raise ValueError(f"boom from {ctx.job_name}:{ctx.task_index} (sentinel 7f3a)")
+
+
+def check_port(args, ctx):
+    """Whether the node's TF port can be bound before and after ``ctx.release_port()``."""
+
+    def bindable() -> bool:
+        probe = socket.socket()
+        try:
+            probe.bind((ctx.host, ctx.port))
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
+
+    before = bindable()
+    had_socket = ctx.tmp_socket is not None
+    ctx.release_port()
+    _write(args, ctx, {"bindable_before_release": before, "had_tmp_socket": had_socket,
+                       "bindable_after_release": bindable()})
+
+
+def wait_for_flag(args, ctx):
+    """Stay up until the test creates the flag file (e.g. while it queries TensorBoard)."""
+    if not wait_for_file(_arg(args, "flag")):
+        raise TimeoutError("the test never created the flag file")
+    _write(args, ctx, {"log_dir": ctx.log_dir})
+
+
+def mwms_fit(args, ctx):
+    """Two-worker MultiWorkerMirroredStrategy + tf.keras model.fit; save the final weights."""
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(512, 8)).astype("float32")
+    labels = (features.sum(axis=1) > 0).astype("int64")
+    options = tf.data.Options()
+    options.autotune.enabled = False  # avoids a slow iterator teardown at the end of fit()
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(64).with_options(options)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"),
+                                     tf.keras.layers.Dense(2)])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(dataset, epochs=3, verbose=0)
+    out = Path(_arg(args, "out"))
+    np.savez(out / f"weights{ctx.executor_id}.npz", *model.get_weights())
+    _write(args, ctx, {"replicas": strategy.num_replicas_in_sync, "keras": tf.keras.__name__,
+                       "loss": [float(v) for v in history.history["loss"]], "job_name": ctx.job_name})
+
+
+def parameter_server_fit(args, ctx):
+    """ParameterServerStrategy: ps and workers serve, the chief coordinates model.fit."""
+    if ctx.job_name in ("ps", "worker"):
+        _write(args, ctx, {"job_name": ctx.job_name, "served": True})
+        ctx.serve()
+        return
+    import numpy as np
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
+
+    def dataset_fn(_input_context):
+        rng = np.random.default_rng(1)
+        x = rng.random((256, 4)).astype("float32")
+        y = x.sum(axis=1, keepdims=True)
+        return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32)
+
+    history = model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=3, steps_per_epoch=10,
+                        verbose=0)
+    _write(args, ctx, {"job_name": ctx.job_name, "loss": [float(v) for v in history.history["loss"]],
+                       "num_ps": strategy._num_ps if hasattr(strategy, "_num_ps") else None})
+
+
+def evaluator_layout(args, ctx):
+    """Chief + worker train with MWMS; the evaluator records what it sees, outside the collective."""
+    import tensorflow as tf
+
+    if ctx.job_name == "evaluator":
+        _write(args, ctx, {"job_name": ctx.job_name, "tf_config": os.environ.get("TF_CONFIG"),
+                           "cluster_spec": ctx.cluster_spec})
+        return
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        total = tf.Variable(0.0)
+
+    @tf.function
+    def step():
+        return strategy.run(lambda: tf.constant(1.0))
+
+    result = strategy.reduce(tf.distribute.ReduceOp.SUM, step(), axis=None)
+    total.assign(result)
+    _write(args, ctx, {"job_name": ctx.job_name, "replicas": strategy.num_replicas_in_sync,
+                       "sum": float(total.numpy())})
+
+
+def parallel_task(args, ctx):
+    """TFParallel: independent nodes, no TF_CONFIG."""
+    _write(args, ctx, {"executor_id": ctx.executor_id, "tf_config": os.environ.get("TF_CONFIG"),
+                       "job_name": ctx.job_name, "pid": os.getpid()})

@@ -1,0 +1,185 @@
+"""TFCluster lifecycle on a real two-executor Spark (local-cluster[2,1,1024]) with real TF processes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+import node_functions as nf
+from conftest import read_json_files
+from sparkdl import ClusterError, PreflightError, ReservationTimeout, TFCluster, TFParallel
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _args(form: str, out, **extra):
+    values = {"out": str(out), **{k: str(v) for k, v in extra.items()}}
+    if form == "namespace":
+        return argparse.Namespace(**values)
+    if form == "dict":
+        return values
+    return [token for key, value in values.items() for token in (f"--{key}", value)]
+
+
+@pytest.mark.parametrize("form", ["namespace", "dict", "argv"])
+def test_cluster_basics_with_each_tf_args_form(sc2, tmp_path, form):
+    cluster = TFCluster.run(sc2, nf.describe_node, _args(form, tmp_path), num_executors=2)
+    assert set(cluster.cluster_spec) == {"chief", "worker"}
+    cluster.shutdown(timeout=120)
+
+    nodes = read_json_files(tmp_path)
+    assert set(nodes) == {"node0", "node1"}
+    expected_type = {"namespace": "Namespace", "dict": "dict", "argv": "list"}[form]
+    chief, worker = nodes["node0"], nodes["node1"]
+    for node in nodes.values():
+        assert node["args_type"] == expected_type and node["args_out"] == str(tmp_path)
+        assert node["num_workers"] == 2 and node["worker_num"] == node["executor_id"]
+        assert node["legacy_keras"] == "1"
+        assert node["cluster_spec"] == cluster.cluster_spec
+        assert node["defaultFS"] == "file://"
+        assert node["absolute_abs"] == "file:///data/x"
+        assert node["absolute_rel"] == f"file://{node['working_dir']}/models/m1"
+    assert (chief["job_name"], chief["task_index"]) == ("chief", 0)
+    assert (worker["job_name"], worker["task_index"]) == ("worker", 0)
+    # Each node is its own executor: different hosts' ports and different executor work dirs.
+    assert chief["working_dir"] != worker["working_dir"]
+
+
+def test_tf_config_is_set_for_every_node(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, num_executors=2, master_node=None)
+    spec = cluster.cluster_spec
+    cluster.shutdown(timeout=120)
+    assert spec.keys() == {"worker"} and len(spec["worker"]) == 2  # no chief: TFoS set no TF_CONFIG here
+    for index, node in enumerate(read_json_files(tmp_path).values()):
+        assert json.loads(node["tf_config"]) == {"cluster": spec, "task": {"type": "worker", "index": index}}
+
+
+def test_mwms_model_fit_ends_with_identical_weights(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.mwms_fit, {"out": str(tmp_path)}, num_executors=2)
+    cluster.shutdown(timeout=200)
+    nodes = read_json_files(tmp_path)
+    assert [n["replicas"] for n in nodes.values()] == [2, 2]
+    assert all(n["keras"].startswith("tf_keras") for n in nodes.values()), "nodes must default to tf-keras"
+    first, second = (np.load(tmp_path / f"weights{i}.npz") for i in (0, 1))
+    assert len(first.files) == 4
+    for name in first.files:
+        np.testing.assert_array_equal(first[name], second[name])
+    losses = nodes["node0"]["loss"]
+    assert losses[-1] < losses[0], f"training did not reduce the loss: {losses}"
+
+
+def test_exception_in_map_fun_raises_with_remote_traceback_then_a_new_cluster_runs(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.fail_on_worker, {"out": str(tmp_path)}, num_executors=2)
+    with pytest.raises(ClusterError) as caught:
+        cluster.shutdown(timeout=120)
+    message = str(caught.value)
+    assert "worker:0" in message and "exited with code 1" in message
+    assert "Traceback" in message and "boom from worker:0 (sentinel 7f3a)" in message
+    failure = caught.value.failures[0]
+    assert failure.label == "worker:0" and failure.executor_id == 1 and failure.host
+    assert "node_functions.py" in failure.traceback
+
+    # No state survives the failed cluster: the same driver runs a healthy one.
+    healthy = TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, num_executors=2)
+    healthy.shutdown(timeout=120)
+    assert set(read_json_files(tmp_path)) == {"node0", "node1"}
+
+
+@pytest.mark.parametrize("release_port", [True, False])
+def test_port_released_or_kept_for_the_node(sc2, tmp_path, release_port):
+    cluster = TFCluster.run(sc2, nf.check_port, {"out": str(tmp_path)}, num_executors=2, release_port=release_port)
+    cluster.shutdown(timeout=120)
+    for node in read_json_files(tmp_path).values():
+        assert node["bindable_before_release"] is release_port
+        assert node["had_tmp_socket"] is (not release_port)
+        assert node["bindable_after_release"] is True
+
+
+def test_tensorboard_url_answers(sc2, tmp_path):
+    flag = tmp_path / "flag"
+    out = tmp_path / "out"
+    out.mkdir()
+    cluster = TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, num_executors=2,
+                            tensorboard=True, log_dir=str(tmp_path / "tb"))
+    try:
+        url = cluster.tensorboard_url()
+        assert url and url.startswith("http://")
+        with urllib.request.urlopen(url, timeout=30) as response:
+            assert response.status == 200
+    finally:
+        flag.touch()
+    cluster.shutdown(timeout=120)
+    assert read_json_files(out)["node0"]["log_dir"] == str(tmp_path / "tb")
+    with pytest.raises(OSError):  # TensorBoard is stopped with its node
+        urllib.request.urlopen(url, timeout=5)
+
+
+def test_preflight_rejects_more_nodes_than_executors_at_once(sc2, tmp_path):
+    started = time.monotonic()
+    with pytest.raises(PreflightError, match="num_executors=3"):
+        TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, num_executors=3)
+    assert time.monotonic() - started < 5
+
+
+def test_argument_errors_name_the_argument(sc2, tmp_path):
+    args = {"out": str(tmp_path)}
+    with pytest.raises(ValueError, match="num_ps"):
+        TFCluster.run(sc2, nf.describe_node, args, num_executors=2, num_ps=2)
+    with pytest.raises(ValueError, match="master_node"):
+        TFCluster.run(sc2, nf.describe_node, args, num_executors=2, master_node="boss")
+    with pytest.raises(ValueError, match="eval_node"):
+        TFCluster.run(sc2, nf.describe_node, args, num_executors=2, eval_node=True,
+                      input_mode=TFCluster.InputMode.SPARK)
+    with pytest.raises(ValueError, match="map_fun"):
+        TFCluster.run(sc2, "not callable", args, num_executors=2)
+
+
+def test_reservation_timeout_names_the_missing_node(sc2, tmp_path):
+    """One executor is busy with another job, so only one of two nodes can register."""
+    flag = tmp_path / "release"
+    blocker_started = threading.Event()
+
+    def occupy_one_executor():
+        sc2.setJobGroup("blocker", "occupies one executor", interruptOnCancel=True)
+        blocker_started.set()
+        try:
+            sc2.parallelize([str(flag)], 1).map(lambda path: nf.wait_for_file(path, 120)).collect()
+        except Exception:  # cancelled at the end of the test
+            pass
+
+    blocker = threading.Thread(target=occupy_one_executor, daemon=True)
+    blocker.start()
+    assert blocker_started.wait(10)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ReservationTimeout) as caught:
+            TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, num_executors=2, use_barrier=False,
+                          reservation_timeout=8)
+    finally:
+        flag.touch()
+        blocker.join(60)
+    elapsed = time.monotonic() - started
+    message = str(caught.value)
+    assert "1 of 2 TF nodes registered" in message and "missing: node #" in message
+    assert elapsed < 40
+
+
+def test_tfparallel_with_and_without_barrier(sc2, tmp_path):
+    for use_barrier in (True, False):
+        out = tmp_path / str(use_barrier)
+        out.mkdir()
+        TFParallel.run(sc2, nf.parallel_task, {"out": str(out)}, num_executors=2, use_barrier=use_barrier)
+        nodes = read_json_files(out)
+        assert sorted(n["executor_id"] for n in nodes.values()) == [0, 1]
+        assert all(n["tf_config"] is None for n in nodes.values())
+
+
+def test_tfparallel_barrier_with_too_few_executors_raises(sc2, tmp_path):
+    with pytest.raises(PreflightError, match="num_executors=3"):
+        TFParallel.run(sc2, nf.parallel_task, {"out": str(tmp_path)}, num_executors=3, use_barrier=True)

@@ -1,0 +1,42 @@
+"""ps and evaluator roles on a real three-executor Spark (local-cluster[3,1,1024])."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import node_functions as nf
+from conftest import read_json_files
+from sparkdl import TFCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_parameter_server_strategy_trains_end_to_end(sc3, tmp_path):
+    cluster = TFCluster.run(sc3, nf.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1)
+    assert {job: len(hosts) for job, hosts in cluster.cluster_spec.items()} == {"ps": 1, "chief": 1, "worker": 1}
+    # ps and the worker serve forever; shutdown stops them once the chief (coordinator) is done.
+    cluster.shutdown(timeout=240)
+    nodes = read_json_files(tmp_path)
+    assert nodes["node0"] == {"job_name": "ps", "served": True}
+    chief = nodes["node1"]
+    assert chief["job_name"] == "chief" and len(chief["loss"]) == 3
+    assert chief["loss"][-1] < chief["loss"][0]
+    assert all(status == "exited" for status in (n["status"] for n in cluster.cluster_info))
+
+
+def test_evaluator_runs_outside_the_collective(sc3, tmp_path):
+    cluster = TFCluster.run(sc3, nf.evaluator_layout, {"out": str(tmp_path)}, num_executors=3, eval_node=True)
+    spec = cluster.cluster_spec
+    cluster.shutdown(timeout=200)
+    assert set(spec) == {"chief", "evaluator", "worker"}
+    nodes = read_json_files(tmp_path)
+    evaluator = nodes["node1"]
+    assert evaluator["job_name"] == "evaluator"
+    tf_config = json.loads(evaluator["tf_config"])
+    assert tf_config["task"] == {"type": "evaluator", "index": 0}
+    assert "evaluator" not in tf_config["cluster"] and set(tf_config["cluster"]) == {"chief", "worker"}
+    assert evaluator["cluster_spec"]["evaluator"] == spec["evaluator"]
+    for trainer in (nodes["node0"], nodes["node2"]):
+        assert trainer["replicas"] == 2 and trainer["sum"] == 2.0

@@ -26,28 +26,32 @@ class SparkHolder:
 
     def __init__(self):
         self.spark = None
-        self.executors = None
+        self.key = None
 
-    def get(self, executors: int):
+    def get(self, executors: int, conf: dict[str, str] | None = None):
+        """A SparkContext with ``executors`` executors and extra ``conf`` (restarts if different)."""
         from pyspark.sql import SparkSession
 
-        if self.spark is not None and self.executors == executors:
+        key = (executors, tuple(sorted((conf or {}).items())))
+        if self.spark is not None and self.key == key:
             return self.spark.sparkContext
         self.stop()
-        self.spark = (SparkSession.builder.master(f"local-cluster[{executors},1,1024]")
-                      .appName(f"sparkdl-tests-{executors}")
-                      .config("spark.ui.enabled", "false")
-                      .config("spark.driver.memory", "1g")
-                      .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-                      .getOrCreate())
+        builder = (SparkSession.builder.master(f"local-cluster[{executors},1,1024]")
+                   .appName(f"sparkdl-tests-{executors}")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+        for name, value in (conf or {}).items():
+            builder = builder.config(name, value)
+        self.spark = builder.getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")
-        self.executors = executors
+        self.key = key
         return self.spark.sparkContext
 
     def stop(self):
         if self.spark is not None:
             self.spark.stop()
             self.spark = None
+            self.key = None
 
 
 @pytest.fixture(scope="session")

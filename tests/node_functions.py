@@ -161,3 +161,36 @@ def parallel_task(args, ctx):
     """TFParallel: independent nodes, no TF_CONFIG."""
     _write(args, ctx, {"executor_id": ctx.executor_id, "tf_config": os.environ.get("TF_CONFIG"),
                        "job_name": ctx.job_name, "pid": os.getpid()})
+
+
+def record_gpus(args, ctx):
+    """Record the GPUs sparkdl pinned for this node (no TensorFlow import needed)."""
+    _write(args, ctx, {"ctx_gpus": ctx.gpus, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                       "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER")})
+
+
+def keras3_custom_loop(args, ctx):
+    """With TF_USE_LEGACY_KERAS=0 (Keras 3), a custom loop with strategy.run still trains under MWMS."""
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        weight = tf.Variable(0.0)
+        optimizer = tf.keras.optimizers.SGD(0.1)
+
+    @tf.function
+    def train_step(x):
+        def step(x):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean((weight * x - 2.0 * x) ** 2)
+            optimizer.apply_gradients([(tape.gradient(loss, weight), weight)])
+            return loss
+        return strategy.reduce(tf.distribute.ReduceOp.MEAN, strategy.run(step, args=(x,)), axis=None)
+
+    x = tf.constant(np.linspace(0.5, 1.5, 8, dtype="float32"))
+    for _ in range(30):
+        train_step(x)
+    _write(args, ctx, {"keras": tf.keras.__name__ if hasattr(tf.keras, "__name__") else str(tf.keras),
+                       "keras_version": tf.keras.__version__ if hasattr(tf.keras, "__version__") else "",
+                       "weight": float(weight.numpy())})

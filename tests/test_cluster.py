@@ -183,3 +183,33 @@ def test_tfparallel_with_and_without_barrier(sc2, tmp_path):
 def test_tfparallel_barrier_with_too_few_executors_raises(sc2, tmp_path):
     with pytest.raises(PreflightError, match="num_executors=3"):
         TFParallel.run(sc2, nf.parallel_task, {"out": str(tmp_path)}, num_executors=3, use_barrier=True)
+
+
+def test_keras3_can_be_chosen_and_custom_loops_work_with_a_warning(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.keras3_custom_loop, {"out": str(tmp_path)}, num_executors=2,
+                            env={"TF_USE_LEGACY_KERAS": "0"})
+    info = cluster.cluster_info
+    cluster.shutdown(timeout=200)
+    nodes = read_json_files(tmp_path)
+    assert all(n["keras_version"].startswith("3.") for n in nodes.values()), nodes
+    assert all(abs(n["weight"] - 2.0) < 0.05 for n in nodes.values()), nodes
+    logs = [open(node["log_path"]).read() for node in info]
+    assert all("keras-team/keras#20585" in log for log in logs), "multi-worker Keras 3 must warn"
+
+
+def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path):
+    from sparkdl.channel import AuthenticationError, connect, new_secret
+
+    flag = tmp_path / "flag"
+    out = tmp_path / "out"
+    out.mkdir()
+    cluster = TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, num_executors=2)
+    try:
+        with pytest.raises(AuthenticationError):
+            connect(cluster._coordinator.address, new_secret(), timeout=10)
+        assert cluster._coordinator.rejected_connections == 1
+        assert cluster._coordinator.address[0] != "0.0.0.0", "the coordinator must bind one deliberate address"
+    finally:
+        flag.touch()
+    cluster.shutdown(timeout=120)
+    assert len(read_json_files(out)) == 2

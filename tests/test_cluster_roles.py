@@ -40,3 +40,14 @@ def test_evaluator_runs_outside_the_collective(sc3, tmp_path):
     assert evaluator["cluster_spec"]["evaluator"] == spec["evaluator"]
     for trainer in (nodes["node0"], nodes["node2"]):
         assert trainer["replicas"] == 2 and trainer["sum"] == 2.0
+
+
+def test_driver_ps_nodes_host_the_ps_on_the_driver(sc2, tmp_path):
+    """driver_ps_nodes=True: the ps runs beside the driver, chief and worker on the two executors."""
+    cluster = TFCluster.run(sc2, nf.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1,
+                            driver_ps_nodes=True)
+    info = {n["job_name"]: n for n in cluster.cluster_info}
+    cluster.shutdown(timeout=240)
+    assert info["ps"]["spark_executor"] == "" and info["chief"]["spark_executor"] != ""
+    chief = read_json_files(tmp_path)["node1"]
+    assert chief["loss"][-1] < chief["loss"][0]

@@ -21,10 +21,11 @@ from pyspark import InheritableThread, SparkContext
 
 from .. import roles as roles_mod
 from ..channel import new_secret
-from ..errors import ClusterError, ShutdownTimeout
+from ..errors import ClusterError, ReservationTimeout, ShutdownTimeout
 from ..node.launch import LaunchSpec, launch_node, spark_partition_launcher
 from . import preflight
 from .coordinator import Coordinator
+from .feeding import ClusterFeeder
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +68,9 @@ class TFCluster:
     """A running TensorFlow cluster on Spark executors. Create it with :func:`run`."""
 
     def __init__(self, sc: SparkContext, cluster_id: str, coordinator: Coordinator, input_mode: int,
-                 job_group: str, tensorboard: bool):
+                 job_group: str, tensorboard: bool, secret: bytes):
         self.sc = sc
+        self._feeder = ClusterFeeder(sc, secret, coordinator, cluster_id)
         self.cluster_id = cluster_id
         self.input_mode = input_mode
         self._coordinator = coordinator
@@ -99,13 +101,35 @@ class TFCluster:
         self._coordinator.wait_until(lambda c: c.tensorboard_url is not None or c.failures, timeout)
         return self._coordinator.tensorboard_url
 
-    def train(self, dataRDD, num_epochs=0, feed_timeout=600, qname="input"):
-        """Feed an RDD/DataFrame to the nodes (InputMode.SPARK); not available in this version."""
-        raise NotImplementedError("cluster.train (InputMode.SPARK feeding) is not available in this version")
+    def train(self, dataRDD, num_epochs: int = 1, feed_timeout: float = 600, qname: str = "input") -> None:
+        """Feed an RDD or DataFrame to the chief and workers ``num_epochs`` times (InputMode.SPARK).
 
-    def inference(self, dataRDD, feed_timeout=600, qname="input"):
-        """Run inference over an RDD/DataFrame on the nodes (InputMode.SPARK); not available in this version."""
-        raise NotImplementedError("cluster.inference (InputMode.SPARK feeding) is not available in this version")
+        Rows are balanced so every node gets the same number per epoch (at most N-1 rows per
+        epoch are repeated to make the counts equal; none are dropped). Blocks until everything
+        is fed. Raises ClusterError with the node's traceback as soon as a node fails, FeedError
+        when a node stops accepting data for ``feed_timeout`` seconds, and FeedDataError for data
+        that cannot become tensors (naming the column). ``num_epochs=0`` means 1, as in TFoS.
+        """
+        self._require_spark_mode("train")
+        self._feeder.train(dataRDD, num_epochs or 1, feed_timeout, qname)
+
+    def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input"):
+        """An RDD with one result per input row, in input order partition by partition (lazy).
+
+        ``dataRDD`` may be an RDD or a DataFrame; the result is an RDD either way (as in
+        TensorFlowOnSpark). Each partition is served by one node (``partition % nodes``), whose
+        ``map_fun`` reads it with ``ctx.get_data_feed(train_mode=False)`` and answers with
+        ``batch_results``.
+        """
+        self._require_spark_mode("inference")
+        return self._feeder.inference(dataRDD, feed_timeout, qname)
+
+    def _require_spark_mode(self, what: str) -> None:
+        if self.input_mode != InputMode.SPARK:
+            raise ValueError(f"cluster.{what}() feeds data, which needs TFCluster.run(..., "
+                             "input_mode=InputMode.SPARK); this cluster runs InputMode.TENSORFLOW")
+        if self._closed:
+            raise RuntimeError(f"cluster.{what}() after shutdown()")
 
     def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float = 259200) -> None:
         """Wait for the training nodes to finish, stop the servers, and release everything.
@@ -122,6 +146,8 @@ class TFCluster:
             return
         coordinator = self._coordinator
         try:
+            if self.input_mode == InputMode.SPARK and not coordinator.failures:
+                self._feeder.end()
             finished = coordinator.wait_until(
                 lambda c: c.training_nodes_done() or bool(c.failures) or self._launch_failed(), timeout)
             if not finished:
@@ -250,7 +276,7 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         default_fs=sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file://", num_gpus=num_gpus,
         env=dict(env or {}))
     job_group = f"sparkdl-{cluster_id}"
-    cluster = TFCluster(sc, cluster_id, coordinator, input_mode, job_group, tensorboard)
+    cluster = TFCluster(sc, cluster_id, coordinator, input_mode, job_group, tensorboard, secret)
 
     def launch_on_spark() -> None:
         sc.setJobGroup(job_group, f"sparkdl: start {spark_nodes} TensorFlow nodes (cluster {cluster_id})",
@@ -265,11 +291,25 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
     cluster._start_launch(launch_on_spark, f"sparkdl-launch-{cluster_id}")
     try:
         coordinator.wait_for_reservation(reservation_timeout, cluster._launch_error)
+        if input_mode == InputMode.SPARK:
+            _wait_for_feed_servers(cluster, reservation_timeout)
     except BaseException:
         cluster._abort("reservation failed")
         raise
     logger.info("sparkdl cluster %s running: %s", cluster_id, coordinator.cluster_spec)
     return cluster
+
+
+def _wait_for_feed_servers(cluster: TFCluster, timeout: float) -> None:
+    """InputMode.SPARK: return once every data node's feed server listens (or raise)."""
+    data_nodes = cluster._feeder.data_nodes()
+    ready = cluster._coordinator.wait_until(
+        lambda c: all(n.feed_port or n.finished for n in data_nodes) or bool(c.failures), timeout)
+    if cluster._coordinator.failures:
+        raise ClusterError(list(cluster._coordinator.failures), "a node failed while starting")
+    if not ready:
+        missing = [n.role.label for n in data_nodes if not n.feed_port]
+        raise ReservationTimeout(f"the feed servers of {', '.join(missing)} did not start within {timeout:.0f} s")
 
 
 def _count_executors(sc: SparkContext) -> int:

@@ -29,6 +29,7 @@ class NodeState:
     log_path: str = ""
     status: str = "pending"        # pending, registered, running, exited
     serving: bool = False          # the node declared itself a long-running server
+    feed_port: int = 0             # its feed server's port (InputMode.SPARK)
     failure: NodeFailure | None = None
     channel: Channel | None = field(default=None, repr=False)
 
@@ -115,6 +116,8 @@ class Coordinator:
                 self.tensorboard_url = message["url"]
             elif kind == "status" and message.get("event") == "serving":
                 node.serving = True
+            elif kind == "status" and message.get("event") == "feed_ready":
+                node.feed_port = int(message["port"])
             elif kind == "warning":
                 logger.warning("%s: %s", node.role.label, message.get("message"))
             self._cond.notify_all()

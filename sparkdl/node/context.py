@@ -29,7 +29,7 @@ class NodeContext:
     def __init__(self, *, executor_id: int, job_name: str, task_index: int,
                  cluster_spec: dict[str, list[str]], default_fs: str, working_dir: str, host: str,
                  port: int, cluster_id: str, tmp_socket: socket.socket | None = None,
-                 log_dir: str | None = None, gpus: str | None = None, status_writer=None):
+                 log_dir: str | None = None, gpus: str | None = None, status_writer=None, feed_server=None):
         self.executor_id = executor_id
         self.worker_num = executor_id
         self.job_name = job_name
@@ -46,6 +46,7 @@ class NodeContext:
         self.gpus = gpus
         self.mgr = None
         self._status_writer = status_writer
+        self._feed_server = feed_server
 
     def absolute_path(self, path: str) -> str:
         """Qualify ``path`` with TFoS's rules (see :func:`sparkdl.paths.hdfs_path`)."""
@@ -87,9 +88,21 @@ class NodeContext:
         """Run this node as a TF server until the cluster shuts down (ps, or PSStrategy workers)."""
         self.start_server().join()
 
-    def get_data_feed(self, *args, **kwargs):
-        """The SPARK input-mode data feed; not available in this version of sparkdl."""
-        raise NotImplementedError("InputMode.SPARK data feeding is not available in this version of sparkdl")
+    def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
+                      input_mapping: dict[str, str] | None = None, feed_timeout: float = 600.0):
+        """This node's :class:`~sparkdl.feed.node_feed.DataFeed` (InputMode.SPARK only).
+
+        ``train_mode=False`` for ``cluster.inference`` (batches never mix partitions, and
+        ``batch_results`` returns one result per row). ``input_mapping`` (``{column: tensor}``)
+        makes ``next_batch`` return a dict of arrays keyed by tensor name. ``feed_timeout``
+        bounds each wait for data.
+        """
+        if self._feed_server is None:
+            raise RuntimeError("ctx.get_data_feed() needs TFCluster.run(..., input_mode=InputMode.SPARK); in "
+                               "InputMode.TENSORFLOW each node reads its own data")
+        from ..feed.node_feed import DataFeed
+
+        return DataFeed(self._feed_server, train_mode, qname_in, qname_out, input_mapping, feed_timeout)
 
     def __repr__(self) -> str:
         return (f"NodeContext({self.job_name}:{self.task_index}, executor_id={self.executor_id}, "

@@ -94,7 +94,7 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
         "executor_id": executor_id, "job_name": role.job_name, "task_index": role.task_index,
         "spark_executor": spark_executor, "anchor_pid": anchor_pid,
         "reservation_timeout": spec.reservation_timeout, "fn": spec.fn, "env": env,
-        "set_tf_config": spec.set_tf_config, "release_port": spec.release_port,
+        "set_tf_config": spec.set_tf_config, "release_port": spec.release_port, "feed": spec.detached,
         "tensorboard_node": spec.tensorboard_executor == executor_id, "log_dir": log_dir,
         "default_fs": spec.default_fs, "working_dir": os.getcwd(), "node_dir": str(directory),
         "gpus": assignment.cuda_visible_devices, "pythonpath": os.pathsep.join(p for p in sys.path if p),

@@ -48,8 +48,15 @@ def main() -> int:
         map_fun, tf_args = cloudpickle.loads(payload["fn"])
         tmp_socket = (socket.socket(fileno=payload["socket_fd"])
                       if payload["socket_fd"] is not None else None)
+        feed_server = None
+        if payload["feed"]:
+            from ..feed.node_feed import FeedServer
+
+            feed_server = FeedServer(payload["secret"], payload["ctx"]["host"])
         ctx = NodeContext(tmp_socket=tmp_socket, status_writer=_status_writer(payload["status_fd"]),
-                          **payload["ctx"])
+                          feed_server=feed_server, **payload["ctx"])
+        if feed_server is not None:
+            ctx.report("feed_ready", port=feed_server.address[1])
         warnings, error = keras_policy.startup_problems(os.environ, ctx.num_workers)
         for warning in warnings:
             print(f"sparkdl: WARNING: {warning}", file=sys.stderr, flush=True)

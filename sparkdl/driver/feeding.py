@@ -1,0 +1,223 @@
+"""Driver side of InputMode.SPARK: plan, launch and watch the Spark jobs that feed the nodes.
+
+``train`` counts each partition's rows (one cheap Spark job), makes a balanced plan (every
+data node gets the same number of rows per epoch, see ``feed.plan``), sends each node its
+plan, then runs one feeding job per epoch. While a job runs, the driver also watches the
+cluster: if a node dies, the job is cancelled and ``ClusterError`` (with the node's traceback)
+is raised at once instead of waiting for ``feed_timeout``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Callable
+
+from pyspark import InheritableThread, RDD, SparkContext
+from pyspark.sql import DataFrame
+
+from ..channel import ChannelError, connect
+from ..errors import ClusterError
+from ..feed.columns import FeedDataError, check_spark_schema
+from ..feed.feeder import FeedError, FeedTarget, feed_training_partition, infer_partition, rdd_batches
+from ..feed.plan import balanced_plan
+from ..roles import COLLECTIVE_ROLES
+from .coordinator import Coordinator, NodeState
+
+logger = logging.getLogger(__name__)
+
+#: How long a failed feeding job waits for the node failure that may have caused it.
+CAUSE_WAIT_S = 10.0
+
+
+def _spark_error_summary(exc: BaseException) -> str:
+    """The sparkdl error line inside a Spark job failure, else its first line."""
+    text = str(exc)
+    for pattern in (r"(sparkdl\.feed\.\w+\.)?(FeedDataError|FeedError): ([^\n]+)",):
+        match = re.search(pattern, text)
+        if match:
+            return f"{match.group(2)}: {match.group(3)}"
+    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+class ClusterFeeder:
+    """Feeds RDDs and DataFrames to one cluster's data nodes (its chief and workers)."""
+
+    def __init__(self, sc: SparkContext, secret: bytes, coordinator: Coordinator, cluster_id: str):
+        self.sc = sc
+        self._secret = secret
+        self._coordinator = coordinator
+        self._job_group = f"sparkdl-{cluster_id}-feed"
+        self._cluster_id = cluster_id
+        self._sessions: dict[str, int] = {}
+        self.qnames: set[str] = set()
+
+    def data_nodes(self) -> list[NodeState]:
+        """The nodes that receive data, in node-number order."""
+        nodes = [n for n in self._coordinator.nodes.values() if n.role.job_name in COLLECTIVE_ROLES]
+        return sorted(nodes, key=lambda n: n.role.executor_id)
+
+    def _target(self, feed_timeout: float, qname: str) -> FeedTarget:
+        nodes = self.data_nodes()
+        return FeedTarget(self._secret, tuple((n.host, n.feed_port) for n in nodes),
+                          tuple(n.role.label for n in nodes), float(feed_timeout), qname)
+
+    def _tell_nodes(self, message: dict, timeout: float, nodes: list[NodeState] | None = None) -> None:
+        for node in nodes if nodes is not None else self.data_nodes():
+            with connect((node.host, node.feed_port), self._secret, timeout=timeout) as channel:
+                channel.send(message)
+                channel.recv(timeout)
+
+    # -- training --
+
+    def train(self, data: RDD | DataFrame, num_epochs: int, feed_timeout: float, qname: str) -> None:
+        """Feed ``data`` ``num_epochs`` times, balanced over the data nodes; blocks until fed."""
+        if not isinstance(num_epochs, int) or num_epochs < 1:
+            raise ValueError(f"num_epochs must be a positive integer, got {num_epochs!r}")
+        is_frame = isinstance(data, DataFrame)
+        if is_frame:
+            check_spark_schema(data.schema)
+        elif not isinstance(data, RDD):
+            raise TypeError(f"cluster.train needs an RDD or a DataFrame, got {type(data).__name__}")
+        self.qnames.add(qname)
+        counts = self._run_job(lambda: _count_rows(data), "sparkdl: count rows per partition")
+        if sum(counts) == 0:
+            raise FeedDataError(f"cluster.train got an empty {'DataFrame' if is_frame else 'RDD'}: there is "
+                                "nothing to feed")
+        nodes = self.data_nodes()
+        plan = balanced_plan(counts, len(nodes))
+        session = self._sessions.get(qname, 0) + 1
+        self._sessions[qname] = session
+        self._tell_nodes({"type": "plan", "qname": qname, "session": session, "epochs": num_epochs,
+                          "rows_per_epoch": plan.rows_per_node}, min(feed_timeout, 60))
+        target = self._target(feed_timeout, qname)
+        logger.info("sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
+                    plan.total_rows, num_epochs, len(nodes), plan.rows_per_node)
+        for epoch in range(num_epochs):
+            self._run_job(lambda e=epoch: _feed_epoch(data, target, session, e, plan),
+                          f"sparkdl: feed epoch {epoch + 1}/{num_epochs} to {len(nodes)} TF nodes")
+
+    # -- inference --
+
+    def inference(self, data: RDD | DataFrame, feed_timeout: float, qname: str) -> RDD:
+        """An RDD of results, one per input row, partition by partition (lazy, like any RDD)."""
+        target = self._target(feed_timeout, qname)
+        count = len(target.addresses)
+        if isinstance(data, DataFrame):
+            check_spark_schema(data.schema)
+            return _infer_frame(data, target, count)
+        if not isinstance(data, RDD):
+            raise TypeError(f"cluster.inference needs an RDD or a DataFrame, got {type(data).__name__}")
+
+        def infer(index, rows):
+            for results in infer_partition(target, index % count, index, rdd_batches(rows)):
+                yield from results
+
+        return data.mapPartitionsWithIndex(infer)
+
+    def end(self, timeout: float = 30.0) -> None:
+        """Tell every node the feed is over (shutdown): ``should_stop()`` turns True once drained."""
+        for qname in self.qnames | {"input"}:
+            for node in self.data_nodes():
+                if node.finished or not node.feed_port:
+                    continue
+                try:
+                    self._tell_nodes({"type": "end", "qname": qname}, timeout, [node])
+                except (OSError, ChannelError) as exc:
+                    logger.warning("sparkdl: could not tell %s that the feed ended: %s", node.role.label, exc)
+
+    # -- job watching --
+
+    def _run_job(self, action: Callable[[], object], description: str):
+        """Run a Spark action in a thread; raise ClusterError as soon as a node fails."""
+        outcome: dict = {}
+
+        def body() -> None:
+            self.sc.setJobGroup(self._job_group, f"{description} (cluster {self._cluster_id})", interruptOnCancel=True)
+            try:
+                outcome["value"] = action()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
+                outcome["error"] = exc
+            finally:
+                outcome["done"] = True
+                self._coordinator.notify_external()
+
+        thread = InheritableThread(target=body, name="sparkdl-feed-job", daemon=True)
+        thread.start()
+        self._coordinator.wait_until(lambda c: "done" in outcome or bool(c.failures), None)
+        if self._coordinator.failures:
+            self.sc.cancelJobGroup(self._job_group)
+            thread.join(60)
+            raise ClusterError(list(self._coordinator.failures), f"sparkdl cluster {self._cluster_id}: a node "
+                               f"failed during '{description}'")
+        if "error" in outcome:
+            error = outcome["error"]
+            # A lost node is the usual cause of a failed feed: wait briefly for its report.
+            if self._coordinator.wait_until(lambda c: bool(c.failures), CAUSE_WAIT_S):
+                raise ClusterError(list(self._coordinator.failures), f"sparkdl cluster {self._cluster_id}: a "
+                                   f"node failed during '{description}'") from error
+            summary = _spark_error_summary(error)
+            kind = FeedDataError if summary.startswith("FeedDataError") else FeedError
+            raise kind(f"{description} failed: {summary}") from error
+        return outcome.get("value")
+
+
+def _count_rows(data: RDD | DataFrame) -> list[int]:
+    """Rows per partition, in partition order (one Spark job)."""
+    if isinstance(data, DataFrame):
+        import pyarrow as pa
+
+        def count(batches):
+            from pyspark import TaskContext
+
+            rows = sum(batch.num_rows for batch in batches)
+            yield pa.RecordBatch.from_pydict({"partition": [TaskContext.get().partitionId()], "rows": [rows]})
+
+        pairs = data.mapInArrow(count, "partition long, rows long").collect()
+        partitions = data.rdd.getNumPartitions()
+        counts = [0] * max(partitions, max((p for p, _ in pairs), default=-1) + 1)
+        for partition, rows in pairs:
+            counts[partition] = rows
+        return counts
+    return [rows for _, rows in sorted(data.mapPartitionsWithIndex(
+        lambda index, rows: [(index, sum(1 for _ in rows))]).collect())]
+
+
+def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, plan) -> int:
+    """One feeding job: every partition sends its planned slices; returns rows read."""
+    if isinstance(data, DataFrame):
+        import pyarrow as pa
+
+        def feed(batches):
+            from pyspark import TaskContext
+
+            partition = TaskContext.get().partitionId()
+            rows = feed_training_partition(target, session, epoch, partition, plan.slices[partition],
+                                           plan.partition_rows[partition], batches)
+            yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+        return sum(row[0] for row in data.mapInArrow(feed, "rows long").collect())
+
+    def feed_rdd(index, rows):
+        yield feed_training_partition(target, session, epoch, index, plan.slices[index],
+                                      plan.partition_rows[index], rdd_batches(rows))
+
+    return sum(data.mapPartitionsWithIndex(feed_rdd).collect())
+
+
+def _infer_frame(data: DataFrame, target: FeedTarget, count: int) -> RDD:
+    """DataFrame inference: Arrow in, result frames out as binary rows, flattened to an RDD."""
+    import pyarrow as pa
+
+    from ..feed.wire import batch_to_results, decode_batch, encode_batch, results_to_batch
+
+    def infer(batches):
+        from pyspark import TaskContext
+
+        partition = TaskContext.get().partitionId()
+        for results in infer_partition(target, partition % count, partition, batches):
+            payload = encode_batch(results_to_batch(results)).to_pybytes()
+            yield pa.RecordBatch.from_pydict({"payload": [payload]}, schema=pa.schema([("payload", pa.binary())]))
+
+    return data.mapInArrow(infer, "payload binary").rdd.flatMap(
+        lambda row: batch_to_results(decode_batch(row[0])))

@@ -1,0 +1,135 @@
+"""Columnar conversions for feeding: Spark rows or Arrow record batches in, dense numpy out.
+
+DataFrames travel as Arrow record batches end to end: an ``array<float>`` column becomes one
+``(rows, width)`` float32 array by reshaping Arrow's flat value buffer, with no per-row Python
+objects. RDD rows are turned into record batches once, on the executor that feeds them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+VECTOR_FIELDS = {"type", "size", "indices", "values"}  # pyspark.ml.linalg.VectorUDT's sqlType
+
+
+class FeedDataError(ValueError):
+    """The data cannot be fed: the message names the column, its type and what to do."""
+
+
+def check_spark_schema(schema) -> None:
+    """Reject, before any job runs, DataFrame columns that cannot become dense tensors."""
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql import types as T
+
+    for field in schema.fields:
+        kind = field.dataType
+        if isinstance(kind, (T.NumericType, T.BooleanType, T.StringType, VectorUDT)):
+            continue
+        if isinstance(kind, T.ArrayType) and isinstance(kind.elementType, (T.NumericType, T.BooleanType)):
+            continue
+        raise FeedDataError(
+            f"column {field.name!r} has type {kind.simpleString()}, which sparkdl cannot feed as a tensor; "
+            "supported: numeric, boolean and string scalars, arrays of numbers, and pyspark.ml Vectors. "
+            f"Select or convert it first (e.g. df.drop({field.name!r})).")
+
+
+def _values_2d(values: pa.Array, lengths: np.ndarray, name: str) -> np.ndarray:
+    widths = np.unique(lengths)
+    if len(widths) > 1:
+        raise FeedDataError(f"column {name!r} holds arrays of different lengths (e.g. {widths[0]} and "
+                            f"{widths[-1]}); a batch must be a dense tensor: pad or filter the rows")
+    width = int(widths[0]) if len(widths) else 0
+    flat = values.to_numpy(zero_copy_only=False)
+    return flat.reshape(len(lengths), width)
+
+
+def column_to_numpy(array: pa.Array | pa.ChunkedArray, name: str) -> np.ndarray:
+    """One Arrow column as a dense numpy array (2-D for arrays and vectors)."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.null_count:
+        raise FeedDataError(f"column {name!r} has {array.null_count} null value(s) in a batch of {len(array)}; "
+                            "fill or filter them before feeding (e.g. df.na.drop(subset=[...]))")
+    kind = array.type
+    if pa.types.is_fixed_size_list(kind):
+        return array.flatten().to_numpy(zero_copy_only=False).reshape(len(array), kind.list_size)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        if array.flatten().null_count:
+            raise FeedDataError(f"column {name!r} has null elements inside its arrays; fill them before feeding")
+        offsets = array.offsets.to_numpy()
+        return _values_2d(array.flatten(), np.diff(offsets), name)
+    if pa.types.is_struct(kind) and {f.name for f in kind} == VECTOR_FIELDS:
+        return _vectors_to_dense(array, name)
+    if pa.types.is_struct(kind) or pa.types.is_map(kind) or pa.types.is_nested(kind):
+        raise FeedDataError(f"column {name!r} has Arrow type {kind}, which cannot be fed as a dense tensor")
+    return array.to_numpy(zero_copy_only=False)
+
+
+def _vectors_to_dense(array: pa.StructArray, name: str) -> np.ndarray:
+    """pyspark.ml Vectors (dense type=1, sparse type=0) as a dense float64 matrix."""
+    kinds = array.field("type").to_numpy(zero_copy_only=False)
+    values = array.field("values")
+    if (kinds == 1).all():
+        return _values_2d(values.flatten(), np.diff(values.offsets.to_numpy()), name)
+    sizes = array.field("size").to_numpy(zero_copy_only=False)
+    dense_widths = np.diff(values.offsets.to_numpy())
+    width = int(max(np.max(np.where(kinds == 0, sizes, dense_widths)), 0))
+    out = np.zeros((len(array), width), dtype=np.float64)
+    indices = array.field("indices")
+    for row in range(len(array)):  # sparse vectors are rare in feeds; a simple scatter per row
+        row_values = values[row].values.to_numpy(zero_copy_only=False)
+        if kinds[row] == 1:
+            out[row, : len(row_values)] = row_values
+        else:
+            out[row, indices[row].values.to_numpy(zero_copy_only=False)] = row_values
+    return out
+
+
+def batch_to_columns(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
+    """Every column of a record batch as a dense numpy array, by name."""
+    return {name: column_to_numpy(batch.column(i), name) for i, name in enumerate(batch.schema.names)}
+
+
+def _column_to_arrow(values: list, name: str) -> pa.Array:
+    first = values[0]
+    if isinstance(first, (np.ndarray, list, tuple)) and not isinstance(first, (str, bytes)):
+        try:
+            dense = np.asarray(values)
+        except ValueError as exc:
+            raise FeedDataError(f"RDD column {name} holds arrays of different lengths; pad or filter them") from exc
+        if dense.dtype == object or dense.ndim != 2:
+            raise FeedDataError(f"RDD column {name} must hold equal-length 1-D arrays of numbers, "
+                                f"got an array of shape {dense.shape[1:]} and dtype {dense.dtype}")
+        return pa.FixedSizeListArray.from_arrays(pa.array(dense.reshape(-1)), dense.shape[1])
+    if hasattr(first, "toArray"):  # a pyspark.ml / mllib Vector
+        return _column_to_arrow([v.toArray() for v in values], name)
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise FeedDataError(f"RDD column {name} cannot be converted to a tensor column: {exc}") from exc
+
+
+def rows_to_record_batch(rows: Sequence[Any]) -> pa.RecordBatch:
+    """RDD elements as one record batch: tuples/lists/Rows become columns ``"0"``, ``"1"``, ...
+
+    A scalar or a 1-D array element is a one-column row.
+    """
+    first = rows[0]
+    if isinstance(first, tuple) or (isinstance(first, list) and first and
+                                    isinstance(first[0], (list, tuple, np.ndarray))):
+        width = len(first)
+        if any(len(row) != width for row in rows):
+            raise FeedDataError(f"RDD rows have different numbers of fields (first row has {width})")
+        columns = list(zip(*rows))
+    else:
+        columns = [list(rows)]
+    arrays = [_column_to_arrow(list(values), str(i)) for i, values in enumerate(columns)]
+    return pa.RecordBatch.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
+
+
+def columns_to_rows(columns: dict[str, np.ndarray], names: Sequence[str]) -> list[tuple]:
+    """Row tuples (TensorFlowOnSpark's ``next_batch`` without ``input_mapping``)."""
+    return list(zip(*(columns[name] for name in names)))

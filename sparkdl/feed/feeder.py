@@ -1,0 +1,199 @@
+"""The executor end of the data plane: Spark tasks that stream partitions to TF nodes.
+
+Each task opens authenticated channels to the node(s) its rows belong to and sends Arrow
+record batches. Sends block while a node's queue is full (backpressure) and time out after
+``feed_timeout`` with a message naming the node and partition. The functions here are shipped
+to executors inside Spark closures: they hold only the small ``FeedTarget`` description.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from ..channel import Channel, ChannelError, connect
+from .columns import FeedDataError, rows_to_record_batch
+from .plan import Slice
+from .wire import batch_to_results, decode_batch, encode_batch
+
+FRAME_TARGET_BYTES = 4 * 1024 * 1024
+RDD_CHUNK_ROWS = 1024
+
+
+class FeedError(RuntimeError):
+    """Feeding a partition failed: the message names the node and the partition."""
+
+
+@dataclass(frozen=True)
+class FeedTarget:
+    """The data nodes of a cluster, as a feeding task needs them."""
+
+    secret: bytes
+    addresses: tuple[tuple[str, int], ...]
+    labels: tuple[str, ...]
+    feed_timeout: float
+    qname: str
+
+
+def _frames(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+    """Slices of ``batch`` of about FRAME_TARGET_BYTES each."""
+    if batch.num_rows == 0:
+        return
+    row_bytes = max(1, batch.nbytes // batch.num_rows)
+    step = max(1, FRAME_TARGET_BYTES // row_bytes)
+    for start in range(0, batch.num_rows, step):
+        yield batch.slice(start, step)
+
+
+def rdd_batches(rows: Iterable) -> Iterator[pa.RecordBatch]:
+    """RDD elements as record batches of RDD_CHUNK_ROWS rows."""
+    chunk = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == RDD_CHUNK_ROWS:
+            yield rows_to_record_batch(chunk)
+            chunk = []
+    if chunk:
+        yield rows_to_record_batch(chunk)
+
+
+class _NodeLink:
+    """One partition's channel to one node."""
+
+    def __init__(self, target: FeedTarget, node: int, header: dict, partition: int):
+        self.label = target.labels[node]
+        self.partition = partition
+        self.timeout = target.feed_timeout
+        self.rows = 0
+        try:
+            self.channel: Channel = connect(target.addresses[node], target.secret, timeout=min(60.0, self.timeout))
+        except (OSError, ChannelError) as exc:
+            raise FeedError(f"cannot reach node {self.label} to feed partition {partition}: {exc}. "
+                            "Did its process die? (cluster.shutdown() reports how)") from exc
+        self.channel.set_timeout(self.timeout)
+        self.channel.send(header)
+
+    def send(self, batch: pa.RecordBatch, check_replies: bool = True) -> bool:
+        """Send one batch; False when the node has terminated its feed.
+
+        ``check_replies=False`` when another thread reads this channel (inference).
+        """
+        if check_replies and self.channel.has_incoming():
+            self._raise_or_stop(self.channel.recv(self.timeout))
+            return False
+        try:
+            self.channel.send_bytes(encode_batch(batch))
+        except socket.timeout as exc:
+            raise FeedError(f"Timeout while feeding partition {self.partition} to node {self.label}: it accepted "
+                            f"no data for {self.timeout:.0f} s (feed_timeout). Is map_fun reading its feed?") from exc
+        except OSError as exc:
+            raise FeedError(f"lost node {self.label} while feeding partition {self.partition}: {exc}") from exc
+        self.rows += batch.num_rows
+        return True
+
+    def _raise_or_stop(self, reply: dict) -> None:
+        if reply.get("type") == "error":
+            raise FeedDataError(f"node {self.label} rejected partition {self.partition}: {reply['message']}")
+        if reply.get("type") != "terminated":
+            raise FeedError(f"unexpected reply from node {self.label}: {reply}")
+
+    def finish(self) -> None:
+        """Tell the node this partition is complete and wait for its acknowledgement."""
+        try:
+            self.channel.send({"type": "done", "rows": self.rows})
+            reply = self.channel.recv(self.timeout)
+        except ChannelError as exc:
+            raise FeedError(f"lost node {self.label} while finishing partition {self.partition}: {exc}") from exc
+        if reply.get("type") == "ack":
+            if reply["rows"] != self.rows:
+                raise FeedError(f"node {self.label} received {reply['rows']} of {self.rows} rows of "
+                                f"partition {self.partition}")
+        else:
+            self._raise_or_stop(reply)
+
+    def close(self) -> None:
+        """Close the channel."""
+        self.channel.close()
+
+
+def feed_training_partition(target: FeedTarget, session: int, epoch: int, partition: int,
+                            slices: tuple[Slice, ...], expected_rows: int,
+                            batches: Iterable[pa.RecordBatch]) -> int:
+    """Send this partition's rows to their nodes per the plan; returns the rows read."""
+    links: dict[int, _NodeLink] = {}
+    header = {"type": "train", "session": session, "epoch": epoch, "partition": partition, "qname": target.qname}
+    offset = 0
+    stopped = False
+    try:
+        for batch in batches:
+            for piece in _frames(batch):
+                end = offset + piece.num_rows
+                for part in slices:
+                    low, high = max(part.start, offset), min(part.stop, end)
+                    if low >= high or stopped:
+                        continue
+                    if part.node not in links:
+                        links[part.node] = _NodeLink(target, part.node, header, partition)
+                    stopped = not links[part.node].send(piece.slice(low - offset, high - low))
+                offset = end
+            if stopped:
+                return offset
+        if offset != expected_rows:
+            raise FeedDataError(
+                f"partition {partition} had {expected_rows} rows when sparkdl counted them and {offset} now: the "
+                "data is not deterministic between Spark jobs. cache() or checkpoint() it before cluster.train().")
+        for link in links.values():
+            link.finish()
+        return offset
+    finally:
+        for link in links.values():
+            link.close()
+
+
+def infer_partition(target: FeedTarget, node: int, partition: int,
+                    batches: Iterable[pa.RecordBatch]) -> Iterator[list]:
+    """Send one partition to ``node`` and yield its results, one list per result frame, in order."""
+    link = _NodeLink(target, node, {"type": "infer", "partition": partition, "qname": target.qname}, partition)
+    failure: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            for batch in batches:
+                for piece in _frames(batch):
+                    link.send(piece, check_replies=False)
+            link.channel.send({"type": "done", "rows": link.rows})
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the task's thread
+            failure.append(exc)
+            link.close()
+
+    sender = threading.Thread(target=produce, name=f"sparkdl-infer-{partition}", daemon=True)
+    sender.start()
+    received = 0
+    try:
+        while True:
+            try:
+                frame = link.channel.recv_any(target.feed_timeout)
+            except ChannelError as exc:
+                if failure:
+                    raise failure[0]
+                raise FeedError(f"lost node {link.label} during inference on partition {partition}: {exc}") from exc
+            if isinstance(frame, dict):
+                if frame.get("type") == "complete":
+                    break
+                link._raise_or_stop(frame)
+                break
+            results = batch_to_results(decode_batch(frame))
+            received += len(results)
+            yield results
+        sender.join(target.feed_timeout)
+        if failure:
+            raise failure[0]
+        if received != link.rows:
+            raise FeedError(f"node {link.label} returned {received} results for the {link.rows} rows of "
+                            f"partition {partition}: map_fun must call batch_results once per row read")
+    finally:
+        link.close()

@@ -1,0 +1,55 @@
+"""Arrow IPC framing for feed data, and the message types of the feed protocol.
+
+Data frames are Arrow IPC streams (one record batch each) carried as binary frames on an
+authenticated ``Channel``; control messages are JSON. Nothing here unpickles anything.
+
+Feed protocol (first message names the stream):
+
+- driver -> node ``{"type": "plan", "session", "rows_per_epoch", "epochs", "qname"}`` -> ``ack``
+- feeder -> node ``{"type": "train", "session", "partition", "epoch", "qname"}``, binary data
+  frames, ``{"type": "done", "rows"}`` -> ``{"type": "ack", "rows"}`` or ``{"type": "terminated"}``
+- feeder -> node ``{"type": "infer", "partition", "qname"}``, data frames, ``done``; the node
+  answers with result frames, then ``{"type": "complete", "rows"}``
+- driver -> node ``{"type": "end", "qname"}``: no more data will come (shutdown)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+
+def encode_batch(batch: pa.RecordBatch) -> pa.Buffer:
+    """One record batch as a self-describing Arrow IPC stream buffer."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def decode_batch(data) -> pa.RecordBatch:
+    """The record batch inside an IPC stream buffer (zero-copy over ``data``)."""
+    reader = pa.ipc.open_stream(pa.py_buffer(data))
+    return reader.read_next_batch()
+
+
+def results_to_batch(results: Any) -> pa.RecordBatch:
+    """Inference results (a list of per-row values, or an array with one row per input row)."""
+    if isinstance(results, np.ndarray) and results.ndim >= 2:
+        flat = pa.array(results.reshape(len(results), -1).reshape(-1))
+        column = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(results.shape[1:])))
+    else:
+        values = list(results)
+        if values and isinstance(values[0], np.ndarray):
+            values = [v.tolist() for v in values]
+        elif values and isinstance(values[0], np.generic):
+            values = [v.item() for v in values]
+        column = pa.array(values)
+    return pa.RecordBatch.from_arrays([column], names=["result"])
+
+
+def batch_to_results(batch: pa.RecordBatch) -> list:
+    """Per-row Python values back from :func:`results_to_batch`."""
+    return batch.column(0).to_pylist()

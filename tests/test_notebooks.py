@@ -1,0 +1,99 @@
+"""Run every notebook under notebooks/ end to end, and check that none is committed with outputs.
+
+Each notebook runs in its own ipykernel process (this venv's interpreter), with the notebooks
+folder as its working directory; it starts its own Spark (local-cluster by default), so these
+tests use none of conftest's Spark fixtures. Any cell that raises fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+pytestmark = pytest.mark.timeout(900)
+
+REPO = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = REPO / "notebooks"
+NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+CELL_TIMEOUT_S = 600
+
+
+def _kernel_manager(kernels_dir: Path):
+    """A KernelManager whose only 'python3' kernel is this interpreter's ipykernel."""
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    spec_dir = kernels_dir / "python3"
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (sparkdl venv)",
+        "language": "python",
+    }))
+    specs = KernelSpecManager(kernel_dirs=[str(kernels_dir)], ensure_native_kernel=False)
+    return KernelManager(kernel_name="python3", kernel_spec_manager=specs)
+
+
+def _cell_source(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+@pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks")
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs(path, tmp_path):
+    nb = nbformat.read(path, as_version=4)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    client = nbclient.NotebookClient(
+        nb, km=_kernel_manager(tmp_path / "kernels"), kernel_name="python3", timeout=CELL_TIMEOUT_S,
+        startup_timeout=120, allow_errors=False, resources={"metadata": {"path": str(NOTEBOOKS_DIR)}})
+    try:
+        client.execute(env=env)
+    except nbclient.exceptions.CellExecutionError as exc:
+        pytest.fail(f"{path.name}: a cell raised:\n{exc}", pytrace=False)
+    finally:
+        # Keep the executed copy for debugging; never write back into the repository.
+        nbformat.write(nb, tmp_path / path.name)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert code_cells and all(c.get("execution_count") for c in code_cells), "not every code cell ran"
+
+
+def _tracked_notebooks() -> list[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--", "*.ipynb"], cwd=REPO, check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        out = ""
+    tracked = {REPO / name for name in out.split("\0") if name}
+    # Notebooks not yet added to git are checked too, so outputs are caught before the commit.
+    return sorted(tracked | set(NOTEBOOKS))
+
+
+@pytest.mark.timeout(60)
+def test_notebooks_have_no_outputs():
+    notebooks = [p for p in _tracked_notebooks() if p.exists()]
+    if not notebooks:
+        pytest.skip("no notebooks")
+    problems = []
+    for path in notebooks:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        for index, cell in enumerate(nb.cells):
+            if cell.cell_type != "code":
+                continue
+            if cell.get("outputs"):
+                problems.append(f"{path.relative_to(REPO)} cell {index}: has outputs")
+            if cell.get("execution_count") is not None:
+                problems.append(f"{path.relative_to(REPO)} cell {index}: execution_count="
+                                f"{cell['execution_count']}")
+    assert not problems, ("notebooks must be committed with outputs stripped "
+                          "(jupyter nbconvert --clear-output --inplace NOTEBOOK):\n" + "\n".join(problems))

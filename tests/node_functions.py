@@ -194,3 +194,80 @@ def keras3_custom_loop(args, ctx):
     _write(args, ctx, {"keras": tf.keras.__name__ if hasattr(tf.keras, "__name__") else str(tf.keras),
                        "keras_version": tf.keras.__version__ if hasattr(tf.keras, "__version__") else "",
                        "weight": float(weight.numpy())})
+
+
+# -- InputMode.SPARK --
+
+def count_feed(args, ctx):
+    """Read the whole feed with next_batch; record what arrived."""
+    import numpy as np
+
+    feed = ctx.get_data_feed(input_mapping=args.get("mapping"))
+    rows, batches, largest, label_sum, kinds = 0, 0, 0, 0.0, {}
+    while not feed.should_stop():
+        batch = feed.next_batch(args.get("batch", 50))
+        if isinstance(batch, dict):
+            size = len(next(iter(batch.values())))
+            if size:
+                kinds = {k: [str(v.dtype), list(v.shape[1:])] for k, v in batch.items()}
+            label_sum += float(np.sum(batch[args["label_key"]])) if size else 0.0
+        else:
+            size = len(batch)
+            label_sum += float(sum(row[-1] for row in batch))
+            if size:
+                kinds = {"row_type": type(batch[0]).__name__, "first_field": type(batch[0][0]).__name__}
+        rows, batches, largest = rows + size, batches + (size > 0), max(largest, size)
+    _write(args, ctx, {"rows": rows, "batches": batches, "largest": largest, "label_sum": label_sum, "kinds": kinds})
+
+
+def fit_from_feed(args, ctx):
+    """MWMS model.fit straight from the feed's tf.data.Dataset; save weights."""
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    feed = ctx.get_data_feed()
+    steps = feed.steps_per_epoch(args["batch"])
+    dataset = feed.as_dataset(args["batch"], features="x", label="y")
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
+                                     tf.keras.layers.Dense(1)])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
+
+    class CountBatches(tf.keras.callbacks.Callback):
+        seen = 0
+
+        def on_train_batch_end(self, batch, logs=None):
+            CountBatches.seen += 1
+
+    history = model.fit(dataset, epochs=args["epochs"], verbose=0, callbacks=[CountBatches()])
+    np.savez(Path(args["out"]) / f"weights{ctx.executor_id}.npz", *model.get_weights())
+    _write(args, ctx, {"steps_per_epoch": steps, "keras_steps": CountBatches.seen,
+                       "loss": [float(v) for v in history.history["loss"]]})
+
+
+def terminate_early(args, ctx):
+    """Read one batch, then terminate the feed."""
+    feed = ctx.get_data_feed()
+    first = feed.next_batch(10)
+    feed.terminate()
+    _write(args, ctx, {"first": len(first), "should_stop": feed.should_stop()})
+
+
+def infer_times_ten(args, ctx):
+    """Inference: answer each row with 10 x its first field."""
+    feed = ctx.get_data_feed(train_mode=False)
+    batches = 0
+    while not feed.should_stop():
+        batch = feed.next_batch(args.get("batch", 10))
+        if batch:
+            feed.batch_results([row[0] * 10 for row in batch])
+            batches += 1
+    _write(args, ctx, {"batches": batches})
+
+
+def fail_after_first_batch(args, ctx):
+    """Read one batch, then fail (the driver must hear about it while still feeding)."""
+    feed = ctx.get_data_feed()
+    feed.next_batch(10)
+    raise RuntimeError("model exploded while training (sentinel 91c2)")

@@ -30,6 +30,7 @@ class NodeState:
     status: str = "pending"        # pending, registered, running, exited
     serving: bool = False          # the node declared itself a long-running server
     feed_port: int = 0             # its feed server's port (InputMode.SPARK)
+    feed_terminated: bool = False  # map_fun called DataFeed.terminate()
     failure: NodeFailure | None = None
     channel: Channel | None = field(default=None, repr=False)
 
@@ -118,6 +119,8 @@ class Coordinator:
                 node.serving = True
             elif kind == "status" and message.get("event") == "feed_ready":
                 node.feed_port = int(message["port"])
+            elif kind == "status" and message.get("event") == "feed_terminated":
+                node.feed_terminated = True
             elif kind == "warning":
                 logger.warning("%s: %s", node.role.label, message.get("message"))
             self._cond.notify_all()

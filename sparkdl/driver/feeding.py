@@ -94,8 +94,29 @@ class ClusterFeeder:
         logger.info("sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
                     plan.total_rows, num_epochs, len(nodes), plan.rows_per_node)
         for epoch in range(num_epochs):
-            self._run_job(lambda e=epoch: _feed_epoch(data, target, session, e, plan),
-                          f"sparkdl: feed epoch {epoch + 1}/{num_epochs} to {len(nodes)} TF nodes")
+            description = f"sparkdl: feed epoch {epoch + 1}/{num_epochs} to {len(nodes)} TF nodes"
+            skipped = self._run_job(lambda e=epoch: _feed_epoch(data, target, session, e, plan), description)
+            if self._check_skipped(nodes, skipped, description):
+                logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
+                return
+
+    def _check_skipped(self, nodes: list[NodeState], skipped_mask: int, description: str) -> bool:
+        """Accept nodes skipped because they ended their feed; raise for any other loss.
+
+        Returns whether every data node has ended its feed (so feeding can stop).
+        """
+        def ended(node: NodeState) -> bool:
+            return node.feed_terminated or (node.finished and node.failure is None)
+
+        lost = [n for i, n in enumerate(nodes) if skipped_mask >> i & 1 and not ended(n)]
+        if lost:
+            if self._coordinator.wait_until(lambda c: bool(c.failures) or all(ended(n) for n in lost), CAUSE_WAIT_S):
+                if self._coordinator.failures:
+                    raise ClusterError(list(self._coordinator.failures), f"sparkdl cluster {self._cluster_id}: a "
+                                       f"node failed during '{description}'")
+            else:
+                raise FeedError(f"{description}: lost contact with {', '.join(n.role.label for n in lost)}")
+        return all(ended(n) for n in nodes)
 
     # -- inference --
 
@@ -184,7 +205,7 @@ def _count_rows(data: RDD | DataFrame) -> list[int]:
 
 
 def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, plan) -> int:
-    """One feeding job: every partition sends its planned slices; returns rows read."""
+    """One feeding job: every partition sends its planned slices; returns the mask of skipped nodes."""
     if isinstance(data, DataFrame):
         import pyarrow as pa
 
@@ -192,17 +213,21 @@ def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: 
             from pyspark import TaskContext
 
             partition = TaskContext.get().partitionId()
-            rows = feed_training_partition(target, session, epoch, partition, plan.slices[partition],
-                                           plan.partition_rows[partition], batches)
-            yield pa.RecordBatch.from_pydict({"rows": [rows]})
+            rows, skipped = feed_training_partition(target, session, epoch, partition, plan.slices[partition],
+                                                    plan.partition_rows[partition], batches)
+            yield pa.RecordBatch.from_pydict({"rows": [rows], "skipped": [skipped]})
 
-        return sum(row[0] for row in data.mapInArrow(feed, "rows long").collect())
+        results = [tuple(row) for row in data.mapInArrow(feed, "rows long, skipped long").collect()]
+    else:
+        def feed_rdd(index, rows):
+            yield feed_training_partition(target, session, epoch, index, plan.slices[index],
+                                          plan.partition_rows[index], rdd_batches(rows))
 
-    def feed_rdd(index, rows):
-        yield feed_training_partition(target, session, epoch, index, plan.slices[index],
-                                      plan.partition_rows[index], rdd_batches(rows))
-
-    return sum(data.mapPartitionsWithIndex(feed_rdd).collect())
+        results = data.mapPartitionsWithIndex(feed_rdd).collect()
+    skipped = 0
+    for _, mask in results:
+        skipped |= mask
+    return skipped
 
 
 def _infer_frame(data: DataFrame, target: FeedTarget, count: int) -> RDD:

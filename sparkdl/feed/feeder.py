@@ -28,6 +28,10 @@ class FeedError(RuntimeError):
     """Feeding a partition failed: the message names the node and the partition."""
 
 
+class NodeGone(FeedError):
+    """The node's feed server is gone (it finished, terminated its feed, or died)."""
+
+
 @dataclass(frozen=True)
 class FeedTarget:
     """The data nodes of a cluster, as a feeding task needs them."""
@@ -72,8 +76,7 @@ class _NodeLink:
         try:
             self.channel: Channel = connect(target.addresses[node], target.secret, timeout=min(60.0, self.timeout))
         except (OSError, ChannelError) as exc:
-            raise FeedError(f"cannot reach node {self.label} to feed partition {partition}: {exc}. "
-                            "Did its process die? (cluster.shutdown() reports how)") from exc
+            raise NodeGone(f"cannot reach node {self.label} to feed partition {partition}: {exc}") from exc
         self.channel.set_timeout(self.timeout)
         self.channel.send(header)
 
@@ -91,7 +94,7 @@ class _NodeLink:
             raise FeedError(f"Timeout while feeding partition {self.partition} to node {self.label}: it accepted "
                             f"no data for {self.timeout:.0f} s (feed_timeout). Is map_fun reading its feed?") from exc
         except OSError as exc:
-            raise FeedError(f"lost node {self.label} while feeding partition {self.partition}: {exc}") from exc
+            raise NodeGone(f"lost node {self.label} while feeding partition {self.partition}: {exc}") from exc
         self.rows += batch.num_rows
         return True
 
@@ -106,8 +109,8 @@ class _NodeLink:
         try:
             self.channel.send({"type": "done", "rows": self.rows})
             reply = self.channel.recv(self.timeout)
-        except ChannelError as exc:
-            raise FeedError(f"lost node {self.label} while finishing partition {self.partition}: {exc}") from exc
+        except (OSError, ChannelError) as exc:
+            raise NodeGone(f"lost node {self.label} while finishing partition {self.partition}: {exc}") from exc
         if reply.get("type") == "ack":
             if reply["rows"] != self.rows:
                 raise FeedError(f"node {self.label} received {reply['rows']} of {self.rows} rows of "
@@ -122,36 +125,52 @@ class _NodeLink:
 
 def feed_training_partition(target: FeedTarget, session: int, epoch: int, partition: int,
                             slices: tuple[Slice, ...], expected_rows: int,
-                            batches: Iterable[pa.RecordBatch]) -> int:
-    """Send this partition's rows to their nodes per the plan; returns the rows read."""
+                            batches: Iterable[pa.RecordBatch]) -> tuple[int, int]:
+    """Send this partition's rows to their nodes per the plan.
+
+    Returns ``(rows read, bitmask of nodes skipped)``: a node that terminated its feed or whose
+    feed server is gone is skipped, and the driver decides whether that is an error.
+    """
     links: dict[int, _NodeLink] = {}
+    skipped: set[int] = set()
     header = {"type": "train", "session": session, "epoch": epoch, "partition": partition, "qname": target.qname}
     offset = 0
-    stopped = False
     try:
         for batch in batches:
             for piece in _frames(batch):
                 end = offset + piece.num_rows
                 for part in slices:
                     low, high = max(part.start, offset), min(part.stop, end)
-                    if low >= high or stopped:
+                    if low >= high or part.node in skipped:
                         continue
-                    if part.node not in links:
-                        links[part.node] = _NodeLink(target, part.node, header, partition)
-                    stopped = not links[part.node].send(piece.slice(low - offset, high - low))
+                    try:
+                        if part.node not in links:
+                            links[part.node] = _NodeLink(target, part.node, header, partition)
+                        if not links[part.node].send(piece.slice(low - offset, high - low)):
+                            skipped.add(part.node)
+                    except NodeGone:
+                        skipped.add(part.node)
                 offset = end
-            if stopped:
-                return offset
+            if skipped and skipped >= {part.node for part in slices}:
+                return offset, _mask(skipped)  # every destination is gone: skip the rest quickly
         if offset != expected_rows:
             raise FeedDataError(
                 f"partition {partition} had {expected_rows} rows when sparkdl counted them and {offset} now: the "
                 "data is not deterministic between Spark jobs. cache() or checkpoint() it before cluster.train().")
-        for link in links.values():
-            link.finish()
-        return offset
+        for node, link in links.items():
+            if node not in skipped:
+                try:
+                    link.finish()
+                except NodeGone:
+                    skipped.add(node)
+        return offset, _mask(skipped)
     finally:
         for link in links.values():
             link.close()
+
+
+def _mask(nodes: set[int]) -> int:
+    return sum(1 << node for node in nodes)
 
 
 def infer_partition(target: FeedTarget, node: int, partition: int,

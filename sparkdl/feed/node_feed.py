@@ -130,8 +130,9 @@ class SessionPlan:
 class FeedServer:
     """Receives feed streams for this node (one per TF process, InputMode.SPARK only)."""
 
-    def __init__(self, secret: bytes, host: str, max_queue_bytes: int = DEFAULT_QUEUE_BYTES):
+    def __init__(self, secret: bytes, host: str, max_queue_bytes: int = DEFAULT_QUEUE_BYTES, notify=None):
         self.max_queue_bytes = max_queue_bytes
+        self.notify = notify or (lambda event: None)  # tells the driver (through the supervisor)
         self.terminated = threading.Event()
         self._queues: dict[str, BoundedQueue] = {}
         self._plans: dict[tuple[str, int], SessionPlan] = {}
@@ -299,7 +300,9 @@ class DataFeed:
 
     def terminate(self) -> None:
         """Stop feeding early: the rest of the feed is skipped and ``should_stop()`` becomes True."""
-        self._server.terminated.set()
+        if not self._server.terminated.is_set():
+            self._server.terminated.set()
+            self._server.notify("feed_terminated")
         self._queue.drop_data()
         self._chunk = None
 

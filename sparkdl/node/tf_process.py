@@ -56,6 +56,7 @@ def main() -> int:
         ctx = NodeContext(tmp_socket=tmp_socket, status_writer=_status_writer(payload["status_fd"]),
                           feed_server=feed_server, **payload["ctx"])
         if feed_server is not None:
+            feed_server.notify = ctx.report
             ctx.report("feed_ready", port=feed_server.address[1])
         warnings, error = keras_policy.startup_problems(os.environ, ctx.num_workers)
         for warning in warnings:

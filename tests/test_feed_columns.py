@@ -1,0 +1,198 @@
+"""Columnar conversions (RDD rows and Arrow columns to dense numpy), schema checks and wire framing."""
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.ml.linalg import DenseVector, SparseVector, VectorUDT
+from pyspark.sql import types as T
+
+from sparkdl.feed.columns import (FeedDataError, batch_to_columns, check_spark_schema, column_to_numpy,
+                                  columns_to_rows, rows_to_record_batch)
+from sparkdl.feed.wire import batch_to_results, decode_batch, encode_batch, results_to_batch
+
+pytestmark = pytest.mark.timeout(120)
+
+
+# -- rows_to_record_batch (RDD elements) --
+
+def test_tuples_of_array_and_label():
+    rows = [(np.arange(3, dtype=np.float32) + i, i) for i in range(4)]
+    batch = rows_to_record_batch(rows)
+    assert batch.schema.names == ["0", "1"] and batch.num_rows == 4
+    assert pa.types.is_fixed_size_list(batch.column(0).type) and batch.column(0).type.list_size == 3
+    assert pa.types.is_integer(batch.column(1).type)
+    cols = batch_to_columns(batch)
+    assert cols["0"].dtype == np.float32 and cols["0"].shape == (4, 3)
+    np.testing.assert_array_equal(cols["0"], np.arange(3) + np.arange(4)[:, None])
+    assert cols["1"].tolist() == [0, 1, 2, 3]
+    back = columns_to_rows(cols, batch.schema.names)
+    assert len(back) == 4 and back[2][1] == 2 and back[2][0].tolist() == [2, 3, 4]
+
+
+def test_numpy_array_rows_and_list_rows():
+    batch = rows_to_record_batch([np.array([i, i + 1.0]) for i in range(3)])
+    assert batch.schema.names == ["0"]
+    np.testing.assert_array_equal(column_to_numpy(batch.column(0), "0"), [[0, 1], [1, 2], [2, 3]])
+    batch = rows_to_record_batch([[1.0, 2.0], [3.0, 4.0]])  # a plain list is one array column
+    assert batch.num_columns == 1
+    np.testing.assert_array_equal(column_to_numpy(batch.column(0), "0"), [[1, 2], [3, 4]])
+    batch = rows_to_record_batch([[[1.0, 2.0], 5], [[3.0, 4.0], 6]])  # list rows of (array, label)
+    assert batch.num_columns == 2 and batch.column(1).to_pylist() == [5, 6]
+
+
+def test_dense_vector_rows():
+    batch = rows_to_record_batch([(DenseVector([1.0, 2.0]), 1.0), (DenseVector([3.0, 4.0]), 0.0)])
+    np.testing.assert_array_equal(column_to_numpy(batch.column(0), "0"), [[1, 2], [3, 4]])
+    batch = rows_to_record_batch([DenseVector([i, 0.5]) for i in range(3)])
+    assert column_to_numpy(batch.column(0), "0").shape == (3, 2)
+
+
+def test_scalars_and_strings():
+    batch = rows_to_record_batch([1.5, 2.5, 3.5])
+    assert batch.schema.names == ["0"] and column_to_numpy(batch.column(0), "0").tolist() == [1.5, 2.5, 3.5]
+    batch = rows_to_record_batch([("a", 1), ("bc", 2)])
+    assert pa.types.is_string(batch.column(0).type) and batch.column(0).to_pylist() == ["a", "bc"]
+    assert rows_to_record_batch(["x", "y"]).column(0).to_pylist() == ["x", "y"]
+
+
+def test_ragged_arrays_name_the_column():
+    with pytest.raises(FeedDataError, match=r"column 0 .*different lengths"):
+        rows_to_record_batch([(np.zeros(3), 1), (np.zeros(2), 2)])
+    with pytest.raises(FeedDataError, match=r"column 1 "):
+        rows_to_record_batch([(1, np.zeros(3)), (2, np.zeros(2))])
+
+
+def test_different_tuple_widths():
+    with pytest.raises(FeedDataError, match="different numbers of fields"):
+        rows_to_record_batch([(1, 2), (3, 4, 5)])
+
+
+def test_unconvertible_column():
+    with pytest.raises(FeedDataError, match="column 0"):
+        rows_to_record_batch([(1, 2), ("a", 3)])
+
+
+# -- column_to_numpy (Arrow columns) --
+
+def test_list_of_floats_is_a_zero_copy_reshape():
+    values = np.arange(12, dtype=np.float32)
+    array = pa.ListArray.from_arrays(pa.array([0, 4, 8, 12], pa.int32()), pa.array(values))
+    out = column_to_numpy(array, "x")
+    assert out.dtype == np.float32 and out.shape == (3, 4)
+    np.testing.assert_array_equal(out, values.reshape(3, 4))
+    # No per-row Python loop: the result is a view of Arrow's value buffer, not a fresh copy.
+    assert not out.flags.owndata
+    # A sliced column (as a record batch frame is) starts at the slice.
+    np.testing.assert_array_equal(column_to_numpy(array.slice(1, 2), "x"), values[4:].reshape(2, 4))
+    chunked = pa.chunked_array([array.slice(0, 1), array.slice(1, 2)])
+    np.testing.assert_array_equal(column_to_numpy(chunked, "x"), values.reshape(3, 4))
+
+
+def test_fixed_size_list_and_large_list():
+    fsl = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(6, dtype=np.float64)), 2)
+    np.testing.assert_array_equal(column_to_numpy(fsl, "f"), [[0, 1], [2, 3], [4, 5]])
+    large = pa.array([[1, 2], [3, 4]], pa.large_list(pa.int64()))
+    out = column_to_numpy(large, "l")
+    assert out.dtype == np.int64 and out.tolist() == [[1, 2], [3, 4]]
+
+
+def test_ragged_list_is_rejected():
+    with pytest.raises(FeedDataError, match=r"'feat'.*different lengths"):
+        column_to_numpy(pa.array([[1.0, 2.0], [3.0]], pa.list_(pa.float32())), "feat")
+
+
+@pytest.mark.parametrize("array", [
+    pa.array([1.0, None, 3.0], pa.float32()),
+    pa.array([[1.0], None], pa.list_(pa.float32())),
+    pa.array([[1.0, None], [2.0, 3.0]], pa.list_(pa.float32())),
+], ids=["scalar", "row", "element"])
+def test_nulls_are_rejected(array):
+    with pytest.raises(FeedDataError, match=r"'col'.*null"):
+        column_to_numpy(array, "col")
+
+
+VECTOR_TYPE = pa.struct([("type", pa.int8()), ("size", pa.int32()),
+                         ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))])
+
+
+def test_dense_vectors():
+    array = pa.array([{"type": 1, "size": None, "indices": None, "values": [1.0, 2.0, 3.0]},
+                      {"type": 1, "size": None, "indices": None, "values": [4.0, 5.0, 6.0]}], VECTOR_TYPE)
+    out = column_to_numpy(array, "v")
+    assert out.dtype == np.float64 and out.tolist() == [[1, 2, 3], [4, 5, 6]]
+
+
+def test_dense_and_sparse_vectors():
+    array = pa.array([{"type": 1, "size": None, "indices": None, "values": [1.0, 2.0, 3.0, 4.0]},
+                      {"type": 0, "size": 4, "indices": [1, 3], "values": [7.0, 8.0]},
+                      {"type": 0, "size": 4, "indices": [], "values": []}], VECTOR_TYPE)
+    out = column_to_numpy(array, "v")
+    assert out.shape == (3, 4)
+    np.testing.assert_array_equal(out, [[1, 2, 3, 4], [0, 7, 0, 8], [0, 0, 0, 0]])
+    np.testing.assert_array_equal(column_to_numpy(array.slice(1, 2), "v"), [[0, 7, 0, 8], [0, 0, 0, 0]])
+    assert SparseVector(4, [1, 3], [7.0, 8.0]).toArray().tolist() == out[1].tolist()
+
+
+@pytest.mark.parametrize("array", [
+    pa.array([[("a", 1)], [("b", 2)]], pa.map_(pa.string(), pa.int32())),
+    pa.array([{"x": 1, "y": 2}], pa.struct([("x", pa.int32()), ("y", pa.int32())])),
+], ids=["map", "struct"])
+def test_nested_columns_are_rejected(array):
+    with pytest.raises(FeedDataError, match="'m'"):
+        column_to_numpy(array, "m")
+
+
+def test_batch_to_columns_by_name():
+    batch = pa.RecordBatch.from_pydict({"a": [1, 2], "b": [[1.0, 2.0], [3.0, 4.0]], "s": ["x", "y"]})
+    cols = batch_to_columns(batch)
+    assert cols["a"].tolist() == [1, 2] and cols["b"].shape == (2, 2) and cols["s"].tolist() == ["x", "y"]
+
+
+# -- check_spark_schema --
+
+def test_schema_accepts_feedable_types():
+    check_spark_schema(T.StructType([
+        T.StructField("i", T.IntegerType()), T.StructField("l", T.LongType()), T.StructField("d", T.DoubleType()),
+        T.StructField("f", T.FloatType()), T.StructField("b", T.BooleanType()), T.StructField("s", T.StringType()),
+        T.StructField("a", T.ArrayType(T.FloatType())), T.StructField("ai", T.ArrayType(T.IntegerType())),
+        T.StructField("v", VectorUDT())]))
+
+
+@pytest.mark.parametrize("kind, text", [
+    (T.MapType(T.StringType(), T.IntegerType()), "map<string,int>"),
+    (T.StructType([T.StructField("x", T.IntegerType())]), "struct<x:int>"),
+    (T.ArrayType(T.StringType()), "array<string>"),
+    (T.BinaryType(), "binary"),
+])
+def test_schema_rejects_unfeedable_types(kind, text):
+    schema = T.StructType([T.StructField("ok", T.DoubleType()), T.StructField("bad_col", kind)])
+    with pytest.raises(FeedDataError) as info:
+        check_spark_schema(schema)
+    assert "'bad_col'" in str(info.value) and text in str(info.value) and "'ok'" not in str(info.value)
+
+
+# -- wire --
+
+def test_encode_decode_round_trip():
+    batch = pa.RecordBatch.from_pydict({"x": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32())),
+                                        "y": [7, 8], "s": ["a", "b"]})
+    buffer = encode_batch(batch)
+    back = decode_batch(buffer)
+    assert back.equals(batch) and back.schema == batch.schema
+    assert decode_batch(bytearray(buffer.to_pybytes())).equals(batch)  # as a channel delivers it
+
+
+@pytest.mark.parametrize("results, expected", [
+    ([0.5, 1.5, 2.5], [0.5, 1.5, 2.5]),
+    ([[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.0]]),
+    (np.array([[1.0, 2.0], [3.0, 4.0]], np.float32), [[1.0, 2.0], [3.0, 4.0]]),
+    (np.arange(8).reshape(2, 2, 2), [[0, 1, 2, 3], [4, 5, 6, 7]]),
+    ([np.float32(0.25), np.int64(3)], [0.25, 3]),
+    (np.array([1.5, 2.5]), [1.5, 2.5]),
+    ([np.array([1, 2]), np.array([3, 4])], [[1, 2], [3, 4]]),
+    (["a", "b"], ["a", "b"]),
+], ids=["floats", "lists", "2d", "3d", "np-scalars", "1d", "arrays", "strings"])
+def test_results_round_trip(results, expected):
+    batch = results_to_batch(results)
+    assert batch.num_rows == len(expected)
+    assert batch_to_results(decode_batch(encode_batch(batch))) == expected

@@ -1,0 +1,345 @@
+"""The InputMode.SPARK data plane over real sockets: feeder functions -> FeedServer -> DataFeed."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sparkdl.channel import AuthenticationError, connect, new_secret
+from sparkdl.feed import feeder
+from sparkdl.feed.columns import FeedDataError
+from sparkdl.feed.feeder import FeedError, FeedTarget
+from sparkdl.feed.node_feed import DataFeed, FeedServer
+from sparkdl.feed.plan import balanced_plan
+
+pytestmark = pytest.mark.timeout(120)
+
+SMALL_QUEUE = 64 * 1024
+ROW_FLOATS = 256                     # 1 KiB of float32 per row
+FRAME_ROWS = 32                      # ~32 KiB per frame
+BIG_BATCHES = 1024                   # 32 MiB in all: far more than the queue and the socket buffers
+
+
+class Worker(threading.Thread):
+    """Runs ``fn(*args)`` on a daemon thread and keeps its result or exception."""
+
+    def __init__(self, fn, *args):
+        super().__init__(daemon=True)
+        self.fn, self.args, self.result, self.error = fn, args, None, None
+        self.start()
+
+    def run(self):
+        try:
+            self.result = self.fn(*self.args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by outcome()
+            self.error = exc
+
+    def outcome(self, timeout=60.0):
+        self.join(timeout)
+        assert not self.is_alive(), f"{self.fn.__name__} did not finish within {timeout} s"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+@pytest.fixture
+def secret():
+    return new_secret()
+
+
+@pytest.fixture
+def make_server(secret):
+    servers = []
+
+    def make(max_queue_bytes=64 * 1024 * 1024):
+        servers.append(FeedServer(secret, "127.0.0.1", max_queue_bytes=max_queue_bytes))
+        return servers[-1]
+
+    yield make
+    for server in servers:  # release handler threads blocked on a full queue, then stop
+        server.terminated.set()
+        for queue in list(server._queues.values()):
+            queue.drop_data()
+        server.close()
+
+
+@pytest.fixture
+def server(make_server):
+    return make_server()
+
+
+def driver_send(server, secret, message):
+    with connect(server.address, secret, timeout=10) as channel:
+        channel.send(message)
+        assert channel.recv(10) == {"type": "ack"}
+
+
+def send_plan(server, secret, session, rows_per_epoch, epochs=1):
+    driver_send(server, secret, {"type": "plan", "qname": "input", "session": session, "epochs": epochs,
+                                 "rows_per_epoch": rows_per_epoch})
+
+
+def send_end(server, secret):
+    driver_send(server, secret, {"type": "end", "qname": "input"})
+
+
+def target(secret, *servers, feed_timeout=30.0):
+    return FeedTarget(secret, tuple(s.address for s in servers), tuple(f"worker:{i}" for i in range(len(servers))),
+                      feed_timeout, "input")
+
+
+def feed_rows(tgt, rows, session=1, epoch=0, partition=0):
+    """Feed RDD rows as one partition to a single node; returns (rows read, mask of skipped nodes)."""
+    slices = balanced_plan([len(rows)], 1).slices[0]
+    return feeder.feed_training_partition(tgt, session, epoch, partition, slices, len(rows),
+                                          feeder.rdd_batches(rows))
+
+
+def labelled(n, start=0):
+    return [(np.array([i, -i], np.float32), i) for i in range(start, start + n)]
+
+
+def big_batches(count, produced=None):
+    """``count`` record batches of FRAME_ROWS rows (float32[ROW_FLOATS] "x", row id "i"), made lazily."""
+    for b in range(count):
+        if produced is not None:
+            produced.append(b)
+        ids = np.arange(b * FRAME_ROWS, (b + 1) * FRAME_ROWS, dtype=np.int64)
+        x = pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids.astype(np.float32), ROW_FLOATS)), ROW_FLOATS)
+        yield pa.RecordBatch.from_arrays([x, pa.array(ids)], names=["x", "i"])
+
+
+def watch_queue(server):
+    """Record the queue's peak size and signal once it is full (wraps its ``put``)."""
+    queue = server.queue("input")
+    state = {"peak": 0, "frame": 0, "full": threading.Event()}
+    put = queue.put
+
+    def tracking_put(item, nbytes=0):
+        put(item, nbytes)
+        state["frame"] = max(state["frame"], nbytes)
+        state["peak"] = max(state["peak"], queue.nbytes)
+        if queue.nbytes >= queue.max_bytes:
+            state["full"].set()
+
+    queue.put = tracking_put
+    return queue, state
+
+
+def start_big_feed(secret, server, produced, feed_timeout=30.0):
+    total = BIG_BATCHES * FRAME_ROWS
+    slices = balanced_plan([total], 1).slices[0]
+    return total, Worker(feeder.feed_training_partition, target(secret, server, feed_timeout=feed_timeout), 1, 0, 0,
+                         slices, total, big_batches(BIG_BATCHES, produced))
+
+
+# -- training feeds --
+
+def test_next_batch_rows_in_order(server, secret):
+    send_plan(server, secret, 1, 2500)
+    assert feed_rows(target(secret, server), labelled(2500)) == (2500, 0)  # 3 frames of <= 1024 rows
+    feed = DataFeed(server, feed_timeout=10)
+    batches = [feed.next_batch(1000) for _ in range(3)]
+    assert [len(b) for b in batches] == [1000, 1000, 500]
+    rows = [row for batch in batches for row in batch]
+    assert [label for _, label in rows] == list(range(2500))
+    assert all(x.tolist() == [i, -i] for i, (x, _) in enumerate(rows))
+    assert not feed.should_stop()  # no "end" yet
+    send_end(server, secret)
+    assert feed.should_stop() and feed.next_batch(10) == []
+
+
+def test_input_mapping_returns_arrays_by_tensor(server, secret):
+    send_plan(server, secret, 1, 7)
+    feed_rows(target(secret, server), labelled(7))
+    feed = DataFeed(server, input_mapping={"0": "features", "1": "label"}, feed_timeout=10)
+    batch = feed.next_batch(5)
+    assert set(batch) == {"features", "label"}
+    assert batch["features"].dtype == np.float32 and batch["features"].shape == (5, 2)
+    assert batch["label"].tolist() == [0, 1, 2, 3, 4]
+    np.testing.assert_array_equal(feed.next_batch(5)["features"], [[5, -5], [6, -6]])
+
+
+def test_should_stop_only_after_end_and_every_row(server, secret):
+    feed_rows(target(secret, server), labelled(10))
+    send_end(server, secret)
+    feed = DataFeed(server, feed_timeout=10)
+    assert not feed.should_stop()
+    assert len(feed.next_batch(4)) == 4 and not feed.should_stop()
+    assert len(feed.next_batch(6)) == 6
+    assert feed.should_stop()
+
+
+def test_runs_end_their_last_batch_and_never_mix(server, secret):
+    tgt = target(secret, server)
+    send_plan(server, secret, 1, 10)
+    feed_rows(tgt, labelled(10), session=1)
+    feed = DataFeed(server, feed_timeout=5)  # waiting for run 2's data would raise TimeoutError
+    labels = [[label for _, label in feed.next_batch(4)] for _ in range(3)]
+    assert labels == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    send_plan(server, secret, 2, 7)
+    feed_rows(tgt, labelled(7, start=100), session=2)
+    send_plan(server, secret, 3, 3)
+    feed_rows(tgt, labelled(3, start=200), session=3)  # queued right behind run 2
+    labels = [[label for _, label in feed.next_batch(4)] for _ in range(3)]
+    assert labels == [[100, 101, 102, 103], [104, 105, 106], [200, 201, 202]]
+
+
+def test_runs_never_mix_without_plans(server, secret):
+    tgt = target(secret, server)
+    feed_rows(tgt, labelled(5), session=1)
+    feed_rows(tgt, labelled(5, start=100), session=2)
+    feed = DataFeed(server, feed_timeout=5)
+    sizes = [[label for _, label in feed.next_batch(4)] for _ in range(3)]
+    assert sizes == [[0, 1, 2, 3], [4], [100, 101, 102, 103]]
+
+
+def test_balanced_plan_over_two_nodes(make_server, secret):
+    nodes = [make_server(), make_server()]
+    partitions = [list(range(0, 7)), [], list(range(7, 19))]  # 19 rows -> 10 per node
+    plan = balanced_plan([len(p) for p in partitions], 2)
+    for node in nodes:
+        send_plan(node, secret, 1, plan.rows_per_node)
+    tgt = target(secret, *nodes)
+    for index, rows in enumerate(partitions):
+        got = feeder.feed_training_partition(tgt, 1, 0, index, plan.slices[index], len(rows), feeder.rdd_batches(rows))
+        assert got == (len(rows), 0)
+    received = [[row[0] for row in DataFeed(node, feed_timeout=5).next_batch(100)] for node in nodes]
+    assert received == [list(range(10)), [0] + list(range(10, 19))]  # node 1 wraps to row 0 (partition 0)
+
+
+def test_as_dataset_one_epoch_per_iteration(server, secret):
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    tf = pytest.importorskip("tensorflow")
+    tgt = target(secret, server)
+    send_plan(server, secret, 1, 10, epochs=2)
+    for epoch in range(2):
+        rows = [(np.arange(4, dtype=np.float32) + i, i) for i in range(100 * epoch, 100 * epoch + 10)]
+        feed_rows(tgt, rows, epoch=epoch)
+    feed = DataFeed(server, feed_timeout=10)
+    assert feed.steps_per_epoch(4) == 3 and feed.steps_per_epoch(10) == 1
+    ds = feed.as_dataset(4, features=0, label=1, shapes={0: (2, 2)})
+    assert ds.element_spec[0].shape.as_list() == [None, 2, 2] and ds.element_spec[1].dtype == tf.int64
+    for epoch in range(2):
+        batches = [(x.numpy(), y.numpy()) for x, y in ds]
+        assert [len(y) for _, y in batches] == [4, 4, 2]
+        labels = np.concatenate([y for _, y in batches])
+        assert labels.tolist() == list(range(100 * epoch, 100 * epoch + 10))
+        x = np.concatenate([x for x, _ in batches])
+        assert x.shape == (10, 2, 2)
+        np.testing.assert_array_equal(x.reshape(10, 4), labels[:, None] + np.arange(4))
+    # The next run: no selection yields a dict of every column; a feature list yields a dict too.
+    send_plan(server, secret, 2, 5)
+    feed_rows(tgt, [(np.full(4, i, np.float32), i) for i in range(5)], session=2)
+    assert feed.steps_per_epoch(2) == 3
+    everything = list(feed.as_dataset(5))
+    assert len(everything) == 1 and set(everything[0]) == {"0", "1"}
+    assert everything[0]["0"].shape == (5, 4) and everything[0]["1"].numpy().tolist() == [0, 1, 2, 3, 4]
+
+
+# -- flow control --
+
+def test_backpressure_blocks_the_feeder_and_bounds_the_queue(make_server, secret):
+    server = make_server(SMALL_QUEUE)
+    queue, state = watch_queue(server)
+    produced = []
+    total, worker = start_big_feed(secret, server, produced)
+    assert state["full"].wait(30), "the queue never filled"
+    worker.join(1.0)  # the consumer has not read: the feeder must still be blocked
+    assert worker.is_alive() and len(produced) < BIG_BATCHES
+    bound = SMALL_QUEUE + state["frame"]
+    assert queue.nbytes <= bound
+    feed = DataFeed(server, input_mapping={"i": "i"}, feed_timeout=30)
+    ids = []
+    while sum(map(len, ids)) < total:
+        ids.append(feed.next_batch(4096)["i"])
+        assert queue.nbytes <= bound
+    assert worker.outcome() == (total, 0)
+    np.testing.assert_array_equal(np.concatenate(ids), np.arange(total))
+    assert state["peak"] <= bound and state["frame"] < 64 * 1024
+
+
+def test_terminate_stops_a_large_feed(make_server, secret):
+    server = make_server(SMALL_QUEUE)
+    queue, state = watch_queue(server)
+    produced = []
+    total, worker = start_big_feed(secret, server, produced)
+    assert state["full"].wait(30)
+    feed = DataFeed(server, feed_timeout=30)
+    assert len(feed.next_batch(10)) == 10 and not feed.should_stop()
+    feed.terminate()
+    sent, skipped = worker.outcome()  # returns without error, reporting the node as skipped
+    assert skipped == 1 and 10 <= sent < total and len(produced) < BIG_BATCHES
+    assert feed.should_stop() and queue.nbytes == 0
+
+
+def test_feed_timeout_when_the_node_never_reads(make_server, secret):
+    server = make_server(1024)
+    start = time.monotonic()
+    _, worker = start_big_feed(secret, server, [], feed_timeout=1.0)
+    with pytest.raises(FeedError, match="Timeout while feeding partition 0 to node worker:0"):
+        worker.outcome(30)
+    assert time.monotonic() - start < 20
+
+
+# -- inference --
+
+def test_inference_routes_results_per_partition(server, secret):
+    tgt = target(secret, server)
+    partitions = {p: [float(p * 10000 + i) for i in range(2500)] for p in (0, 1)}
+    feed = DataFeed(server, train_mode=False, feed_timeout=30)
+    batches = []
+
+    def consume():
+        while not feed.should_stop():
+            batch = feed.next_batch(300)
+            if batch:
+                batches.append([row[0] for row in batch])
+                feed.batch_results(np.array([row[0] * 2 for row in batch]))
+
+    consumer = Worker(consume)
+
+    def infer(p):
+        return [r for results in feeder.infer_partition(tgt, 0, p, feeder.rdd_batches(partitions[p]))
+                for r in results]
+
+    inferrers = {p: Worker(infer, p) for p in partitions}
+    for p, worker in inferrers.items():
+        assert worker.outcome() == [2 * v for v in partitions[p]]
+    send_end(server, secret)
+    consumer.outcome()
+    assert all(len({int(v) // 10000 for v in batch}) == 1 for batch in batches), "a batch mixed partitions"
+    assert sorted(v for batch in batches for v in batch) == sorted(partitions[0] + partitions[1])
+    assert max(map(len, batches)) == 300
+
+
+def test_batch_results_rejects_extra_results(server, secret):
+    feed = DataFeed(server, train_mode=False, feed_timeout=5)
+    with pytest.raises(ValueError, match="more results than rows"):
+        feed.batch_results([1.0])
+
+
+# -- failures --
+
+def test_data_error_names_the_column(server, secret):
+    batch = pa.RecordBatch.from_pydict({"label": [1, 2, 3], "feature": pa.array([1.0, None, 3.0], pa.float32())})
+    slices = balanced_plan([3], 1).slices[0]
+    with pytest.raises(FeedDataError, match=r"'feature'.*null"):
+        feeder.feed_training_partition(target(secret, server), 1, 0, 0, slices, 3, [batch])
+    assert server.queue("input").nbytes == 0
+
+
+def test_wrong_secret_is_rejected(server, secret):
+    wrong = target(b"not the secret", server)
+    assert feed_rows(wrong, labelled(5)) == (5, 1)  # the node is skipped: the driver decides
+    with pytest.raises(FeedError, match="cannot reach node worker:0") as info:
+        list(feeder.infer_partition(wrong, 0, 0, feeder.rdd_batches([1.0, 2.0])))
+    assert isinstance(info.value.__cause__, AuthenticationError)
+    with pytest.raises(AuthenticationError):
+        connect(server.address, b"not the secret", timeout=10)
+    assert server._server.rejected == 3
+    queue = server.queue("input")
+    assert queue.nbytes == 0 and pytest.raises(TimeoutError, queue.peek, 0)

@@ -1,0 +1,160 @@
+"""InputMode.SPARK on a real two-executor Spark: feeding RDDs and DataFrames to TF nodes."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import node_functions as nf
+from conftest import read_json_files
+from sparkdl import ClusterError, TFCluster
+from sparkdl.feed.columns import FeedDataError
+
+pytestmark = pytest.mark.timeout(300)
+SPARK = TFCluster.InputMode.SPARK
+
+
+@pytest.fixture
+def spark(sc2):
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()
+
+
+def skewed_rdd(sc, sizes):
+    """An RDD whose partition i holds sizes[i] rows ``([4 floats], label)``, label = global row number."""
+    offsets = np.cumsum([0, *sizes])
+
+    def rows(index, _):
+        for row in range(int(offsets[index]), int(offsets[index + 1])):
+            yield ([float(row % 7), 1.0, -1.0, 0.5], float(row))
+
+    return sc.parallelize(range(len(sizes)), len(sizes)).mapPartitionsWithIndex(rows)
+
+
+def test_train_feeds_rdd_and_dataframe_evenly_over_epochs(sc2, spark, tmp_path):
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path), "batch": 64}, 2, input_mode=SPARK)
+    cluster.train(skewed_rdd(sc2, [300, 0, 1, 200]), num_epochs=2)  # 501 rows: 251 per node per epoch
+    frame = spark.createDataFrame([([1.0, 2.0], float(i)) for i in range(100)], "x array<float>, y double")
+    cluster.train(frame.repartition(3), num_epochs=1)
+    cluster.shutdown(timeout=120)
+    nodes = read_json_files(tmp_path)
+    assert [n["rows"] for n in nodes.values()] == [2 * 251 + 50, 2 * 251 + 50]
+    total_labels = sum(n["label_sum"] for n in nodes.values())
+    # Every row was fed each epoch; 1 row per epoch is repeated so both nodes get 251.
+    assert 2 * sum(range(501)) <= total_labels - sum(range(100)) <= 2 * sum(range(501)) + 2 * 500
+    assert all(n["largest"] <= 64 for n in nodes.values())
+
+
+def test_input_mapping_and_vectors_become_dense_arrays(sc2, spark, tmp_path):
+    from pyspark.ml.linalg import Vectors, VectorUDT
+    from pyspark.sql import types as T
+
+    schema = T.StructType([T.StructField("v", VectorUDT()), T.StructField("x", T.ArrayType(T.FloatType())),
+                           T.StructField("y", T.LongType())])
+    frame = spark.createDataFrame([(Vectors.dense([float(i), 1.0, 2.0]), [float(i)] * 5, i) for i in range(40)],
+                                  schema)
+    args = {"out": str(tmp_path), "batch": 16, "mapping": {"v": "vec", "x": "features", "y": "label"},
+            "label_key": "label"}
+    cluster = TFCluster.run(sc2, nf.count_feed, args, 2, input_mode=SPARK)
+    cluster.train(frame, 1)
+    cluster.shutdown(timeout=120)
+    nodes = read_json_files(tmp_path)
+    assert sum(n["rows"] for n in nodes.values()) == 40
+    assert sum(n["label_sum"] for n in nodes.values()) == sum(range(40))
+    kinds = nodes["node0"]["kinds"]
+    assert kinds == {"vec": ["float64", [3]], "features": ["float32", [5]], "label": ["int64", []]}
+
+
+def test_rdd_rows_arrive_as_tuples(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster.train(skewed_rdd(sc2, [10, 10]), 1)
+    cluster.shutdown(timeout=120)
+    kinds = read_json_files(tmp_path)["node1"]["kinds"]
+    assert kinds == {"row_type": "tuple", "first_field": "ndarray"}
+
+
+def test_skewed_partitions_train_with_model_fit_to_identical_weights(sc2, spark, tmp_path):
+    """One partition holds almost everything, one is empty: both workers still run the same steps."""
+    frame = spark.createDataFrame(skewed_rdd(sc2, [1000, 0, 37]), "x array<float>, y double")
+    started = time.monotonic()
+    cluster = TFCluster.run(sc2, nf.fit_from_feed, {"out": str(tmp_path), "batch": 32, "epochs": 3}, 2,
+                            input_mode=SPARK)
+    cluster.train(frame, num_epochs=3)
+    cluster.shutdown(timeout=200)
+    assert time.monotonic() - started < 200
+    nodes = read_json_files(tmp_path)
+    assert [n["steps_per_epoch"] for n in nodes.values()] == [17, 17]  # ceil(ceil(1037 / 2) / 32)
+    assert nodes["node0"]["keras_steps"] == nodes["node1"]["keras_steps"] > 0
+    first, second = (np.load(tmp_path / f"weights{i}.npz") for i in (0, 1))
+    for name in first.files:
+        np.testing.assert_array_equal(first[name], second[name])
+
+
+def test_terminate_skips_the_rest_of_the_feed(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.terminate_early, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    started = time.monotonic()
+    cluster.train(skewed_rdd(sc2, [20000, 20000]), num_epochs=5)
+    assert time.monotonic() - started < 90
+    cluster.shutdown(timeout=120)
+    for node in read_json_files(tmp_path).values():
+        assert node == {"first": 10, "should_stop": True}
+
+
+def test_empty_input_is_a_clear_error_and_the_cluster_stays_usable(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    with pytest.raises(FeedDataError, match="empty RDD"):
+        cluster.train(sc2.parallelize([], 3), 1)
+    cluster.train(skewed_rdd(sc2, [0, 3, 0, 1]), 1)
+    cluster.shutdown(timeout=120)
+    assert [n["rows"] for n in read_json_files(tmp_path).values()] == [2, 2]
+
+
+def test_unsupported_column_type_is_rejected_before_feeding(sc2, spark, tmp_path):
+    frame = spark.createDataFrame([({"a": 1.0}, 1.0)], "m map<string,double>, y double")
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    try:
+        with pytest.raises(FeedDataError, match=r"column 'm' has type map<string,double>"):
+            cluster.train(frame, 1)
+        ragged = spark.createDataFrame([([1.0, 2.0], 1.0), ([1.0], 2.0)] * 2, "x array<double>, y double").coalesce(1)
+        with pytest.raises(FeedDataError, match="different lengths"):
+            cluster.train(ragged, 1)
+    finally:
+        cluster.shutdown(timeout=120)
+
+
+@pytest.mark.parametrize("source", ["rdd", "dataframe"])
+def test_inference_results_align_with_uneven_partitions(sc2, spark, tmp_path, source):
+    sizes = [0, 5, 123, 37, 1]
+    values = list(range(sum(sizes)))
+    rdd = sc2.parallelize([values[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(len(sizes))], len(sizes)) \
+        .flatMap(lambda rows: rows)
+    assert rdd.glom().map(len).collect() == sizes
+    data = rdd if source == "rdd" else spark.createDataFrame(rdd.map(lambda v: (v,)), "v long")
+    cluster = TFCluster.run(sc2, nf.infer_times_ten, {"out": str(tmp_path), "batch": 10}, 2, input_mode=SPARK)
+    results = cluster.inference(data).collect()
+    cluster.shutdown(timeout=120)
+    assert results == [v * 10 for v in values]
+
+
+def test_node_failure_during_feeding_surfaces_quickly(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.fail_after_first_batch, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    started = time.monotonic()
+    with pytest.raises(ClusterError) as caught:
+        cluster.train(skewed_rdd(sc2, [50000, 50000]), num_epochs=3, feed_timeout=300)
+    elapsed = time.monotonic() - started
+    assert elapsed < 30, f"took {elapsed:.1f} s to report the failure"
+    assert "model exploded while training (sentinel 91c2)" in str(caught.value)
+    with pytest.raises(ClusterError):
+        cluster.shutdown(timeout=60)
+
+
+def test_feeding_needs_spark_mode(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2)
+    try:
+        with pytest.raises(ValueError, match="InputMode.SPARK"):
+            cluster.train(sc2.parallelize([1, 2]), 1)
+    finally:
+        cluster.shutdown(timeout=120)

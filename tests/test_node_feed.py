@@ -332,14 +332,40 @@ def test_data_error_names_the_column(server, secret):
     assert server.queue("input").nbytes == 0
 
 
+def test_data_error_behind_a_full_queue_names_the_column(make_server, secret):
+    server = make_server(SMALL_QUEUE)
+    _, state = watch_queue(server)
+    bad = pa.RecordBatch.from_pydict({"x": next(big_batches(1)).column(0),
+                                      "i": pa.array([None] + list(range(1, FRAME_ROWS)), pa.int64())})
+
+    def batches():  # the bad frame sits behind a full queue, with far more data behind it
+        yield from big_batches(3)
+        yield bad
+        yield from big_batches(BIG_BATCHES)
+
+    total = (4 + BIG_BATCHES) * FRAME_ROWS
+    worker = Worker(feeder.feed_training_partition, target(secret, server), 1, 0, 0,
+                    balanced_plan([total], 1).slices[0], total, batches())
+    assert state["full"].wait(30)
+    worker.join(1.0)  # let the feeder fill the socket buffers: it is blocked in a send
+    assert worker.is_alive()
+    feed = DataFeed(server, feed_timeout=30)
+    assert len(feed.next_batch(3 * FRAME_ROWS)) == 3 * FRAME_ROWS  # the node now reads the bad frame
+    with pytest.raises(FeedDataError, match=r"'i'.*null"):
+        worker.outcome()
+
+
 def test_wrong_secret_is_rejected(server, secret):
     wrong = target(b"not the secret", server)
-    assert feed_rows(wrong, labelled(5)) == (5, 1)  # the node is skipped: the driver decides
-    with pytest.raises(FeedError, match="cannot reach node worker:0") as info:
+    with pytest.raises(FeedError, match="refused this feeder's credentials"):  # never mistaken for a gone node
+        feed_rows(wrong, labelled(5))
+    with pytest.raises(FeedError, match="refused this feeder's credentials") as info:
         list(feeder.infer_partition(wrong, 0, 0, feeder.rdd_batches([1.0, 2.0])))
     assert isinstance(info.value.__cause__, AuthenticationError)
     with pytest.raises(AuthenticationError):
         connect(server.address, b"not the secret", timeout=10)
     assert server._server.rejected == 3
     queue = server.queue("input")
-    assert queue.nbytes == 0 and pytest.raises(TimeoutError, queue.peek, 0)
+    assert queue.nbytes == 0
+    with pytest.raises(TimeoutError):  # nothing was queued
+        queue.peek(0)

@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
-from ..channel import Channel, ChannelError, connect
+from ..channel import AuthenticationError, Channel, ChannelError, connect
 from .columns import FeedDataError, rows_to_record_batch
 from .plan import Slice
 from .wire import batch_to_results, decode_batch, encode_batch
@@ -75,6 +75,8 @@ class _NodeLink:
         self.rows = 0
         try:
             self.channel: Channel = connect(target.addresses[node], target.secret, timeout=min(60.0, self.timeout))
+        except AuthenticationError as exc:  # a configuration or security problem, never "node gone"
+            raise FeedError(f"node {self.label} refused this feeder's credentials: {exc}") from exc
         except (OSError, ChannelError) as exc:
             raise NodeGone(f"cannot reach node {self.label} to feed partition {partition}: {exc}") from exc
         self.channel.set_timeout(self.timeout)

@@ -36,6 +36,7 @@ class InferenceStream:
     expected: int | None = None
     delivered: int = 0
     finished: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def send_results(self, results: Any) -> None:
         """Return results for the next ``len(results)`` rows of this stream."""
@@ -45,9 +46,10 @@ class InferenceStream:
 
     def maybe_complete(self) -> None:
         """Tell the feeder the partition is fully answered, once it is."""
-        if self.expected is not None and self.delivered >= self.expected and not self.finished.is_set():
-            self.channel.send({"type": "complete", "rows": self.delivered})
-            self.finished.set()
+        with self.lock:  # the reader thread and map_fun's thread may both get here
+            if self.expected is not None and self.delivered >= self.expected and not self.finished.is_set():
+                self.channel.send({"type": "complete", "rows": self.delivered})
+                self.finished.set()
 
 
 @dataclass
@@ -220,15 +222,27 @@ class FeedServer:
                 return rows
             if self.terminated.is_set():
                 channel.send({"type": "terminated"})
+                self._drain(channel)
                 return None
             try:
                 batch = decode_batch(frame)
                 columns = batch_to_columns(batch)
             except (FeedDataError, ValueError) as exc:
                 channel.send({"type": "error", "message": str(exc)})
+                self._drain(channel)
                 return None
             queue.put(Chunk(columns, batch.schema.names, batch.num_rows, session, stream), nbytes=len(frame))
             rows += batch.num_rows
+
+    @staticmethod
+    def _drain(channel: Channel, timeout: float = 60.0) -> None:
+        """After an early reply, discard the feeder's frames until it closes: closing with unread
+        data resets the connection, and a feeder blocked in a send would never see the reply."""
+        try:
+            while True:
+                channel.recv_any(timeout)
+        except OSError:  # ChannelError (EOF, timeout) or the server closing the channel
+            pass
 
     def _await_results(self, stream: InferenceStream) -> None:
         """Hold this node's inference turn until the partition is answered or the run ends."""
@@ -323,7 +337,9 @@ class DataFeed:
                    label: str | int | None = None, shapes: dict | None = None):
         """A ``tf.data.Dataset`` over this node's rows of the next ``cluster.train`` call.
 
-        Each iteration of the dataset (one Keras epoch) yields exactly one epoch of the feed in
+        Under MultiWorkerMirroredStrategy, Keras treats each batch as the *global* batch and
+        splits it across the workers: pass ``batch_size = per_worker_batch * ctx.num_workers``
+        to train ``per_worker_batch`` rows per worker per step. Each iteration of the dataset (one Keras epoch) yields exactly one epoch of the feed in
         batches of ``batch_size`` (the last one smaller if the rows do not divide), the same
         number of batches on every node, so ``model.fit(ds, epochs=num_epochs)`` under
         MultiWorkerMirroredStrategy never waits on a node that ran out. ``features``/``label``
@@ -362,7 +378,10 @@ class DataFeed:
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         options.autotune.enabled = False
-        return tf.data.Dataset.from_generator(one_epoch, output_signature=signature).with_options(options)
+        # A fixed prefetch overlaps reading the feed with training without the autotuner, whose
+        # thread can hold up the end of fit() for up to a minute.
+        return (tf.data.Dataset.from_generator(one_epoch, output_signature=signature).prefetch(2)
+                .with_options(options))
 
     # -- internals --
 

@@ -1,0 +1,119 @@
+"""Bounded memory while feeding: 1,000,000 rows of 784 float32 (about 3 GB) into drain-only nodes.
+
+Samples the resident memory (RSS) of every process of the run while the feed runs and reports
+the peak of each kind: executor JVMs, Spark's Python workers (the feeding tasks), sparkdl
+supervisors and TF node processes. With backpressure, the node peak stays near its queue bound
+(64 MiB) plus TensorFlow's own footprint, whatever the data size.
+
+    .venv/bin/python benchmarks/feed_memory.py [--rows 1000000] [--source dataframe|rdd]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+KINDS = {
+    "TF node processes": "sparkdl.node.tf_process",
+    "sparkdl supervisors": "sparkdl.node.supervisor",
+    "Spark Python workers (feeders)": "pyspark.daemon",
+    "executor JVMs": "org.apache.spark.executor",
+}
+
+
+def classify(process: psutil.Process) -> str | None:
+    """Which kind of process this is, by its command line."""
+    try:
+        cmdline = " ".join(process.cmdline())
+    except psutil.Error:
+        return None
+    for kind, marker in KINDS.items():
+        if marker in cmdline:
+            return kind
+    return None
+
+
+class RssSampler:
+    """Records the peak RSS per process kind until stopped (measurement, not synchronisation)."""
+
+    def __init__(self, interval_s: float = 0.2):
+        self.peaks: dict[str, int] = {}
+        self.peak_totals: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval_s,), daemon=True)
+
+    def _run(self, interval_s: float) -> None:
+        while not self._stop.wait(interval_s):
+            totals: dict[str, int] = {}
+            for process in psutil.process_iter():
+                kind = classify(process)
+                if kind is None:
+                    continue
+                try:
+                    rss = process.memory_info().rss
+                except psutil.Error:
+                    continue
+                self.peaks[kind] = max(self.peaks.get(kind, 0), rss)
+                totals[kind] = totals.get(kind, 0) + rss
+            for kind, total in totals.items():
+                self.peak_totals[kind] = max(self.peak_totals.get(kind, 0), total)
+
+    def __enter__(self) -> "RssSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def main() -> None:
+    """Feed, sample, print."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--source", choices=["dataframe", "rdd"], default="dataframe")
+    opts = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pyspark.sql import SparkSession
+
+    import feed_throughput as bench
+    from sparkdl import TFCluster
+
+    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").appName("sparkdl-feed-memory").getOrCreate())
+    sc = spark.sparkContext
+    sc.setLogLevel("ERROR")
+    if opts.source == "dataframe":
+        data, mapping = bench.make_frame(spark, opts.rows, opts.partitions), {"features": "x", "label": "y"}
+    else:
+        data, mapping = bench.make_rdd(sc, opts.rows, opts.partitions), {"0": "x", "1": "y"}
+    out = Path(tempfile.mkdtemp())
+    cluster = TFCluster.run(sc, bench.drain, {"out": str(out), "mapping": mapping}, 2,
+                            input_mode=TFCluster.InputMode.SPARK)
+    with RssSampler() as sampler:
+        started = time.perf_counter()
+        cluster.train(data, 1)
+        seconds = time.perf_counter() - started
+    cluster.shutdown(timeout=600)
+    fed = sum(int(__import__("json").loads(p.read_text())["rows"]) for p in out.glob("drain*.json"))
+    spark.stop()
+    data_gb = opts.rows * bench.FEATURES * 4 / 1e9
+    print(f"\nfed {fed:,} rows ({data_gb:.1f} GB of float32) from a {opts.source} in {seconds:.1f} s "
+          f"({fed / seconds:,.0f} rows/s)")
+    print(f"{'process kind':34} {'peak RSS, one process':>22} {'peak RSS, all of kind':>22}")
+    for kind in KINDS:
+        if kind in sampler.peaks:
+            print(f"{kind:34} {sampler.peaks[kind] / 2**20:>18,.0f} MiB {sampler.peak_totals[kind] / 2**20:>18,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

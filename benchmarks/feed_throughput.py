@@ -1,0 +1,251 @@
+"""InputMode.SPARK throughput: feeding, 2-worker MWMS training and inference, with references.
+
+All on local-cluster[2,1,1024], rows of 784 float32 features + an int label, batch 128,
+medians of ``--runs`` runs, in one run of this script:
+
+1. feed rate into nodes that only drain (rows/s), RDD and DataFrame sources;
+2. 2-worker MultiWorkerMirroredStrategy MLP training (Dense 128 relu -> Dense 10) fed by sparkdl;
+3. ``cluster.inference`` rows/s for a trivial model (a vectorised row sum);
+4. references: single-process tf-keras fit of the same MLP from an in-memory tf.data pipeline,
+   and TensorFlowOnSpark 2.2.5 on the same data when it is installed
+   (``pip install --no-deps tensorflowonspark==2.2.5``).
+
+    .venv/bin/python benchmarks/feed_throughput.py [--runs 3] [--rows 200000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FEATURES = 784
+BATCH = 128
+
+
+def make_frame(spark, rows: int, partitions: int):
+    """A DataFrame of random rows, generated with numpy inside the executors (no driver data)."""
+    import numpy as np
+    import pyarrow as pa
+
+    def generate(batches):
+        for batch in batches:
+            ids = batch.column(0).to_numpy()
+            rng = np.random.default_rng(int(ids[0]) if len(ids) else 0)
+            values = rng.random((len(ids), FEATURES), dtype=np.float32)
+            features = pa.ListArray.from_arrays(pa.array(np.arange(0, values.size + 1, FEATURES, dtype=np.int32)),
+                                                pa.array(values.reshape(-1)))
+            yield pa.RecordBatch.from_arrays([features, pa.array(ids % 10)], names=["features", "label"])
+
+    return spark.range(0, rows, numPartitions=partitions).mapInArrow(generate, "features array<float>, label long")
+
+
+def make_rdd(sc, rows: int, partitions: int):
+    """An RDD of ``(numpy float32[784], label)`` tuples."""
+    per_partition = rows // partitions
+
+    def generate(index, _):
+        import numpy as np
+
+        rng = np.random.default_rng(index)
+        values = rng.random((per_partition, FEATURES), dtype=np.float32)
+        for i in range(per_partition):
+            yield values[i], int(i % 10)
+
+    return sc.parallelize(range(partitions), partitions).mapPartitionsWithIndex(generate)
+
+
+# -- node functions (sparkdl) --
+
+def drain(args, ctx):
+    """Read every row as columns, do nothing with them."""
+    feed = ctx.get_data_feed(input_mapping=args["mapping"])
+    rows = 0
+    while not feed.should_stop():
+        rows += len(next(iter(feed.next_batch(BATCH).values())))
+    Path(args["out"], f"drain{ctx.executor_id}.json").write_text(json.dumps({"rows": rows}))
+
+
+def build_mlp(tf):
+    """The benchmark model: Dense 128 relu -> Dense 10."""
+    model = tf.keras.Sequential([tf.keras.Input((FEATURES,)), tf.keras.layers.Dense(128, activation="relu"),
+                                 tf.keras.layers.Dense(10)])
+    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def train_mlp(args, ctx):
+    """One model.fit per cluster.train call; records each fit's time."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        model = build_mlp(tf)
+    feed = ctx.get_data_feed()
+    times = []
+    for _ in range(args["runs"]):
+        # Keras treats the dataset's batch as the global batch: BATCH rows per worker per step.
+        dataset = feed.as_dataset(BATCH * ctx.num_workers, features="features", label="label")
+        rows = feed.steps_per_epoch(1)
+        started = time.perf_counter()
+        model.fit(dataset, epochs=1, verbose=0)
+        times.append((rows, time.perf_counter() - started))
+    Path(args["out"], f"train{ctx.executor_id}.json").write_text(json.dumps(times))
+
+
+def infer_sum(args, ctx):
+    """A trivial vectorised model: the sum of each row's features."""
+    feed = ctx.get_data_feed(train_mode=False, input_mapping={"features": "x"})
+    while not feed.should_stop():
+        batch = feed.next_batch(BATCH)["x"]
+        if len(batch):
+            feed.batch_results(batch.sum(axis=1))
+
+
+# -- node functions (TensorFlowOnSpark 2.2.5) --
+
+def tfos_drain(args, ctx):
+    """TFoS: read every row with next_batch."""
+    from tensorflowonspark import TFNode
+
+    feed = TFNode.DataFeed(ctx.mgr, True)
+    while not feed.should_stop():
+        feed.next_batch(BATCH)
+
+
+def tfos_infer(args, ctx):
+    """TFoS: the same trivial model, built from TFoS's row lists."""
+    import numpy as np
+    from tensorflowonspark import TFNode
+
+    feed = TFNode.DataFeed(ctx.mgr, False)
+    while not feed.should_stop():
+        batch = feed.next_batch(BATCH)
+        if batch:
+            feed.batch_results(list(np.asarray([row[0] for row in batch]).sum(axis=1)))
+
+
+def single_process_reference(rows: int) -> float:
+    """rows/s of one tf-keras process fitting the MLP from an in-memory tf.data pipeline."""
+    code = f"""
+import os, time, json, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import numpy as np, tensorflow as tf
+import feed_throughput as b
+x = np.random.default_rng(0).random(({rows}, b.FEATURES), dtype=np.float32)
+y = np.arange({rows}) % 10
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(b.BATCH).prefetch(2)
+model = b.build_mlp(tf)
+model.fit(ds.take(2), epochs=1, verbose=0)
+started = time.perf_counter(); model.fit(ds, epochs=1, verbose=0)
+print(json.dumps({rows} / (time.perf_counter() - started)))
+"""
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def timed(action) -> float:
+    """Seconds taken by ``action()``."""
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    """Run every measurement and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--tfos_rows", type=int, default=20_000, help="TFoS is slow: fewer rows, same rate")
+    parser.add_argument("--partitions", type=int, default=8)
+    opts = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pyspark.sql import SparkSession
+
+    from sparkdl import TFCluster
+
+    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").appName("sparkdl-feed-bench").getOrCreate())
+    sc = spark.sparkContext
+    sc.setLogLevel("ERROR")
+    out = Path(tempfile.mkdtemp())
+    spark_mode = TFCluster.InputMode.SPARK
+    rows, med = opts.rows, statistics.median
+    table: list[tuple[str, float, str]] = []
+
+    frame = make_frame(spark, rows, opts.partitions)
+    rdd = make_rdd(sc, rows, opts.partitions)
+
+    # 1. drain-only feed rates
+    for name, data, mapping in (("DataFrame", frame, {"features": "x", "label": "y"}),
+                                ("RDD", rdd, {"0": "x", "1": "y"})):
+        cluster = TFCluster.run(sc, drain, {"out": str(out), "mapping": mapping}, 2, input_mode=spark_mode)
+        seconds = [timed(lambda: cluster.train(data, 1)) for _ in range(opts.runs)]
+        cluster.shutdown(timeout=600)
+        table.append((f"sparkdl feed, drain-only nodes, {name} source", rows / med(seconds), "rows/s"))
+
+    # 2. MWMS training fed by sparkdl, and the single-process reference
+    train_rows = min(rows, 100_000)
+    train_frame = make_frame(spark, train_rows, opts.partitions)
+    cluster = TFCluster.run(sc, train_mlp, {"out": str(out), "runs": opts.runs}, 2, input_mode=spark_mode)
+    feed_seconds = [timed(lambda: cluster.train(train_frame, 1)) for _ in range(opts.runs)]
+    cluster.shutdown(timeout=900)
+    fits = [json.loads((out / f"train{i}.json").read_text()) for i in (0, 1)]
+    fit_rates = [(r0 + r1) / max(t0, t1) for (r0, t0), (r1, t1) in zip(*fits)]
+    table.append(("sparkdl 2-worker MWMS MLP fit (DataFrame feed)", med(fit_rates), "rows/s"))
+    table.append(("  same, wall time of cluster.train incl. counting", train_rows / med(feed_seconds), "rows/s"))
+    reference = med(single_process_reference(train_rows) for _ in range(opts.runs))
+    table.append(("single-process tf-keras fit, in-memory tf.data", reference, "rows/s"))
+
+    # 3. inference
+    cluster = TFCluster.run(sc, infer_sum, {}, 2, input_mode=spark_mode)
+    infer_seconds = [timed(lambda: cluster.inference(frame).count()) for _ in range(opts.runs)]
+    cluster.shutdown(timeout=600)
+    table.append(("sparkdl cluster.inference, trivial model (DataFrame)", rows / med(infer_seconds), "rows/s"))
+
+    # 4. TensorFlowOnSpark 2.2.5, same data shape (RDD source: TFoS feeds RDDs)
+    try:
+        from tensorflowonspark import TFCluster as TFoSCluster
+    except ImportError:
+        TFoSCluster = None
+    if TFoSCluster is not None:
+        tfos_rdd = make_rdd(sc, opts.tfos_rows, opts.partitions)
+        cluster = TFoSCluster.run(sc, tfos_drain, {}, 2, 0, False, TFoSCluster.InputMode.SPARK)
+        seconds = [timed(lambda: cluster.train(tfos_rdd, 1)) for _ in range(opts.runs)]
+        cluster.shutdown()
+        table.append(("TFoS 2.2.5 feed, drain-only nodes, RDD source", opts.tfos_rows / med(seconds), "rows/s"))
+        cluster = TFoSCluster.run(sc, tfos_infer, {}, 2, 0, False, TFoSCluster.InputMode.SPARK)
+        seconds = [timed(lambda: cluster.inference(tfos_rdd).count()) for _ in range(opts.runs)]
+        cluster.shutdown()
+        table.append(("TFoS 2.2.5 cluster.inference, trivial model", opts.tfos_rows / med(seconds), "rows/s"))
+    spark.stop()
+
+    values = {name: value for name, value, _ in table}
+    print(f"\nlocal-cluster[2,1,1024], {os.cpu_count()} cores, {rows} rows x {FEATURES} float32 (training: "
+          f"{train_rows}), batch {BATCH}, medians of {opts.runs} runs")
+    width = max(len(name) for name, _, _ in table)
+    for name, value, unit in table:
+        print(f"{name.ljust(width)}  {value:>12,.0f} {unit}")
+    print("\nratios")
+    fit = values["sparkdl 2-worker MWMS MLP fit (DataFrame feed)"]
+    print(f"  SPARK-mode 2-worker training / single-process fit: {fit / reference:.2f}  (target >= 0.7)")
+    tfos_feed = values.get("TFoS 2.2.5 feed, drain-only nodes, RDD source")
+    if tfos_feed:
+        for name in ("DataFrame", "RDD"):
+            rate = values[f"sparkdl feed, drain-only nodes, {name} source"]
+            print(f"  feed ({name}) / TFoS feed: {rate / tfos_feed:.1f}x  (target >= 20)")
+        infer = values["sparkdl cluster.inference, trivial model (DataFrame)"]
+        tfos_infer_rate = values["TFoS 2.2.5 cluster.inference, trivial model"]
+        print(f"  inference / TFoS inference: {infer / tfos_infer_rate:.1f}x  (target >= 10)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""Distributed inference: score Spark DataFrames with TensorFlow models, one model per Python worker.
+
+Three forms over one engine:
+
+- :func:`map_in_pandas` (or :class:`Predictor`) returns the iterator function and output schema
+  for ``DataFrame.mapInPandas``; chosen input columns (an id) are kept next to the predictions::
+
+      from sparkdl.inference import map_in_pandas
+
+      fn, schema = map_in_pandas(df, "/models/digits.keras", input_mapping={"pixels": "image"},
+                                 output_mapping={"probs": "probabilities"}, keep_columns=["id"],
+                                 batch_size=1024)
+      scored = df.mapInPandas(fn, schema)
+
+- :func:`map_in_arrow`: the same for ``DataFrame.mapInArrow`` (no pandas in between).
+- :func:`predict_batch_udf`: a pandas UDF for ``select``/``withColumn``, called like
+  ``pyspark.ml.functions.predict_batch_udf`` (or with ``model=``).
+
+The model (a ``.keras`` file, a SavedModel directory, or a ``make_predict_fn``) is loaded once
+per Python worker and reused across tasks, batches and jobs while Spark keeps the worker alive
+(``spark.python.worker.reuse``, the default); overwriting the model file makes the next task
+reload it. See :mod:`sparkdl.inference.worker` for the cache, GPU and Keras rules.
+"""
+
+from .columns import InferenceInputError
+from .predictor import Predictor, ScoringPlan, map_in_arrow, map_in_pandas, predict_batch_udf, read_signature
+from .worker import CACHE_CAPACITY, ModelLoadError, cache_info, clear_cache
+
+__all__ = ["Predictor", "ScoringPlan", "map_in_pandas", "map_in_arrow", "predict_batch_udf", "read_signature",
+           "cache_info", "clear_cache", "CACHE_CAPACITY", "InferenceInputError", "ModelLoadError"]

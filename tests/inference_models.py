@@ -1,0 +1,124 @@
+"""Small models and data for the inference tests, benchmark, example and notebook.
+
+Data: scikit-learn's 8x8 digits (shipped with scikit-learn, no download), upscaled to MNIST's
+28x28x1 layout so the models have realistic input shapes. Models are Keras 3 unless the name
+says tf-keras. Everything is deterministic (fixed seeds). This module is also imported on
+executors (tests/ is on their PYTHONPATH), so it imports TensorFlow only inside functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+IMAGE_SHAPE = (28, 28, 1)
+
+
+def digits_28(rows: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``(images (n, 28, 28, 1) float32 in [0, 1], labels (n,) int64)``; ``rows`` repeats the
+    1797 digits (in a seeded random order) to any length."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    small = (digits.images / 16.0).astype("float32")              # (1797, 8, 8)
+    big = np.kron(small, np.ones((1, 3, 3), dtype="float32"))     # (1797, 24, 24)
+    images = np.pad(big, ((0, 0), (2, 2), (2, 2)))[..., None]     # (1797, 28, 28, 1)
+    labels = digits.target.astype("int64")
+    if rows is None:
+        return images, labels
+    order = np.random.default_rng(seed).integers(0, len(labels), size=rows)
+    return images[order], labels[order]
+
+
+def digits_frame(spark, rows: int | None = None, partitions: int = 2, seed: int = 0):
+    """A DataFrame ``id long, pixels array<float> (784 values), label long`` of digits."""
+    import pandas as pd
+
+    images, labels = digits_28(rows, seed)
+    frame = pd.DataFrame({"id": np.arange(len(labels), dtype="int64"),
+                          "pixels": list(images.reshape(len(labels), -1)), "label": labels})
+    return spark.createDataFrame(frame, "id long, pixels array<float>, label long").repartition(partitions)
+
+
+def mlp(seed: int = 0, hidden: int = 128):
+    """A Keras 3 MLP: input ``image`` (28, 28, 1) -> softmax over 10 classes (output ``probs``)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([
+        keras.Input(IMAGE_SHAPE, name="image"),
+        keras.layers.Flatten(),
+        keras.layers.Dense(hidden, activation="relu"),
+        keras.layers.Dense(10, activation="softmax", name="probs"),
+    ], name="mlp")
+
+
+def cnn(seed: int = 0):
+    """A small Keras 3 CNN on (28, 28, 1): two conv/pool blocks, softmax over 10 classes."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([
+        keras.Input(IMAGE_SHAPE, name="image"),
+        keras.layers.Conv2D(16, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.MaxPooling2D(),
+        keras.layers.Flatten(),
+        keras.layers.Dense(64, activation="relu"),
+        keras.layers.Dense(10, activation="softmax", name="probs"),
+    ], name="cnn")
+
+
+def multi_io(seed: int = 0):
+    """Two inputs (``image`` (28, 28, 1) float32, ``meta`` (3,) float32) and two outputs
+    (``probs`` (10,) softmax, ``score`` one value per row)."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    image = keras.Input(IMAGE_SHAPE, name="image")
+    meta = keras.Input((3,), name="meta")
+    x = keras.layers.Concatenate()([keras.layers.Flatten()(image), meta])
+    x = keras.layers.Dense(32, activation="relu")(x)
+    probs = keras.layers.Dense(10, activation="softmax", name="probs")(x)
+    score = keras.layers.Dense(1, name="score")(x)
+    return keras.Model({"image": image, "meta": meta}, {"probs": probs, "score": score}, name="multi_io")
+
+
+def scalar_model(seed: int = 0):
+    """Scalar inputs ``a`` (float32) and ``b`` (int64 -> cast) and one scalar output ``y = 2a + b``."""
+    import keras
+
+    a = keras.Input((), name="a", dtype="float32")
+    b = keras.Input((), name="b", dtype="int64")
+    y = keras.layers.Lambda(lambda t: 2.0 * t[0] + keras.ops.cast(t[1], "float32"), name="y")([a, b])
+    return keras.Model([a, b], y, name="scalar")
+
+
+def tf_keras_mlp(seed: int = 0):
+    """The MLP built with tf-keras (Keras 2), for the SavedModel/.keras compatibility tests."""
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(seed)
+    return tf_keras.Sequential([
+        tf_keras.Input(IMAGE_SHAPE, name="image"),
+        tf_keras.layers.Flatten(),
+        tf_keras.layers.Dense(64, activation="relu"),
+        tf_keras.layers.Dense(10, activation="softmax", name="probs"),
+    ])
+
+
+def train(model, epochs: int = 3, rows: int | None = None, seed: int = 0):
+    """Fit ``model`` on the digits (sparse categorical cross-entropy); returns the model."""
+    images, labels = digits_28(rows, seed)
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.fit(images, labels, epochs=epochs, batch_size=64, verbose=0)
+    return model
+
+
+def make_doubling_predict_fn():
+    """A ``make_predict_fn`` with no model at all: returns ``x * 2`` and the row sums of ``x``."""
+
+    def predict(x):
+        return {"doubled": x * 2, "total": x.reshape(len(x), -1).sum(axis=1)}
+
+    return predict

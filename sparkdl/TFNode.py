@@ -24,4 +24,17 @@ def start_cluster_server(ctx: NodeContext, num_gpus: int = 1, rdma: bool = False
                                                        if k != "evaluator"}), server
 
 
-__all__ = ["NodeContext", "hdfs_path", "start_cluster_server"]
+def DataFeed(mgr, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
+             input_mapping: dict[str, str] | None = None):
+    """TensorFlowOnSpark's ``TFNode.DataFeed(ctx.mgr, ...)``: the node's data feed (InputMode.SPARK).
+
+    Same as ``ctx.get_data_feed(...)``; see :class:`sparkdl.feed.node_feed.DataFeed`.
+    """
+    from .feed.node_feed import DataFeed as _DataFeed, FeedServer
+
+    if not isinstance(mgr, FeedServer):
+        raise RuntimeError("TFNode.DataFeed(ctx.mgr) needs TFCluster.run(..., input_mode=InputMode.SPARK)")
+    return _DataFeed(mgr, train_mode, qname_in, qname_out, input_mapping)
+
+
+__all__ = ["DataFeed", "NodeContext", "hdfs_path", "start_cluster_server"]

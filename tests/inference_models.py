@@ -122,3 +122,21 @@ def make_doubling_predict_fn():
         return {"doubled": x * 2, "total": x.reshape(len(x), -1).sum(axis=1)}
 
     return predict
+
+
+def observed(score_partition):
+    """Wrap a mapInPandas scorer to report, per output batch, this worker's pid, its model loads
+    before the task started and after the batch, and the most traces of any cached tf.function."""
+
+    def run(batches):
+        import os
+
+        from sparkdl.inference import cache_info
+
+        before = cache_info()["loads"]
+        for frame in score_partition(batches):
+            info = cache_info()
+            traces = max([e["tracing_count"] or 0 for e in info["entries"]] or [0])
+            yield frame.assign(pid=os.getpid(), loads_before=before, loads_after=info["loads"], traces=traces)
+
+    return run

@@ -271,3 +271,14 @@ def fail_after_first_batch(args, ctx):
     feed = ctx.get_data_feed()
     feed.next_batch(10)
     raise RuntimeError("model exploded while training (sentinel 91c2)")
+
+
+def tfos_style_feed(args, ctx):
+    """TensorFlowOnSpark-style code, unchanged: TFNode.DataFeed(ctx.mgr, ...)."""
+    from sparkdl import TFNode
+
+    feed = TFNode.DataFeed(ctx.mgr, False)
+    while not feed.should_stop():
+        batch = feed.next_batch(5)
+        if batch:
+            feed.batch_results([row[0] + 1 for row in batch])

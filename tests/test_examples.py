@@ -36,6 +36,13 @@ def test_mnist_example_runs_with_embedded_defaults(tmp_path):
     assert (tmp_path / "export" / "saved_model.pb").exists()
 
 
+def test_mnist_spark_mode_example_trains_from_a_dataframe(tmp_path):
+    stdout = _run([sys.executable, str(ROOT / "examples/mnist/mnist_spark.py"), "--epochs", "8",
+                   "--export_dir", str(tmp_path / "export")], tmp_path)
+    assert "from a 1437-row DataFrame" in stdout
+    assert _accuracy(stdout) > 0.85
+
+
 def test_mnist_example_runs_through_spark_submit(tmp_path):
     spark_submit = Path(sys.executable).parent / "spark-submit"
     stdout = _run([str(spark_submit), "--master", "local-cluster[2,1,1024]",

@@ -93,9 +93,8 @@ def target(secret, *servers, feed_timeout=30.0):
 
 def feed_rows(tgt, rows, session=1, epoch=0, partition=0):
     """Feed RDD rows as one partition to a single node; returns (rows read, mask of skipped nodes)."""
-    slices = balanced_plan([len(rows)], 1).slices[0]
-    return feeder.feed_training_partition(tgt, session, epoch, partition, slices, len(rows),
-                                          feeder.rdd_batches(rows))
+    plan = balanced_plan([0] * partition + [len(rows)], 1)
+    return feeder.feed_training_partition(tgt, session, epoch, partition, plan, feeder.rdd_batches(rows))
 
 
 def labelled(n, start=0):
@@ -131,9 +130,8 @@ def watch_queue(server):
 
 def start_big_feed(secret, server, produced, feed_timeout=30.0):
     total = BIG_BATCHES * FRAME_ROWS
-    slices = balanced_plan([total], 1).slices[0]
     return total, Worker(feeder.feed_training_partition, target(secret, server, feed_timeout=feed_timeout), 1, 0, 0,
-                         slices, total, big_batches(BIG_BATCHES, produced))
+                         balanced_plan([total], 1), big_batches(BIG_BATCHES, produced))
 
 
 # -- training feeds --
@@ -205,10 +203,11 @@ def test_balanced_plan_over_two_nodes(make_server, secret):
         send_plan(node, secret, 1, plan.rows_per_node)
     tgt = target(secret, *nodes)
     for index, rows in enumerate(partitions):
-        got = feeder.feed_training_partition(tgt, 1, 0, index, plan.slices[index], len(rows), feeder.rdd_batches(rows))
+        got = feeder.feed_training_partition(tgt, 1, 0, index, plan, feeder.rdd_batches(rows))
         assert got == (len(rows), 0)
     received = [[row[0] for row in DataFeed(node, feed_timeout=5).next_batch(100)] for node in nodes]
-    assert received == [list(range(10)), [0] + list(range(10, 19))]  # node 1 wraps to row 0 (partition 0)
+    # Rows are striped (even rows to node 0, odd to node 1); node 1 gets one extra copy (row 0).
+    assert received == [list(range(0, 19, 2)), [1, 3, 5, 0] + list(range(7, 19, 2))]
 
 
 def test_as_dataset_one_epoch_per_iteration(server, secret):
@@ -326,9 +325,9 @@ def test_batch_results_rejects_extra_results(server, secret):
 
 def test_data_error_names_the_column(server, secret):
     batch = pa.RecordBatch.from_pydict({"label": [1, 2, 3], "feature": pa.array([1.0, None, 3.0], pa.float32())})
-    slices = balanced_plan([3], 1).slices[0]
+    plan = balanced_plan([3], 1)
     with pytest.raises(FeedDataError, match=r"'feature'.*null"):
-        feeder.feed_training_partition(target(secret, server), 1, 0, 0, slices, 3, [batch])
+        feeder.feed_training_partition(target(secret, server), 1, 0, 0, plan, [batch])
     assert server.queue("input").nbytes == 0
 
 
@@ -345,7 +344,7 @@ def test_data_error_behind_a_full_queue_names_the_column(make_server, secret):
 
     total = (4 + BIG_BATCHES) * FRAME_ROWS
     worker = Worker(feeder.feed_training_partition, target(secret, server), 1, 0, 0,
-                    balanced_plan([total], 1).slices[0], total, batches())
+                    balanced_plan([total], 1), batches())
     assert state["full"].wait(30)
     worker.join(1.0)  # let the feeder fill the socket buffers: it is blocked in a send
     assert worker.is_alive()

@@ -158,3 +158,10 @@ def test_feeding_needs_spark_mode(sc2, tmp_path):
             cluster.train(sc2.parallelize([1, 2]), 1)
     finally:
         cluster.shutdown(timeout=120)
+
+
+def test_tfos_style_datafeed_from_ctx_mgr(sc2):
+    cluster = TFCluster.run(sc2, nf.tfos_style_feed, {}, 2, input_mode=SPARK)
+    results = cluster.inference(sc2.parallelize(range(23), 4)).collect()
+    cluster.shutdown(timeout=120)
+    assert results == [v + 1 for v in range(23)]

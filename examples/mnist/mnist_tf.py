@@ -16,19 +16,8 @@ import sys
 import tempfile
 import time
 
-
-def load_digits_split():
-    """The digits data as float32 pixels in [0, 1] and int labels, split 80/20 reproducibly."""
-    import numpy as np
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    features = (digits.data / 16.0).astype("float32")
-    labels = digits.target.astype("int64")
-    order = np.random.default_rng(42).permutation(len(labels))
-    split = int(0.8 * len(labels))
-    train, test = order[:split], order[split:]
-    return (features[train], labels[train]), (features[test], labels[test])
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import digits_common  # noqa: E402
 
 
 def main_fun(args, ctx):
@@ -36,7 +25,7 @@ def main_fun(args, ctx):
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    (train_x, train_y), _ = load_digits_split()
+    (train_x, train_y), _ = digits_common.load_digits_split()
     options = tf.data.Options()
     options.autotune.enabled = False  # tf.data's autotuner can delay fit()'s return at teardown
     # Every node holds the whole array; MWMS's default DATA auto-sharding gives each node 1/N of
@@ -44,37 +33,9 @@ def main_fun(args, ctx):
     dataset = (tf.data.Dataset.from_tensor_slices((train_x, train_y)).shuffle(2048, seed=ctx.task_index)
                .batch(args.batch_size).with_options(options))
     with strategy.scope():
-        model = tf.keras.Sequential([
-            tf.keras.Input((64,), name="pixels"),
-            tf.keras.layers.Dense(128, activation="relu"),
-            tf.keras.layers.Dense(10, activation="softmax"),
-        ])
-        model.compile(optimizer=tf.keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy",
-                      metrics=["accuracy"])
+        model = digits_common.build_model(tf)
     model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.job_name == "chief" else 0)
-
-    # Every MWMS node must take part in saving; only the chief writes to the real location.
-    is_chief = ctx.job_name == "chief"
-    export_dir = args.export_dir if is_chief else tempfile.mkdtemp(prefix=f"export-{ctx.job_name}{ctx.task_index}-")
-    model.save(export_dir)
-    print(f"{ctx.job_name}:{ctx.task_index} saved the model to {export_dir}", flush=True)
-
-
-def score_partitions(export_dir):
-    """A mapInPandas function: load the SavedModel once per task, predict each Arrow batch."""
-
-    def predict(batches):
-        import numpy as np
-        import pandas as pd
-        import tensorflow as tf
-
-        serve = tf.saved_model.load(export_dir).signatures["serving_default"]
-        for batch in batches:
-            pixels = np.stack(batch["pixels"].to_numpy()).astype("float32")
-            (probabilities,) = serve(tf.constant(pixels)).values()
-            yield pd.DataFrame({"label": batch["label"], "prediction": np.argmax(probabilities, axis=1)})
-
-    return predict
+    digits_common.export(model, ctx, args.export_dir)
 
 
 def parse_args(argv=None):
@@ -93,36 +54,17 @@ def parse_args(argv=None):
 def main(argv=None) -> float:
     """Train, export, score; returns the test accuracy."""
     args = parse_args(argv)
-    # Executors must run this same interpreter (where sparkdl and TensorFlow are installed).
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkConf
-    from pyspark.sql import SparkSession
-
+    spark = digits_common.start_spark("sparkdl-mnist-tf", args.master, args.cluster_size)
     from sparkdl import TFCluster
 
-    builder = SparkSession.builder.appName("sparkdl-mnist-tf")
-    if args.master:
-        builder = builder.master(args.master)
-    elif not SparkConf().contains("spark.master"):  # not under spark-submit: embedded cluster
-        builder = builder.master(f"local-cluster[{args.cluster_size},1,1024]")
-    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
-    sc = spark.sparkContext
-    sc.setLogLevel("WARN")
     started = time.time()
-    cluster = TFCluster.run(sc, main_fun, args, args.cluster_size, tensorboard=args.tensorboard,
+    cluster = TFCluster.run(spark.sparkContext, main_fun, args, args.cluster_size, tensorboard=args.tensorboard,
                             input_mode=TFCluster.InputMode.TENSORFLOW)
     if args.tensorboard:
         print(f"TensorBoard: {cluster.tensorboard_url()}")
     cluster.shutdown()
     print(f"trained on {args.cluster_size} TF nodes in {time.time() - started:.1f} s; model in {args.export_dir}")
-
-    _, (test_x, test_y) = load_digits_split()
-    test_df = spark.createDataFrame([(x.tolist(), int(y)) for x, y in zip(test_x, test_y)],
-                                    "pixels array<float>, label long").repartition(args.cluster_size)
-    scored = test_df.mapInPandas(score_partitions(args.export_dir), "label long, prediction long")
-    correct = scored.filter("label = prediction").count()
-    accuracy = correct / len(test_y)
-    print(f"test accuracy (distributed inference over {len(test_y)} rows): {accuracy:.4f}")
+    accuracy = digits_common.test_accuracy(spark, args.export_dir, args.cluster_size)
     spark.stop()
     return accuracy
 

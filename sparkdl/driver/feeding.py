@@ -62,11 +62,16 @@ class ClusterFeeder:
         return FeedTarget(self._secret, tuple((n.host, n.feed_port) for n in nodes),
                           tuple(n.role.label for n in nodes), float(feed_timeout), qname)
 
-    def _tell_nodes(self, message: dict, timeout: float, nodes: list[NodeState] | None = None) -> None:
+    def _tell_nodes(self, message: dict, timeout: float, nodes: list[NodeState] | None = None,
+                    need_ack: bool = True) -> None:
         for node in nodes if nodes is not None else self.data_nodes():
             with connect((node.host, node.feed_port), self._secret, timeout=timeout) as channel:
                 channel.send(message)
-                channel.recv(timeout)
+                try:
+                    channel.recv(timeout)
+                except ChannelError:
+                    if need_ack:
+                        raise
 
     # -- training --
 
@@ -143,7 +148,8 @@ class ClusterFeeder:
                 if node.finished or not node.feed_port:
                     continue
                 try:
-                    self._tell_nodes({"type": "end", "qname": qname}, timeout, [node])
+                    # The node may finish (and close) as soon as it sees the end: no ack needed.
+                    self._tell_nodes({"type": "end", "qname": qname}, timeout, [node], need_ack=False)
                 except (OSError, ChannelError) as exc:
                     logger.warning("sparkdl: could not tell %s that the feed ended: %s", node.role.label, exc)
 
@@ -213,15 +219,13 @@ def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: 
             from pyspark import TaskContext
 
             partition = TaskContext.get().partitionId()
-            rows, skipped = feed_training_partition(target, session, epoch, partition, plan.slices[partition],
-                                                    plan.partition_rows[partition], batches)
+            rows, skipped = feed_training_partition(target, session, epoch, partition, plan, batches)
             yield pa.RecordBatch.from_pydict({"rows": [rows], "skipped": [skipped]})
 
         results = [tuple(row) for row in data.mapInArrow(feed, "rows long, skipped long").collect()]
     else:
         def feed_rdd(index, rows):
-            yield feed_training_partition(target, session, epoch, index, plan.slices[index],
-                                          plan.partition_rows[index], rdd_batches(rows))
+            yield feed_training_partition(target, session, epoch, index, plan, rdd_batches(rows))
 
         results = data.mapPartitionsWithIndex(feed_rdd).collect()
     skipped = 0

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ..channel import AuthenticationError, Channel, ChannelError, connect
 from .columns import FeedDataError, rows_to_record_batch
-from .plan import Slice
+from .plan import FeedPlan
 from .wire import batch_to_results, decode_batch, encode_batch
 
 FRAME_TARGET_BYTES = 4 * 1024 * 1024
@@ -125,10 +125,9 @@ class _NodeLink:
         self.channel.close()
 
 
-def feed_training_partition(target: FeedTarget, session: int, epoch: int, partition: int,
-                            slices: tuple[Slice, ...], expected_rows: int,
+def feed_training_partition(target: FeedTarget, session: int, epoch: int, partition: int, plan: FeedPlan,
                             batches: Iterable[pa.RecordBatch]) -> tuple[int, int]:
-    """Send this partition's rows to their nodes per the plan.
+    """Send this partition's rows to their nodes per the plan, interleaved frame by frame.
 
     Returns ``(rows read, bitmask of nodes skipped)``: a node that terminated its feed or whose
     feed server is gone is skipped, and the driver decides whether that is an error.
@@ -137,23 +136,24 @@ def feed_training_partition(target: FeedTarget, session: int, epoch: int, partit
     skipped: set[int] = set()
     header = {"type": "train", "session": session, "epoch": epoch, "partition": partition, "qname": target.qname}
     offset = 0
+    expected_rows = plan.partition_rows[partition]
     try:
         for batch in batches:
             for piece in _frames(batch):
                 end = offset + piece.num_rows
-                for part in slices:
-                    low, high = max(part.start, offset), min(part.stop, end)
-                    if low >= high or part.node in skipped:
+                for node, rows in plan.assignments(partition, offset, end).items():
+                    if node in skipped:
                         continue
+                    part = piece if plan.num_nodes == 1 and len(rows) == piece.num_rows else piece.take(rows)
                     try:
-                        if part.node not in links:
-                            links[part.node] = _NodeLink(target, part.node, header, partition)
-                        if not links[part.node].send(piece.slice(low - offset, high - low)):
-                            skipped.add(part.node)
+                        if node not in links:
+                            links[node] = _NodeLink(target, node, header, partition)
+                        if not links[node].send(part):
+                            skipped.add(node)
                     except NodeGone:
-                        skipped.add(part.node)
+                        skipped.add(node)
                 offset = end
-            if skipped and skipped >= {part.node for part in slices}:
+            if len(skipped) == plan.num_nodes:
                 return offset, _mask(skipped)  # every destination is gone: skip the rest quickly
         if offset != expected_rows:
             raise FeedDataError(

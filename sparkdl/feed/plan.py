@@ -1,10 +1,16 @@
-"""Balanced feeding plans: every training node gets the same number of rows per epoch.
+"""Balanced, interleaved feeding plans: every training node gets the same rows count per epoch.
 
 With MultiWorkerMirroredStrategy every worker must run the same number of steps, or the
 collective waits forever for the worker that ran out. The driver counts each partition's
-rows, then gives node ``k`` the global rows ``[k*R, (k+1)*R)`` with ``R = ceil(T / N)``.
-The last ``N*R - T`` (< N) global indices wrap around to the first rows, so nothing is dropped
-and at most N-1 rows per epoch are seen twice. Pure functions, unit-testable.
+rows; then global row ``g`` (rows numbered in partition order) goes to node ``g % N``. The
+nodes that get one row fewer (when ``N`` does not divide the total) get one extra copy of an
+early row, so every node gets exactly ``R = ceil(T / N)`` rows, nothing is dropped, and at most
+``N - 1`` rows per epoch are seen twice.
+
+Striping (rather than giving each node a contiguous range) matters for progress: every
+feeding task sends to every node as it goes, so no node starves while Spark's few task slots
+are busy feeding another node whose queue is full (which, with nodes that train in lockstep,
+would deadlock). Pure functions, unit-testable.
 """
 
 from __future__ import annotations
@@ -12,54 +18,55 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate
 
-
-@dataclass(frozen=True)
-class Slice:
-    """Rows ``[start, stop)`` of one partition (partition-local indices) go to node ``node``."""
-
-    node: int
-    start: int
-    stop: int
+import numpy as np
 
 
 @dataclass(frozen=True)
 class FeedPlan:
-    """Which partition rows go to which data node, for one epoch."""
+    """Which rows go to which data node, for one epoch."""
 
     rows_per_node: int
     partition_rows: tuple[int, ...]
-    slices: tuple[tuple[Slice, ...], ...]  # indexed by partition
+    num_nodes: int
+    extras: tuple[tuple[int, int], ...] = ()  # (global row, node): copies that even out the counts
 
     @property
     def total_rows(self) -> int:
-        """Rows in the source data (one epoch, before wrap-around)."""
+        """Rows in the source data (one epoch, without the extra copies)."""
         return sum(self.partition_rows)
+
+    @property
+    def partition_offsets(self) -> tuple[int, ...]:
+        """The global number of each partition's first row."""
+        return (0, *accumulate(self.partition_rows))[:-1]
+
+    def assignments(self, partition: int, start: int, stop: int) -> dict[int, np.ndarray]:
+        """For the partition's rows ``[start, stop)``: each node's row positions relative to ``start``."""
+        first_global = self.partition_offsets[partition] + start
+        count = stop - start
+        result = {}
+        for node in range(self.num_nodes):
+            first = (node - first_global) % self.num_nodes
+            rows = np.arange(first, count, self.num_nodes, dtype=np.int64)
+            extra = [g - first_global for g, n in self.extras if n == node and first_global <= g < first_global + count]
+            if extra:
+                rows = np.concatenate([rows, np.asarray(extra, dtype=np.int64)])
+            if len(rows):
+                result[node] = rows
+        return result
 
 
 def balanced_plan(partition_rows: list[int], num_nodes: int) -> FeedPlan:
-    """Assign rows so each of ``num_nodes`` nodes gets exactly ``ceil(total / num_nodes)`` rows."""
+    """A plan giving each of ``num_nodes`` nodes exactly ``ceil(total / num_nodes)`` rows per epoch."""
     if num_nodes < 1:
         raise ValueError("a feeding plan needs at least one node")
     total = sum(partition_rows)
     if total == 0:
-        return FeedPlan(0, tuple(partition_rows), tuple(() for _ in partition_rows))
+        return FeedPlan(0, tuple(partition_rows), num_nodes)
     per_node = -(-total // num_nodes)
-    offsets = [0, *accumulate(partition_rows)]
-    slices: list[list[Slice]] = [[] for _ in partition_rows]
+    extras = []
     for node in range(num_nodes):
-        # The node's global range, cut into segments of real rows (wrapping modulo total).
-        position, end = node * per_node, (node + 1) * per_node
-        while position < end:
-            real_start = position % total
-            length = min(end - position, total - real_start)
-            _add_segment(slices, offsets, node, real_start, real_start + length)
-            position += length
-    return FeedPlan(per_node, tuple(partition_rows), tuple(tuple(s) for s in slices))
-
-
-def _add_segment(slices, offsets, node, start, stop) -> None:
-    """Split the real-row range ``[start, stop)`` over the partitions that hold it."""
-    for partition, (first, last) in enumerate(zip(offsets, offsets[1:])):
-        low, high = max(start, first), min(stop, last)
-        if low < high:
-            slices[partition].append(Slice(node, low - first, high - first))
+        striped = len(range(node, total, num_nodes))
+        # Copies of the node's own rows (wrapping), so the extra rows are spread over the data.
+        extras += [((node + i * num_nodes) % total, node) for i in range(striped, per_node)]
+    return FeedPlan(per_node, tuple(partition_rows), num_nodes, tuple(extras))

@@ -474,6 +474,32 @@ class Predictor:
         function, schema = self.map_in_arrow_fn(df) if arrow else self.map_in_pandas_fn(df)
         return df.mapInArrow(function, schema) if arrow else df.mapInPandas(function, schema)
 
+    def with_predictions(self, df):
+        """``df`` with the prediction columns appended (every column kept, as Spark ML models do).
+
+        Uses a pandas UDF, so only the input columns travel to Python; several outputs are
+        computed by one UDF call (a struct) and then split into their columns.
+        """
+        from pyspark.sql import functions as F
+        from pyspark.sql.functions import pandas_udf
+        from pyspark.sql.types import StructField, StructType
+
+        plan = replace(self.plan(df), keep=())
+        clash = sorted(set(df.columns) & {o.column for o in plan.outputs})
+        if clash:
+            raise InferenceInputError(f"the DataFrame already has column(s) {clash}; choose other names in "
+                                      "output_mapping")
+        arguments = [F.col(f"`{p.column}`") for p in plan.inputs]
+        if len(plan.outputs) == 1:
+            out = plan.outputs[0]
+            udf = pandas_udf(_udf_scorer(plan, False, len(arguments)), spark_type(out.spark_type))
+            return df.withColumn(out.column, udf(*arguments))
+        struct = StructType([StructField(o.column, spark_type(o.spark_type), True) for o in plan.outputs])
+        udf = pandas_udf(_udf_scorer(plan, True, len(arguments)), struct)
+        hidden = "__sparkdl_predictions"
+        scored = df.withColumn(hidden, udf(*arguments))
+        return scored.select("*", *[F.col(hidden)[o.column].alias(o.column) for o in plan.outputs]).drop(hidden)
+
     def __repr__(self) -> str:
         return (f"Predictor({self.source.describe()}, inputs={self.input_pairs}, outputs={self.output_mapping!r}, "
                 f"batch_size={self.batch_size})")

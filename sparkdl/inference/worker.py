@@ -21,7 +21,9 @@ assigned none, turns memory growth on, and then *restores* the worker's environm
 task in the same worker (for instance a TFCluster launch task) still inherits the executor's
 original ``CUDA_VISIBLE_DEVICES``. If TensorFlow was already imported in this worker by other
 code, visibility cannot change any more: sparkdl then pins each call with ``tf.device`` to the
-assigned GPU when TensorFlow can see it, and warns otherwise.
+assigned GPU when TensorFlow can see it, and warns otherwise. TensorFlow's thread pools are
+sized to the task's ``spark.task.cpus`` (TensorFlow would otherwise start one thread per core of
+the machine in every worker).
 
 **Keras.** This module never uses ``tf.keras`` and never sets ``TF_USE_LEGACY_KERAS`` (which
 would leak into later tasks of the worker). ``.keras`` files are loaded by the Keras that wrote
@@ -189,6 +191,16 @@ def task_gpu_addresses() -> list[str]:
     return list(resource.addresses) if resource is not None else []
 
 
+def task_cpus() -> int | None:
+    """``spark.task.cpus`` of the running task (None outside a task)."""
+    try:
+        from pyspark import TaskContext
+    except ImportError:  # pragma: no cover
+        return None
+    context = TaskContext.get()
+    return int(context.cpus()) if context is not None else None
+
+
 def plan_visible_devices(mode: str, addresses: list[str], inherited: str | None) -> str | None:
     """``CUDA_VISIBLE_DEVICES`` for a worker's first TensorFlow import, or None to leave it.
 
@@ -269,6 +281,12 @@ def _set_up_tensorflow(mode: str, addresses: list[str], inherited: str | None) -
 
         # Enumerating devices initialises CUDA, which reads CUDA_VISIBLE_DEVICES now, once.
         physical = tf.config.list_physical_devices("GPU")
+        threads = task_cpus() if not already else None
+        if threads:
+            # TensorFlow would start one thread per core of the machine in every Python worker;
+            # Spark gave this task spark.task.cpus cores, so that is what it uses.
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
         for gpu in physical:
             try:
                 tf.config.experimental.set_memory_growth(gpu, True)
@@ -288,7 +306,7 @@ def _set_up_tensorflow(mode: str, addresses: list[str], inherited: str | None) -
     else:
         visible = [d for d in visible_value.split(",") if d]
     return {"mode": mode, "by": "preexisting" if already else "sparkdl", "visible": visible,
-            "gpus": len(physical)}
+            "gpus": len(physical), "threads": threads}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ class NodeContext:
     ``task_index``, ``cluster_spec`` (``{job: ["host:port", ...]}``, evaluator included),
     ``num_workers`` (chief + workers), ``worker_num`` (same as ``executor_id``),
     ``defaultFS``, ``working_dir``, ``tmp_socket`` (the socket holding this node's TF port
-    until released, or None) and ``mgr`` (always None: sparkdl has no multiprocessing manager).
+    until released, or None) and ``mgr`` (in InputMode.SPARK, the node's feed server, so
+    TFoS's ``TFNode.DataFeed(ctx.mgr, ...)`` works; None otherwise).
     Extra: ``host``, ``port``, ``cluster_id``, ``log_dir`` (TensorBoard's, or None),
     ``gpus`` (the CUDA_VISIBLE_DEVICES chosen for this node, or None).
     """
@@ -44,7 +45,7 @@ class NodeContext:
         self.tmp_socket = tmp_socket
         self.log_dir = log_dir
         self.gpus = gpus
-        self.mgr = None
+        self.mgr = feed_server  # TFoS code passes ctx.mgr to TFNode.DataFeed; here it is the feed server
         self._status_writer = status_writer
         self._feed_server = feed_server
 

@@ -1,0 +1,97 @@
+"""Shared by the digits examples: the data, a Spark session, and distributed scoring.
+
+The example scripts ship this file to the executors with ``sc.addPyFile``, so node functions
+and scoring tasks can import it on any cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def load_digits_split():
+    """scikit-learn's 8x8 digits as float32 pixels in [0, 1] and int labels, split 80/20 reproducibly."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    features = (digits.data / 16.0).astype("float32")
+    labels = digits.target.astype("int64")
+    order = np.random.default_rng(42).permutation(len(labels))
+    split = int(0.8 * len(labels))
+    train, test = order[:split], order[split:]
+    return (features[train], labels[train]), (features[test], labels[test])
+
+
+def start_spark(app_name: str, master: str | None, cluster_size: int):
+    """A SparkSession: ``master`` if given, else spark-submit's, else an embedded local cluster."""
+    # Executors must run this same interpreter (where sparkdl and TensorFlow are installed).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark import SparkConf
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master:
+        builder = builder.master(master)
+    elif not SparkConf().contains("spark.master"):  # not under spark-submit: embedded cluster
+        builder = builder.master(f"local-cluster[{cluster_size},1,1024]")
+    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.addPyFile(os.path.abspath(__file__))
+    return spark
+
+
+def digits_frame(spark, features, labels, partitions: int):
+    """A DataFrame ``pixels array<float>, label long``."""
+    rows = [(x.tolist(), int(y)) for x, y in zip(features, labels)]
+    return spark.createDataFrame(rows, "pixels array<float>, label long").repartition(partitions)
+
+
+def score_partitions(export_dir: str):
+    """A mapInPandas function: load the SavedModel once per task, predict each Arrow batch."""
+
+    def predict(batches):
+        import numpy as np
+        import pandas as pd
+        import tensorflow as tf
+
+        serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+        for batch in batches:
+            pixels = np.stack(batch["pixels"].to_numpy()).astype("float32")
+            (probabilities,) = serve(tf.constant(pixels)).values()
+            yield pd.DataFrame({"label": batch["label"], "prediction": np.argmax(probabilities, axis=1)})
+
+    return predict
+
+
+def test_accuracy(spark, export_dir: str, partitions: int) -> float:
+    """Score the held-out split with a distributed mapInPandas job; print and return the accuracy."""
+    _, (test_x, test_y) = load_digits_split()
+    scored = digits_frame(spark, test_x, test_y, partitions).mapInPandas(
+        score_partitions(export_dir), "label long, prediction long")
+    accuracy = scored.filter("label = prediction").count() / len(test_y)
+    print(f"test accuracy (distributed inference over {len(test_y)} rows): {accuracy:.4f}")
+    return accuracy
+
+
+def build_model(tf):
+    """The digits MLP, compiled."""
+    model = tf.keras.Sequential([
+        tf.keras.Input((64,), name="pixels"),
+        tf.keras.layers.Dense(128, activation="relu"),
+        tf.keras.layers.Dense(10, activation="softmax"),
+    ])
+    model.compile(optimizer=tf.keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+    return model
+
+
+def export(model, ctx, export_dir: str) -> None:
+    """Save the model: every MWMS node must take part; only the chief writes to ``export_dir``."""
+    import tempfile
+
+    is_chief = ctx.job_name == "chief"
+    target = export_dir if is_chief else tempfile.mkdtemp(prefix=f"export-{ctx.job_name}{ctx.task_index}-")
+    model.save(target)
+    print(f"{ctx.job_name}:{ctx.task_index} saved the model to {target}", flush=True)

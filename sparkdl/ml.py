@@ -1,0 +1,232 @@
+"""Spark ML pipeline stages: ``TFEstimator`` trains on a TFCluster, ``TFModel`` scores with it.
+
+The Params keep TensorFlowOnSpark's names (``input_mapping``, ``output_mapping``,
+``cluster_size``, ``num_ps``, ``batch_size``, ``epochs``, ``model_dir``, ``export_dir``,
+``signature_def_key``, ``tag_set``, ...), with TensorFlowOnSpark's camel-case setters and getters
+(``setInputMapping``, ``getBatchSize``...), so pipelines port with a change of import::
+
+    from sparkdl.ml import TFEstimator, TFModel      # was: from tensorflowonspark.pipeline import ...
+
+    estimator = (TFEstimator(train_fn, {"lr": 0.01}).setInputMapping({"pixels": "image", "label": "label"})
+                 .setClusterSize(2).setEpochs(5).setBatchSize(64).setExportDir("/models/digits"))
+    model = estimator.fit(train_df)                  # InputMode.SPARK: the DataFrame is fed to the nodes
+    scored = model.setOutputMapping({"output_0": "probabilities"}).transform(test_df)
+
+``TFModel.transform`` appends the prediction columns to the DataFrame (Spark ML's convention;
+TensorFlowOnSpark returned only the outputs) with sparkdl's inference UDF: one model per Python
+worker, vectorised Arrow batches. It does not need a TFCluster, so a ``TFModel`` pointing at any
+exported model is useful on its own. Both stages are ``DefaultParamsWritable``/``Readable``, so a
+``Pipeline``/``PipelineModel`` holding them can be saved and loaded (the model files themselves
+stay where ``export_dir`` points; ``tf_args`` are not saved).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import logging
+import os
+from typing import Any, Callable
+
+from pyspark.ml import Estimator, Model
+from pyspark.ml.param import Param, Params, TypeConverters
+from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
+
+from .inference import Predictor
+
+logger = logging.getLogger(__name__)
+
+
+def _to_dict(value: Any) -> dict:
+    if isinstance(value, dict):
+        return dict(value)
+    raise TypeError(f"expected a dict, got {type(value).__name__}: {value!r}")
+
+
+def _to_optional_string(value: Any) -> str | None:
+    return None if value is None else TypeConverters.toString(value)
+
+
+def _param(name: str, doc: str, converter: Callable) -> Param:
+    return Param(Params._dummy(), name, doc, typeConverter=converter)
+
+
+def _camel(name: str) -> str:
+    special = {"num_ps": "NumPS", "tfrecord_dir": "TFRecordDir"}
+    return special.get(name) or "".join(part.capitalize() for part in name.split("_"))
+
+
+class _TFParams(Params):
+    """Params shared by both stages (their ``setX``/``getX`` accessors are added below)."""
+
+    input_mapping = _param("input_mapping", "Mapping of input DataFrame column to input tensor", _to_dict)
+    output_mapping = _param("output_mapping", "Mapping of output tensor to output DataFrame column", _to_dict)
+    batch_size = _param("batch_size", "Number of records per batch", TypeConverters.toInt)
+    model_dir = _param("model_dir", "Path to save/load model checkpoints", _to_optional_string)
+    export_dir = _param("export_dir", "Directory (or .keras file) of the exported model", _to_optional_string)
+
+    def _merge_args(self, tf_args: Any) -> argparse.Namespace:
+        """``tf_args`` (dict or namespace) copied, with every Param's value set on it (as TFoS did)."""
+        if tf_args is None:
+            merged = argparse.Namespace()
+        elif isinstance(tf_args, dict):
+            merged = argparse.Namespace(**tf_args)
+        else:
+            merged = copy.copy(tf_args)
+        for param in self.params:
+            setattr(merged, param.name, self.getOrDefault(param))
+        return merged
+
+
+def _with_accessors(cls):
+    """Add TensorFlowOnSpark's ``setX(value)``/``getX()`` for each Param defined on ``cls``."""
+    for name, value in list(vars(cls).items()):
+        if not isinstance(value, Param):
+            continue
+        camel = _camel(name)
+
+        def setter(self, value, _name=name):
+            return self._set(**{_name: value})
+
+        def getter(self, _name=name):
+            return self.getOrDefault(_name)
+
+        setter.__name__, getter.__name__ = f"set{camel}", f"get{camel}"
+        setter.__doc__ = f"Set ``{name}``: {value.doc}. Returns self."
+        getter.__doc__ = f"The value of ``{name}``: {value.doc}."
+        setattr(cls, setter.__name__, setter)
+        setattr(cls, getter.__name__, getter)
+    return cls
+
+
+_TFParams = _with_accessors(_TFParams)
+
+
+@_with_accessors
+class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
+    """A Spark ML Model scoring DataFrames with an exported TensorFlow model.
+
+    ``export_dir`` (else ``model_dir``) names a SavedModel directory or a ``.keras`` file readable
+    by every executor. ``input_mapping`` is ``{column: model input}``, ``output_mapping``
+    ``{model output: column}`` (empty: every output, a single one as ``prediction``);
+    ``signature_def_key`` picks the SavedModel signature (default ``serving_default``) and
+    ``tag_set`` its comma-separated tags. ``transform`` appends the output columns.
+    """
+
+    signature_def_key = _param("signature_def_key", "Identifier for a specific saved_model signature",
+                               _to_optional_string)
+    tag_set = _param("tag_set", "Comma-delimited list of tags identifying a saved_model metagraph",
+                     _to_optional_string)
+
+    def __init__(self, tf_args: Any = None, tf_argv: list[str] | None = None, **params: Any):
+        super().__init__()
+        self.args = tf_args
+        self.argv = tf_argv
+        self._setDefault(input_mapping={}, output_mapping={}, batch_size=100, model_dir=None, export_dir=None,
+                         signature_def_key=None, tag_set=None)
+        if params:
+            self._set(**params)
+
+    def predictor(self) -> Predictor:
+        """The :class:`sparkdl.inference.Predictor` this model's Params describe."""
+        location = self.getOrDefault("export_dir") or self.getOrDefault("model_dir")
+        if not location:
+            raise ValueError("TFModel needs export_dir (a SavedModel directory or .keras file) or model_dir")
+        mapping = self.getOrDefault("input_mapping")
+        if not mapping:
+            raise ValueError("TFModel needs input_mapping: {DataFrame column: model input name}")
+        tags = self.getOrDefault("tag_set")
+        return Predictor(location, input_mapping=dict(sorted(mapping.items())),
+                         output_mapping=dict(self.getOrDefault("output_mapping")) or None,
+                         batch_size=self.getOrDefault("batch_size"),
+                         signature=self.getOrDefault("signature_def_key") or "serving_default",
+                         tags=[t.strip() for t in tags.split(",")] if tags else None)
+
+    def _transform(self, dataset):
+        return self.predictor().with_predictions(dataset)
+
+
+@_with_accessors
+class TFEstimator(Estimator, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
+    """A Spark ML Estimator that trains ``train_fn(args, ctx)`` on a TFCluster.
+
+    ``fit(df)`` starts ``cluster_size`` nodes (``num_ps`` of them parameter servers) with
+    ``TFCluster.run``; in ``InputMode.SPARK`` (the default) it feeds the ``input_mapping``
+    columns of ``df`` (sorted by name, as TensorFlowOnSpark did) for ``epochs`` epochs with
+    ``cluster.train``, and ``train_fn`` reads them with ``ctx.get_data_feed()``; in
+    ``InputMode.TENSORFLOW`` ``train_fn`` reads its own data and ``df`` is not used. ``args``
+    given to ``train_fn`` are ``tf_args`` with every Param set on them (``args.batch_size``,
+    ``args.export_dir``...), or ``tf_argv`` when given. After ``shutdown``, the optional
+    ``export_fn(args, argv)`` runs once on an executor. Returns a :class:`TFModel` carrying the
+    shared Params (``input_mapping``, ``output_mapping``, ``batch_size``, ``model_dir``,
+    ``export_dir``); ``train_fn`` should save the model there (chief only).
+    """
+
+    cluster_size = _param("cluster_size", "Number of nodes in the cluster", TypeConverters.toInt)
+    num_ps = _param("num_ps", "Number of PS nodes in cluster", TypeConverters.toInt)
+    input_mode = _param("input_mode", "Input data feeding mode (0=TENSORFLOW, 1=SPARK)", TypeConverters.toInt)
+    protocol = _param("protocol", "Network protocol for Tensorflow (grpc only)", TypeConverters.toString)
+    tensorboard = _param("tensorboard", "Launch tensorboard process", TypeConverters.toBoolean)
+    tfrecord_dir = _param("tfrecord_dir", "Not supported by sparkdl (TFoS exported the DataFrame as TFRecords)",
+                          _to_optional_string)
+    epochs = _param("epochs", "Number of epochs to train", TypeConverters.toInt)
+    readers = _param("readers", "Number of reader threads (accepted for TFoS compatibility; unused)",
+                     TypeConverters.toInt)
+    steps = _param("steps", "Maximum number of steps to train (passed to train_fn as args.steps)",
+                   TypeConverters.toInt)
+
+    def __init__(self, train_fn: Callable | None = None, tf_args: Any = None, tf_argv: list[str] | None = None,
+                 export_fn: Callable | None = None, **params: Any):
+        super().__init__()
+        self.train_fn = train_fn
+        self.export_fn = export_fn
+        self.args = tf_args
+        self.argv = tf_argv
+        from .driver.cluster import InputMode
+
+        self._setDefault(input_mapping={}, output_mapping={}, cluster_size=1, num_ps=0,
+                         input_mode=InputMode.SPARK, protocol="grpc", tensorboard=False, model_dir=None,
+                         export_dir=None, tfrecord_dir=None, batch_size=100, epochs=1, readers=1, steps=1000)
+        if params:
+            self._set(**params)
+
+    def _fit(self, dataset):
+        from .driver import cluster as cluster_mod
+
+        if self.train_fn is None:
+            raise ValueError("TFEstimator needs train_fn (a function train_fn(args, ctx))")
+        args = self._merge_args(self.args)
+        if args.protocol != "grpc":
+            raise ValueError(f"protocol {args.protocol!r} is not supported; sparkdl uses grpc")
+        if args.tfrecord_dir:
+            raise ValueError("tfrecord_dir is not supported: use InputMode.SPARK (the DataFrame is fed to the "
+                             "nodes) or let train_fn read files itself in InputMode.TENSORFLOW")
+        spark_mode = args.input_mode == cluster_mod.InputMode.SPARK
+        columns = sorted(self.getOrDefault("input_mapping"))
+        if spark_mode:
+            if not columns:
+                raise ValueError("InputMode.SPARK needs input_mapping: {DataFrame column: model input} for the "
+                                 "columns to feed")
+            missing = [c for c in columns if c not in dataset.columns]
+            if missing:
+                raise ValueError(f"input_mapping names columns {missing} that the DataFrame does not have; its "
+                                 f"columns are {dataset.columns}")
+        sc = dataset.sparkSession.sparkContext
+        logger.info("sparkdl TFEstimator: training with %s", args)
+        cluster = cluster_mod.run(sc, self.train_fn, self.argv or args, args.cluster_size, args.num_ps,
+                                  args.tensorboard, args.input_mode)
+        try:
+            if spark_mode:
+                cluster.train(dataset.select(*columns), args.epochs)
+        finally:
+            cluster.shutdown()
+        if self.export_fn is not None:
+            if not args.export_dir:
+                raise ValueError("export_fn needs export_dir")
+            export_fn, argv = self.export_fn, self.argv
+            sc.parallelize([0], 1).foreachPartition(lambda _: export_fn(args, argv))
+        location = args.export_dir or args.model_dir
+        if location and "://" not in location and not os.path.exists(location):
+            logger.warning("sparkdl TFEstimator: %s does not exist after training; train_fn (chief) or export_fn "
+                           "should save the model there for TFModel to use", location)
+        return self._copyValues(TFModel(self.args, self.argv))

@@ -1,0 +1,395 @@
+"""sparkdl.inference: conversions, device and cache rules, and scoring on a real local-cluster.
+
+Scoring tests compare against ``model.predict`` on the same rows in this process. Tolerance:
+``atol=1e-5`` on softmax probabilities (same float32 kernels; only the batch composition, and so
+the order of some reductions, differs). Models are built once per module into a temp directory.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import inference_models as im
+from sparkdl.inference import InferenceInputError, ModelLoadError, Predictor, map_in_pandas, predict_batch_udf
+from sparkdl.inference import columns as cols
+from sparkdl.inference import worker
+
+ATOL = 1e-5
+TESTS = Path(__file__).resolve().parent
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure conversions (no Spark, no TensorFlow)
+# ---------------------------------------------------------------------------------------------
+
+def _plan(**kw):
+    base = dict(column="x", tensor="t", depth=1, source_dtype="float32", row_shape=(2, 2, 1), dtype="float32")
+    base.update(kw)
+    return cols.InputPlan(**base)
+
+
+@pytest.mark.timeout(30)
+def test_pandas_arrays_are_stacked_and_reshaped():
+    series = pd.Series([np.arange(4, dtype="float64") + i for i in range(3)])
+    out = cols.pandas_to_numpy(series, _plan(source_dtype="float64"))
+    assert out.shape == (3, 2, 2, 1) and out.dtype == np.float32
+    np.testing.assert_array_equal(out[2].ravel(), [2, 3, 4, 5])
+
+
+@pytest.mark.timeout(30)
+def test_nested_arrays_and_arrow_lists_give_the_same_tensor():
+    rows = [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]
+    nested = pa.array(rows, type=pa.list_(pa.list_(pa.float32())))
+    plan = _plan(depth=2)
+    from_arrow = cols.arrow_to_numpy(nested, plan)
+    from_pandas = cols.pandas_to_numpy(nested.to_pandas(), plan)
+    np.testing.assert_array_equal(from_arrow, from_pandas)
+    assert from_arrow.shape == (2, 2, 2, 1)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("to_numpy", [cols.pandas_to_numpy, cols.arrow_to_numpy], ids=["pandas", "arrow"])
+def test_nulls_and_ragged_rows_raise_naming_the_column(to_numpy):
+    with_null = pa.array([[1.0, 2.0, 3.0, 4.0], None], type=pa.list_(pa.float32()))
+    ragged = pa.array([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0]], type=pa.list_(pa.float32()))
+
+    def data(array):
+        return array.to_pandas() if to_numpy is cols.pandas_to_numpy else array
+
+    with pytest.raises(InferenceInputError, match=r"column 'x' \(model input 't'\) has 1 null.*batch row 1"):
+        to_numpy(data(with_null), _plan())
+    with pytest.raises(InferenceInputError, match="column 'x'.*different lengths"):
+        to_numpy(data(ragged), _plan())
+    with pytest.raises(InferenceInputError, match="column 'x'.*4 values but the model expects 9"):
+        to_numpy(data(pa.array([[1.0] * 4], type=pa.list_(pa.float32()))), _plan(row_shape=(3, 3)))
+
+
+@pytest.mark.timeout(30)
+def test_scalar_nulls_and_dtype_rules():
+    # Spark turns an integer column with nulls into float64 for pandas: detected as nulls.
+    with pytest.raises(InferenceInputError, match="null"):
+        cols.pandas_to_numpy(pd.Series([1.0, np.nan]), _plan(depth=0, source_dtype="int64", row_shape=(),
+                                                             dtype="float32"))
+    with pytest.raises(InferenceInputError, match="null"):
+        cols.arrow_to_numpy(pa.array([1.0, None]), _plan(depth=0, source_dtype="float64", row_shape=()))
+    assert cols.castable("int64", "float32") and cols.castable("float64", "float32")
+    assert not cols.castable("float32", "int32") and not cols.castable("str", "float32")
+    with pytest.raises(InferenceInputError, match="holds str values but the model expects float32"):
+        cols.check_dtype(_plan(source_dtype="str"))
+
+
+@pytest.mark.timeout(30)
+def test_outputs_become_scalar_and_array_columns():
+    outputs = {"probs": np.arange(6, dtype="float32").reshape(3, 2), "score": np.ones((3, 1), "float32")}
+    plans = [cols.OutputPlan("probs", "p", "array<float>", False, "float32"),
+             cols.OutputPlan("score", "s", "float", True, "float32")]
+    frame = cols.outputs_to_pandas(outputs, plans, 3, keep=pd.DataFrame({"id": [7, 8, 9]}, index=[4, 5, 6]))
+    assert frame.columns.tolist() == ["id", "p", "s"] and frame["id"].tolist() == [7, 8, 9]
+    assert list(frame["p"][2]) == [4.0, 5.0] and frame["s"].dtype == np.float32
+    schema = pa.schema([("p", pa.list_(pa.float32())), ("s", pa.float32())])
+    batch = cols.outputs_to_arrow(outputs, plans, 3, schema)
+    assert batch.column(0).to_pylist()[1] == [2.0, 3.0] and batch.column(1).to_pylist() == [1.0, 1.0, 1.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices, fingerprints, Keras choice
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.timeout(30)
+def test_gpu_visibility_follows_spark_resources():
+    assert worker.plan_visible_devices("spark", [], None) == ""            # no GPU from Spark: CPU
+    assert worker.plan_visible_devices("spark", ["1"], None) == "1"
+    assert worker.plan_visible_devices("spark", ["1"], "4,5") == "5"       # an ordinal into the executor's list
+    assert worker.plan_visible_devices("visible", ["1"], None) is None     # leave the worker as it is
+    assert worker.plan_visible_devices("none", ["1"], None) == ""
+    setup = {"mode": "spark", "visible": ["5"], "gpus": 1}
+    assert worker.task_device(setup, ["1"], "4,5") == ("/GPU:0", None)
+    device, warning = worker.task_device(setup, ["0"], "4,5")              # another GPU than the worker's
+    assert device == "/GPU:0" and "Spark assigned GPU 4" in warning
+    assert worker.task_device({"mode": "spark", "visible": [], "gpus": 0}, ["0"], None) == ("/CPU:0", None)
+
+
+@pytest.mark.timeout(120)
+def test_tensorflow_setup_restores_the_worker_environment():
+    # A fresh interpreter (TensorFlow not imported yet), as a new Python worker is.
+    code = textwrap.dedent("""
+        import json, os
+        os.environ["CUDA_VISIBLE_DEVICES"] = "4,5"
+        from sparkdl.inference import worker
+        setup = worker._set_up_tensorflow("spark", ["1"], "4,5")
+        print(json.dumps({"setup": setup, "after": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                          "order": os.environ.get("CUDA_DEVICE_ORDER")}))
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=110)
+    assert result.returncode == 0, result.stderr[-3000:]
+    import json
+
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["setup"]["visible"] == ["5"] and record["setup"]["by"] == "sparkdl"
+    assert record["after"] == "4,5" and record["order"] is None
+
+
+@pytest.mark.timeout(60)
+def test_fingerprint_changes_when_the_model_is_rewritten(tmp_path):
+    path = tmp_path / "m.keras"
+    path.write_bytes(b"one")
+    first = worker.fingerprint(str(path))
+    path.write_bytes(b"two!")
+    assert worker.fingerprint(str(path)) != first
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        worker.fingerprint(str(tmp_path / "missing"))
+
+
+@pytest.mark.timeout(30)
+def test_sources_and_options_are_validated():
+    with pytest.raises(ValueError, match="exactly one"):
+        Predictor(input_mapping="x")
+    with pytest.raises(ValueError, match="batch_size"):
+        Predictor("m.keras", input_mapping="x", batch_size=0)
+    with pytest.raises(ValueError, match="gpus"):
+        Predictor("m.keras", input_mapping="x", gpus="all")
+    with pytest.raises(ValueError, match="input_mapping is required"):
+        Predictor("m.keras")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring on local-cluster[2,1,1024]
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Models saved once: Keras 3 .keras and SavedModel, tf-keras SavedModel and .keras, multi-IO."""
+    import tf_keras
+
+    root = tmp_path_factory.mktemp("models")
+    images, _ = im.digits_28(300)
+    mlp = im.train(im.mlp(), epochs=1, rows=600)
+    multi = im.multi_io()
+    scalar = im.scalar_model()
+    legacy = im.tf_keras_mlp()
+    paths = {"mlp": root / "mlp.keras", "mlp_export": root / "mlp_export", "multi": root / "multi.keras",
+             "scalar": root / "scalar.keras", "legacy_sm": root / "legacy_sm", "legacy_keras": root / "legacy.keras"}
+    mlp.save(paths["mlp"])
+    mlp.export(str(paths["mlp_export"]), verbose=False)
+    multi.save(paths["multi"])
+    scalar.save(paths["scalar"])
+    legacy.save(str(paths["legacy_sm"]), save_format="tf")
+    legacy.save(paths["legacy_keras"])
+    assert isinstance(legacy, tf_keras.Model)
+    return {"paths": {k: str(v) for k, v in paths.items()}, "mlp": mlp, "multi": multi, "scalar": scalar,
+            "legacy": legacy}
+
+
+@pytest.fixture
+def spark(sc2, spark_holder):
+    return spark_holder.spark
+
+
+def _reference(model, images):
+    return np.asarray(model.predict(images, batch_size=256, verbose=0))
+
+
+def _probs(frame, column="prediction"):
+    return np.stack(frame[column].to_numpy())
+
+
+@pytest.mark.timeout(180)
+def test_map_in_pandas_matches_model_predict_across_arrow_batches(spark, models):
+    df = im.digits_frame(spark, 1500, partitions=3)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "300")  # several Arrow batches per task
+    try:
+        fn, schema = map_in_pandas(df, models["paths"]["mlp"], input_mapping={"pixels": "image"},
+                                   keep_columns=["id", "label"], batch_size=128)
+        assert schema.simpleString() == "struct<id:bigint,label:bigint,prediction:array<float>>"
+        out = df.mapInPandas(fn, schema).toPandas().sort_values("id")
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    images, labels = im.digits_28(1500)
+    assert out["id"].tolist() == list(range(1500)) and (out["label"].to_numpy() == labels).all()
+    np.testing.assert_allclose(_probs(out), _reference(models["mlp"], images), atol=ATOL)
+
+
+@pytest.mark.timeout(180)
+def test_saved_models_from_keras3_and_tf_keras_and_arrow_form(spark, models):
+    df = im.digits_frame(spark, 400)
+    images, _ = im.digits_28(400)
+    exported = Predictor(models["paths"]["mlp_export"], input_mapping="pixels", output_mapping={"output_0": "probs"},
+                         keep_columns=["id"], batch_size=100)
+    out = exported.transform(df, arrow=True).toPandas().sort_values("id")
+    np.testing.assert_allclose(_probs(out, "probs"), _reference(models["mlp"], images), atol=ATOL)
+    for key in ("legacy_sm", "legacy_keras"):  # tf-keras (Keras 2) files: SavedModel and .keras
+        out = Predictor(models["paths"][key], input_mapping="pixels", keep_columns=["id"]).transform(df)
+        np.testing.assert_allclose(_probs(out.toPandas().sort_values("id")), _reference(models["legacy"], images),
+                                   atol=ATOL, err_msg=key)
+
+
+@pytest.mark.timeout(180)
+def test_multi_input_multi_output_and_scalars(spark, models):
+    images, _ = im.digits_28(300)
+    meta = np.random.default_rng(1).random((300, 3), dtype=np.float32)
+    frame = pd.DataFrame({"id": np.arange(300), "pixels": list(images.reshape(300, -1)), "meta": list(meta),
+                          "a": meta[:, 0].astype("float64"), "b": np.arange(300, dtype="int64")})
+    df = spark.createDataFrame(frame, "id long, pixels array<float>, meta array<float>, a double, b long")
+    out = Predictor(models["paths"]["multi"], input_mapping={"pixels": "image", "meta": "meta"},
+                    output_mapping={"probs": "probabilities", "score": "score"}, keep_columns=["id"],
+                    batch_size=64).transform(df)
+    assert out.schema.simpleString() == "struct<id:bigint,probabilities:array<float>,score:float>"
+    got = out.toPandas().sort_values("id")
+    expected = models["multi"].predict({"image": images, "meta": meta}, verbose=0)
+    np.testing.assert_allclose(_probs(got, "probabilities"), expected["probs"], atol=ATOL)
+    np.testing.assert_allclose(got["score"].to_numpy(), expected["score"].ravel(), atol=ATOL)
+    # Scalar columns (double and long, cast to the model's float32) into inputs of shape (1,).
+    scalar = Predictor(models["paths"]["scalar"], input_mapping={"a": "a", "b": "b"}, output_mapping="y",
+                       keep_columns=["id"]).transform(df).toPandas().sort_values("id")
+    expected = models["scalar"].predict({"a": meta[:, :1], "b": np.arange(300, dtype="float32")[:, None]},
+                                        verbose=0)
+    np.testing.assert_allclose(scalar["y"].to_numpy(), expected.ravel(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.timeout(120)
+def test_empty_partitions_and_empty_frames(spark, models):
+    images, _ = im.digits_28(3)
+    rows = [(i, images[i].ravel().tolist()) for i in range(3)]
+    df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 6), "id long, pixels array<float>")
+    predictor = Predictor(models["paths"]["mlp"], input_mapping="pixels", keep_columns=["id"])
+    out = predictor.transform(df).toPandas().sort_values("id")
+    np.testing.assert_allclose(_probs(out), _reference(models["mlp"], images), atol=ATOL)
+    empty = df.filter("id < 0")
+    assert predictor.transform(empty).count() == 0
+    assert predictor.transform(empty, arrow=True).count() == 0
+
+
+@pytest.mark.timeout(120)
+def test_schema_problems_fail_on_the_driver_naming_the_column(spark, models):
+    df = spark.createDataFrame([(1, "x", 2.0, [1.0] * 784)], "id long, name string, v double, pixels array<double>")
+    path = models["paths"]["mlp"]
+    with pytest.raises(InferenceInputError, match=r"column 'name'.*holds str values but the model expects float32"):
+        map_in_pandas(df, path, input_mapping={"name": "image"})
+    with pytest.raises(InferenceInputError, match=r"column 'v'.*one value per row.*\(28, 28, 1\)"):
+        map_in_pandas(df, path, input_mapping={"v": "image"})
+    with pytest.raises(InferenceInputError, match=r"model input 'pic'.*its inputs are \['image'\]"):
+        map_in_pandas(df, path, input_mapping={"pixels": "pic"})
+    with pytest.raises(InferenceInputError, match=r"'nope'.*not in the DataFrame"):
+        map_in_pandas(df, path, input_mapping={"nope": "image"})
+    with pytest.raises(InferenceInputError, match=r"output 'logits'.*its outputs are \['probs'\]"):
+        map_in_pandas(df, path, input_mapping="pixels", output_mapping={"logits": "x"})
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        map_in_pandas(df, path + ".missing", input_mapping="pixels")
+    # array<double> feeds a float32 input (same-kind cast): accepted.
+    fn, schema = map_in_pandas(df, path, input_mapping="pixels")
+    assert schema.names == ["prediction"]
+
+
+@pytest.mark.timeout(120)
+def test_bad_rows_fail_the_task_naming_the_column(spark, models):
+    from pyspark.errors import PythonException
+
+    path = models["paths"]["mlp"]
+    short = spark.createDataFrame([(1, [0.5] * 100)], "id long, pixels array<float>")
+    with pytest.raises(PythonException, match=r"column 'pixels' \(model input 'image'\): each row holds 100 values "
+                                              r"but the model expects 784"):
+        Predictor(path, input_mapping="pixels").transform(short).collect()
+    nulls = spark.createDataFrame([(1, [0.5] * 784), (2, None)], "id long, pixels array<float>").coalesce(1)
+    for arrow in (False, True):
+        with pytest.raises(PythonException, match=r"column 'pixels' \(model input 'image'\) has 1 null value"):
+            Predictor(path, input_mapping="pixels").transform(nulls, arrow=arrow).collect()
+
+
+@pytest.mark.timeout(180)
+def test_model_is_loaded_once_per_worker_and_reloaded_when_the_file_changes(spark, models, tmp_path):
+    path = tmp_path / "model.keras"
+    im.mlp(seed=1).save(path)
+    df = im.digits_frame(spark, 1200, partitions=6)
+    images, _ = im.digits_28(1200)
+
+    def run():
+        predictor = Predictor(str(path), input_mapping="pixels", keep_columns=["id"], batch_size=96)
+        fn, schema = predictor.map_in_pandas_fn(df)
+        observed_schema = f"{schema.simpleString()[7:-1]}, pid long, loads_before long, loads_after long, traces long"
+        return df.mapInPandas(im.observed(fn), observed_schema).toPandas().sort_values("id")
+
+    first = run()
+    np.testing.assert_allclose(_probs(first), _reference(im.mlp(seed=1), images), atol=ATOL)
+    tasks = first.groupby(["pid", "loads_before"]).loads_after.max().reset_index()
+    # Six tasks on two single-slot executors: each worker loads the model in its first task only.
+    per_worker = first.groupby("pid").agg(lo=("loads_before", "min"), hi=("loads_after", "max"))
+    assert ((per_worker.hi - per_worker.lo) <= 1).all(), tasks
+    assert len(tasks) >= 2  # several tasks observed
+    # Partial chunks (1200 / 6 = 200 rows = 96 + 96 + 8) never retraced the tf.function.
+    assert first.traces.max() == 1
+
+    second = run()  # same file: served from the cache, no load at all
+    again = second.merge(per_worker, left_on="pid", right_index=True)
+    assert len(again) and (again.loads_after == again.hi).all()
+
+    im.mlp(seed=2).save(path)  # same path, new weights
+    os.utime(path, ns=(1, 1))  # a different mtime even on coarse file systems
+    third = run()
+    np.testing.assert_allclose(_probs(third), _reference(im.mlp(seed=2), images), atol=ATOL)
+    reloaded = third.merge(per_worker, left_on="pid", right_index=True)
+    assert (reloaded.loads_after == reloaded.hi + 1).all()
+
+
+@pytest.mark.timeout(180)
+def test_predict_batch_udf_matches_pyspark_and_accepts_a_model(spark, models):
+    from pyspark.ml.functions import predict_batch_udf as pyspark_udf
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, StructField, StructType
+
+    images, _ = im.digits_28(200)
+    df = im.digits_frame(spark, 200)
+    struct = StructType([StructField("doubled", ArrayType(FloatType())), StructField("total", DoubleType())])
+    kwargs = dict(return_type=struct, batch_size=50, input_tensor_shapes=[[28, 28, 1]])
+    theirs = df.select("id", pyspark_udf(im.make_doubling_predict_fn, **kwargs)("pixels").alias("p"))
+    ours = df.select("id", predict_batch_udf(im.make_doubling_predict_fn, **kwargs)("pixels").alias("p"))
+    theirs, ours = (f.select("id", "p.*").toPandas().sort_values("id") for f in (theirs, ours))
+    np.testing.assert_allclose(_probs(ours, "doubled"), _probs(theirs, "doubled"))
+    np.testing.assert_allclose(ours["total"], theirs["total"], rtol=1e-6)
+
+    udf = predict_batch_udf(model=models["paths"]["mlp"], batch_size=64)
+    scored = df.withColumn("probs", udf("pixels")).toPandas().sort_values("id")
+    np.testing.assert_allclose(_probs(scored, "probs"), _reference(models["mlp"], images), atol=ATOL)
+    multi = predict_batch_udf(model=models["paths"]["multi"], batch_size=64)
+    meta = spark.createDataFrame([(i, images[i].ravel().tolist(), [0.1, 0.2, 0.3]) for i in range(5)],
+                                 "id long, pixels array<float>, meta array<float>")
+    row = meta.select(multi("pixels", "meta").alias("out")).select("out.*").first()
+    assert len(row["probs"]) == 10 and isinstance(row["score"], float)
+
+
+@pytest.mark.timeout(240)
+def test_map_in_pandas_under_spark_connect(tmp_path, models):
+    """A Spark Connect session (local server over local-cluster), in its own process: one
+    SparkContext per JVM, and this process already has one."""
+    pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
+    script = tmp_path / "connect_score.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, sys
+        import numpy as np
+        from pyspark.sql import SparkSession
+        import inference_models as im
+        from sparkdl.inference import map_in_pandas
+        spark = (SparkSession.builder.remote("local-cluster[2,1,1024]")
+                 .config("spark.ui.enabled", "false").getOrCreate())
+        assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+        df = im.digits_frame(spark, 200)
+        fn, schema = map_in_pandas(df, {models["paths"]["mlp"]!r}, input_mapping="pixels", keep_columns=["id"])
+        out = df.mapInPandas(fn, schema).toPandas().sort_values("id")
+        print(json.dumps(np.stack(out["prediction"].to_numpy()).tolist()))
+        spark.stop()
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=220, env=env,
+                            cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-4000:]
+    import json
+
+    got = np.asarray(json.loads(result.stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(got, _reference(models["mlp"], im.digits_28(200)[0]), atol=ATOL)

@@ -85,13 +85,15 @@ def multi_io(seed: int = 0):
 
 
 def scalar_model(seed: int = 0):
-    """Scalar inputs ``a`` (float32) and ``b`` (int64 -> cast) and one scalar output ``y = 2a + b``."""
+    """Inputs ``a`` and ``b`` of one float32 value per row, output ``y = 2a + b`` (one value per row)."""
     import keras
 
-    a = keras.Input((), name="a", dtype="float32")
-    b = keras.Input((), name="b", dtype="int64")
-    y = keras.layers.Lambda(lambda t: 2.0 * t[0] + keras.ops.cast(t[1], "float32"), name="y")([a, b])
-    return keras.Model([a, b], y, name="scalar")
+    a = keras.Input((1,), name="a")
+    b = keras.Input((1,), name="b")
+    dense = keras.layers.Dense(1, name="y")
+    model = keras.Model([a, b], dense(keras.layers.Concatenate()([a, b])), name="scalar")
+    dense.set_weights([np.array([[2.0], [1.0]], dtype="float32"), np.zeros(1, dtype="float32")])
+    return model
 
 
 def tf_keras_mlp(seed: int = 0):

@@ -165,3 +165,16 @@ def test_tfos_style_datafeed_from_ctx_mgr(sc2):
     results = cluster.inference(sc2.parallelize(range(23), 4)).collect()
     cluster.shutdown(timeout=120)
     assert results == [v + 1 for v in range(23)]
+
+
+def test_lockstep_training_with_small_queues_does_not_deadlock(sc2, spark, tmp_path):
+    """Tiny node queues and more partitions than task slots: every feeding task must feed every
+    node as it goes, or a full queue on one node starves the other and MWMS waits forever."""
+    sizes = [300] * 8
+    frame = spark.createDataFrame(skewed_rdd(sc2, sizes), "x array<float>, y double")
+    cluster = TFCluster.run(sc2, nf.fit_from_feed, {"out": str(tmp_path), "batch": 16, "epochs": 2}, 2,
+                            input_mode=SPARK, feed_queue_bytes=16 * 1024)
+    cluster.train(frame, num_epochs=2, feed_timeout=60)
+    cluster.shutdown(timeout=200)
+    nodes = read_json_files(tmp_path)
+    assert [n["steps_per_epoch"] for n in nodes.values()] == [75, 75]  # 1200 rows each, batch 16

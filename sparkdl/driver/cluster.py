@@ -231,7 +231,8 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         log_dir: str | None = None, driver_ps_nodes: bool = False, master_node: str | None = "chief",
         reservation_timeout: float = 600, queues: Any = None, eval_node: bool = False,
         release_port: bool = True, *, num_gpus: int | None = None, env: dict[str, str] | None = None,
-        use_barrier: bool = True, executor_wait_timeout: float = 30.0, set_tf_config: bool = True) -> TFCluster:
+        use_barrier: bool = True, executor_wait_timeout: float = 30.0, set_tf_config: bool = True,
+        feed_queue_bytes: int = 64 * 1024 * 1024) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
     Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
@@ -245,7 +246,8 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
     nvidia-smi finds any, else CPU); ``env`` extra environment for the TF processes (nodes run
     with ``TF_USE_LEGACY_KERAS=1`` unless ``env`` or the executor environment says otherwise);
     ``use_barrier`` gang-schedules the nodes with Spark's barrier mode; ``set_tf_config=False``
-    leaves TF_CONFIG unset (independent nodes, see ``TFParallel``).
+    leaves TF_CONFIG unset (independent nodes, see ``TFParallel``); ``feed_queue_bytes``
+    bounds each node's queue of fed data (InputMode.SPARK backpressure).
 
     Returns once every node has registered; raises PreflightError or ReservationTimeout
     (naming the missing nodes) otherwise.
@@ -274,7 +276,7 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         set_tf_config=set_tf_config, release_port=release_port, reservation_timeout=float(reservation_timeout),
         tensorboard_executor=chief_like[0] if tensorboard and chief_like else None, log_dir=log_dir,
         default_fs=sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file://", num_gpus=num_gpus,
-        env=dict(env or {}))
+        env=dict(env or {}), feed_queue_bytes=int(feed_queue_bytes))
     job_group = f"sparkdl-{cluster_id}"
     cluster = TFCluster(sc, cluster_id, coordinator, input_mode, job_group, tensorboard, secret)
 

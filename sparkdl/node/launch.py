@@ -47,6 +47,7 @@ class LaunchSpec:
     default_fs: str
     num_gpus: int | None
     env: dict = field(default_factory=dict)
+    feed_queue_bytes: int = 64 * 1024 * 1024
 
 
 def node_dir(cluster_id: str, role: NodeRole) -> Path:
@@ -95,6 +96,7 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
         "spark_executor": spark_executor, "anchor_pid": anchor_pid,
         "reservation_timeout": spec.reservation_timeout, "fn": spec.fn, "env": env,
         "set_tf_config": spec.set_tf_config, "release_port": spec.release_port, "feed": spec.detached,
+        "feed_queue_bytes": spec.feed_queue_bytes,
         "tensorboard_node": spec.tensorboard_executor == executor_id, "log_dir": log_dir,
         "default_fs": spec.default_fs, "working_dir": os.getcwd(), "node_dir": str(directory),
         "gpus": assignment.cuda_visible_devices, "pythonpath": os.pathsep.join(p for p in sys.path if p),

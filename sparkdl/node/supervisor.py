@@ -172,7 +172,7 @@ class Supervisor:
         payload = {
             "fn": self.cfg["fn"], "error_path": str(self.error_path), "release_port": self.cfg["release_port"],
             "socket_fd": tf_socket.fileno(), "status_fd": status_write,
-            "feed": self.cfg["feed"], "secret": self.cfg["secret"],
+            "feed": self.cfg["feed"], "secret": self.cfg["secret"], "feed_queue_bytes": self.cfg["feed_queue_bytes"],
             "ctx": {"executor_id": self.role.executor_id, "job_name": self.role.job_name,
                     "task_index": self.role.task_index, "cluster_spec": cluster_spec,
                     "default_fs": self.cfg["default_fs"], "working_dir": self.cfg["working_dir"],

@@ -52,7 +52,7 @@ def main() -> int:
         if payload["feed"]:
             from ..feed.node_feed import FeedServer
 
-            feed_server = FeedServer(payload["secret"], payload["ctx"]["host"])
+            feed_server = FeedServer(payload["secret"], payload["ctx"]["host"], payload["feed_queue_bytes"])
         ctx = NodeContext(tmp_socket=tmp_socket, status_writer=_status_writer(payload["status_fd"]),
                           feed_server=feed_server, **payload["ctx"])
         if feed_server is not None:

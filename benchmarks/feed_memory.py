@@ -11,7 +11,6 @@ supervisors and TF node processes. With backpressure, the node peak stays near i
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import threading
@@ -81,17 +80,12 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--source", choices=["dataframe", "rdd"], default="dataframe")
     opts = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sys.path.insert(0, str(Path(__file__).parent))
-    from pyspark.sql import SparkSession
-
     import feed_throughput as bench
     from sparkdl import TFCluster
 
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").appName("sparkdl-feed-memory").getOrCreate())
+    spark = bench.start_local_spark("sparkdl-feed-memory")
     sc = spark.sparkContext
-    sc.setLogLevel("ERROR")
     if opts.source == "dataframe":
         data, mapping = bench.make_frame(spark, opts.rows, opts.partitions), {"features": "x", "label": "y"}
     else:

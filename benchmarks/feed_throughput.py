@@ -29,6 +29,18 @@ FEATURES = 784
 BATCH = 128
 
 
+def start_local_spark(app_name: str):
+    """The benchmarks' Spark: local-cluster[2,1,1024], quiet, executors on this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    sys.path.insert(0, str(Path(__file__).parent))
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false").appName(app_name).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def make_frame(spark, rows: int, partitions: int):
     """A DataFrame of random rows, generated with numpy inside the executors (no driver data)."""
     import numpy as np
@@ -166,16 +178,10 @@ def main() -> None:
     parser.add_argument("--tfos_rows", type=int, default=20_000, help="TFoS is slow: fewer rows, same rate")
     parser.add_argument("--partitions", type=int, default=8)
     opts = parser.parse_args()
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    sys.path.insert(0, str(Path(__file__).parent))
-    from pyspark.sql import SparkSession
-
+    spark = start_local_spark("sparkdl-feed-bench")
+    sc = spark.sparkContext
     from sparkdl import TFCluster
 
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").appName("sparkdl-feed-bench").getOrCreate())
-    sc = spark.sparkContext
-    sc.setLogLevel("ERROR")
     out = Path(tempfile.mkdtemp())
     spark_mode = TFCluster.InputMode.SPARK
     rows, med = opts.rows, statistics.median

@@ -118,10 +118,11 @@ def train(model, epochs: int = 3, rows: int | None = None, seed: int = 0):
 
 
 def make_doubling_predict_fn():
-    """A ``make_predict_fn`` with no model at all: returns ``x * 2`` and the row sums of ``x``."""
+    """A ``make_predict_fn`` with no model at all: returns each row of ``x`` flattened and doubled, and its sum."""
 
     def predict(x):
-        return {"doubled": x * 2, "total": x.reshape(len(x), -1).sum(axis=1)}
+        flat = x.reshape(len(x), -1)
+        return {"doubled": flat * 2, "total": flat.sum(axis=1)}
 
     return predict
 

@@ -87,6 +87,16 @@ def build_model(tf):
     return model
 
 
+def fit_and_export(strategy, dataset, ctx, args) -> None:
+    """Build the model under ``strategy``, fit it on ``dataset`` (chief prints progress), export it."""
+    import tensorflow as tf
+
+    with strategy.scope():
+        model = build_model(tf)
+    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.job_name == "chief" else 0)
+    export(model, ctx, args.export_dir)
+
+
 def export(model, ctx, export_dir: str) -> None:
     """Save the model: every MWMS node must take part; only the chief writes to ``export_dir``."""
     import tempfile

@@ -29,12 +29,9 @@ def main_fun(args, ctx):
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     feed = ctx.get_data_feed()
     # Keras treats the dataset's batch as the global batch: per-node batch x number of nodes.
-    dataset = feed.as_dataset(args.batch_size * ctx.num_workers, features="pixels", label="label")
-    with strategy.scope():
-        model = digits_common.build_model(tf)
     # One Keras epoch consumes one epoch of the feed; every node runs the same number of steps.
-    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.job_name == "chief" else 0)
-    digits_common.export(model, ctx, args.export_dir)
+    dataset = feed.as_dataset(args.batch_size * ctx.num_workers, features="pixels", label="label")
+    digits_common.fit_and_export(strategy, dataset, ctx, args)
 
 
 def parse_args(argv=None):

@@ -32,10 +32,7 @@ def main_fun(args, ctx):
     # it, and the batch size here is the global batch across all nodes.
     dataset = (tf.data.Dataset.from_tensor_slices((train_x, train_y)).shuffle(2048, seed=ctx.task_index)
                .batch(args.batch_size).with_options(options))
-    with strategy.scope():
-        model = digits_common.build_model(tf)
-    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.job_name == "chief" else 0)
-    digits_common.export(model, ctx, args.export_dir)
+    digits_common.fit_and_export(strategy, dataset, ctx, args)
 
 
 def parse_args(argv=None):

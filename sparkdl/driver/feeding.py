@@ -200,7 +200,10 @@ def _count_rows(data: RDD | DataFrame) -> list[int]:
             rows = sum(batch.num_rows for batch in batches)
             yield pa.RecordBatch.from_pydict({"partition": [TaskContext.get().partitionId()], "rows": [rows]})
 
-        pairs = data.mapInArrow(count, "partition long, rows long").collect()
+        from pyspark.sql import functions as F
+
+        # Project the columns away first: counting then reads no feature data (Spark prunes it).
+        pairs = data.select(F.lit(0).alias("_")).mapInArrow(count, "partition long, rows long").collect()
         partitions = data.rdd.getNumPartitions()
         counts = [0] * max(partitions, max((p for p, _ in pairs), default=-1) + 1)
         for partition, rows in pairs:

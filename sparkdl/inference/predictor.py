@@ -142,8 +142,11 @@ def _probe_function(source: ModelSource, gpus: str):
     def probe(batches):
         for _ in batches:
             pass
-        model = worker.get_model(source, gpus)
-        yield pd.DataFrame({"signature": [json.dumps(model.signature())]})
+        try:
+            answer = {"signature": worker.get_model(source, gpus).signature()}
+        except Exception as exc:  # reported, not raised: Spark would retry a deterministic failure
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        yield pd.DataFrame({"signature": [json.dumps(answer)]})
 
     return probe
 
@@ -168,13 +171,10 @@ def read_signature(spark, source: ModelSource, gpus: str = "spark") -> dict:
     executor's Python worker for the scoring job.
     """
     probe = spark.range(1, numPartitions=1).mapInPandas(_probe_function(source, gpus), "signature string")
-    try:
-        rows = probe.collect()
-    except Exception as exc:  # the executor's error, wrapped by Spark
-        lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-        detail = next((line for line in reversed(lines) if "Error" in line), lines[-1] if lines else repr(exc))
-        raise worker.ModelLoadError(f"could not load {source.describe()} on an executor: {detail.strip()}") from exc
-    return json.loads(rows[0]["signature"])
+    answer = json.loads(probe.collect()[0]["signature"])
+    if "error" in answer:
+        raise worker.ModelLoadError(f"could not load {source.describe()} on an executor: {answer['error']}")
+    return answer["signature"]
 
 
 def _spark_type_for(info: TensorInfo) -> tuple[str, bool]:

@@ -398,6 +398,13 @@ def _shape_info(shape: Any) -> tuple[tuple[int | None, ...] | None, int | None]:
     return tuple(dims[1:]), dims[0]
 
 
+def _layer_name(tensor: Any, index: int) -> str:
+    """The name of the layer producing a Keras output tensor (what users named it)."""
+    history = getattr(tensor, "_keras_history", None)
+    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
+    return getattr(layer, "name", None) or f"output_{index}"
+
+
 def _load_keras(tf, path: str, device: str) -> LoadedModel:
     module = _keras_module_for(path)
     with tf.device(device):
@@ -408,15 +415,13 @@ def _load_keras(tf, path: str, device: str) -> LoadedModel:
         inputs.append(TensorInfo(getattr(tensor, "name", None) or f"input_{len(inputs)}",
                                  _numpy_dtype(tensor.dtype), shape, batch))
     names = [t.name.split(":")[0] for t in inputs]
-    structure = model.input if hasattr(model, "input") else None
-    output_names = list(getattr(model, "output_names", None) or [])
-    if len(output_names) != len(model.outputs):
-        output_names = [f"output_{i}" for i in range(len(model.outputs))]
-    outputs = []
-    for name, tensor in zip(output_names, model.outputs):
-        shape, batch = _shape_info(tensor.shape)
-        outputs.append(TensorInfo(name, _numpy_dtype(tensor.dtype), shape, batch))
-    inputs = [TensorInfo(n, t.dtype, t.shape, t.batch) for n, t in zip(names, inputs)]
+    try:
+        structure = model.input
+    except (AttributeError, ValueError):  # a Sequential model that was never called
+        structure = None
+    output_names = [_layer_name(t, i) for i, t in enumerate(model.outputs)]
+    if len(set(output_names)) != len(output_names):
+        output_names = [f"output_{i}" for i in range(len(output_names))]
 
     def arrange(xs):
         by_name = dict(zip(names, xs))
@@ -427,7 +432,7 @@ def _load_keras(tf, path: str, device: str) -> LoadedModel:
         return xs[0]
 
     # One trace for every batch size: the batch axis is None in the signature.
-    specs = [tf.TensorSpec((t.batch if t.batch else None, *t.shape), t.dtype) for t in inputs]
+    specs = [tf.TensorSpec(None if t.shape is None else (t.batch or None, *t.shape), t.dtype) for t in inputs]
 
     @tf.function(input_signature=specs)
     def serve(*xs):
@@ -437,6 +442,13 @@ def _load_keras(tf, path: str, device: str) -> LoadedModel:
         if isinstance(result, (list, tuple)):
             return dict(zip(output_names, result))
         return {output_names[0]: result}
+
+    # The traced function's own output structure gives names, dtypes and shapes as returned.
+    returned = serve.get_concrete_function().structured_outputs
+    outputs = []
+    for name in returned:
+        shape, batch = _shape_info(returned[name].shape)
+        outputs.append(TensorInfo(name, _numpy_dtype(returned[name].dtype), shape, None))
 
     def call(arrays):
         with tf.device(device):
@@ -520,8 +532,9 @@ def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
     """The model for ``source`` on this task's device, from this worker's cache or loaded now."""
     if source.path is not None:
         tf, device = ensure_tensorflow(gpus)
+        digest = fingerprint(source.path)  # first: it says clearly when the path does not exist
         kind = _resolve_kind(source.path)
-        key = (kind, source.path, fingerprint(source.path), source.signature, source.tags, device)
+        key = (kind, source.path, digest, source.signature, source.tags, device)
     else:
         tf, device = _tensorflow_or_none(gpus)
         kind = "function"

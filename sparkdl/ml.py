@@ -15,9 +15,10 @@ The Params keep TensorFlowOnSpark's names (``input_mapping``, ``output_mapping``
 ``TFModel.transform`` appends the prediction columns to the DataFrame (Spark ML's convention;
 TensorFlowOnSpark returned only the outputs) with sparkdl's inference UDF: one model per Python
 worker, vectorised Arrow batches. It does not need a TFCluster, so a ``TFModel`` pointing at any
-exported model is useful on its own. Both stages are ``DefaultParamsWritable``/``Readable``, so a
-``Pipeline``/``PipelineModel`` holding them can be saved and loaded (the model files themselves
-stay where ``export_dir`` points; ``tf_args`` are not saved).
+exported model is useful on its own. ``TFModel`` is ``DefaultParamsWritable``/``Readable``, so a
+``PipelineModel`` holding it can be saved and loaded (its Params are saved; the model files stay
+where ``export_dir`` points; ``tf_args`` are not saved). ``TFEstimator`` is not writable: its
+``train_fn`` is code, not a Param.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
 
 
 @_with_accessors
-class TFEstimator(Estimator, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
+class TFEstimator(Estimator, _TFParams):
     """A Spark ML Estimator that trains ``train_fn(args, ctx)`` on a TFCluster.
 
     ``fit(df)`` starts ``cluster_size`` nodes (``num_ps`` of them parameter servers) with
@@ -159,7 +160,8 @@ class TFEstimator(Estimator, _TFParams, DefaultParamsReadable, DefaultParamsWrit
     ``args.export_dir``...), or ``tf_argv`` when given. After ``shutdown``, the optional
     ``export_fn(args, argv)`` runs once on an executor. Returns a :class:`TFModel` carrying the
     shared Params (``input_mapping``, ``output_mapping``, ``batch_size``, ``model_dir``,
-    ``export_dir``); ``train_fn`` should save the model there (chief only).
+    ``export_dir``); ``train_fn`` should save the model there (chief only). Unlike ``TFModel``,
+    the estimator is not saved with a pipeline: ``train_fn`` is code, not a Param.
     """
 
     cluster_size = _param("cluster_size", "Number of nodes in the cluster", TypeConverters.toInt)

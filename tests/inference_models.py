@@ -143,3 +143,29 @@ def observed(score_partition):
             yield frame.assign(pid=os.getpid(), loads_before=before, loads_after=info["loads"], traces=traces)
 
     return run
+
+
+def estimator_train_fn(args, ctx):
+    """A ``TFEstimator`` train_fn: MWMS over the fed ``pixels``/``label`` columns (tf-keras, sparkdl's
+    node default), the chief saves a SavedModel to ``args.export_dir``."""
+    import tempfile
+
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    feed = ctx.get_data_feed()
+    dataset = feed.as_dataset(args.batch_size * ctx.num_workers, features="pixels", label="label",
+                              shapes={"pixels": IMAGE_SHAPE})
+    with strategy.scope():
+        model = tf.keras.Sequential([
+            tf.keras.Input(IMAGE_SHAPE, name="image"),
+            tf.keras.layers.Flatten(),
+            tf.keras.layers.Dense(64, activation="relu"),
+            tf.keras.layers.Dense(10, activation="softmax", name="probs"),
+        ])
+        model.compile(optimizer=tf.keras.optimizers.Adam(args.learning_rate),
+                      loss="sparse_categorical_crossentropy")
+    model.fit(dataset, epochs=args.epochs, verbose=0)
+    # Every MWMS node takes part in saving; only the chief writes to the real location.
+    chief = ctx.job_name == "chief"
+    model.save(args.export_dir if chief else tempfile.mkdtemp(prefix="sparkdl-test-export-"))

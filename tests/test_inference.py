@@ -367,8 +367,8 @@ def test_predict_batch_udf_matches_pyspark_and_accepts_a_model(spark, models):
 
 @pytest.mark.timeout(240)
 def test_map_in_pandas_under_spark_connect(tmp_path, models):
-    """A Spark Connect session (local server over local-cluster), in its own process: one
-    SparkContext per JVM, and this process already has one."""
+    """A Spark Connect session (a local Connect server over local-cluster, one executor to keep it
+    quick), in its own process: one SparkContext per JVM, and this process already has one."""
     pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
     script = tmp_path / "connect_score.py"
     script.write_text(textwrap.dedent(f"""
@@ -377,7 +377,7 @@ def test_map_in_pandas_under_spark_connect(tmp_path, models):
         from pyspark.sql import SparkSession
         import inference_models as im
         from sparkdl.inference import map_in_pandas
-        spark = (SparkSession.builder.remote("local-cluster[2,1,1024]")
+        spark = (SparkSession.builder.remote("local-cluster[1,1,1024]")
                  .config("spark.ui.enabled", "false").getOrCreate())
         assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
         df = im.digits_frame(spark, 200)
@@ -394,3 +394,16 @@ def test_map_in_pandas_under_spark_connect(tmp_path, models):
 
     got = np.asarray(json.loads(result.stdout.strip().splitlines()[-1]))
     np.testing.assert_allclose(got, _reference(models["mlp"], im.digits_28(200)[0]), atol=ATOL)
+
+
+@pytest.mark.timeout(180)
+def test_the_example_scores_digits_accurately(spark, tmp_path):
+    sys.path.insert(0, str(TESTS.parent / "examples" / "inference"))
+    try:
+        import score_digits
+    finally:
+        sys.path.pop(0)
+    accuracy = score_digits.main(["--rows", "2000", "--epochs", "3", "--work_dir", str(tmp_path),
+                                  "--output", str(tmp_path / "out.parquet")], spark=spark)
+    assert accuracy > 0.85
+    assert spark.read.parquet(str(tmp_path / "out.parquet")).columns == ["id", "label", "probabilities", "prediction"]

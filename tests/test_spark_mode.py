@@ -118,7 +118,8 @@ def test_unsupported_column_type_is_rejected_before_feeding(sc2, spark, tmp_path
     try:
         with pytest.raises(FeedDataError, match=r"column 'm' has type map<string,double>"):
             cluster.train(frame, 1)
-        ragged = spark.createDataFrame([([1.0, 2.0], 1.0), ([1.0], 2.0)] * 2, "x array<double>, y double").coalesce(1)
+        rows = [([1.0, 2.0], 1.0), ([1.0, 2.0], 2.0), ([1.0], 3.0), ([1.0], 4.0)]  # each node gets lengths 2 and 1
+        ragged = spark.createDataFrame(rows, "x array<double>, y double").coalesce(1)
         with pytest.raises(FeedDataError, match="different lengths"):
             cluster.train(ragged, 1)
     finally:

@@ -107,9 +107,10 @@ def _pandas_scorer(plan: ScoringPlan) -> Callable[[Iterator[pd.DataFrame]], Iter
             rows = len(frame)
             if rows == 0:
                 continue
+            # Data first: a bad batch fails before TensorFlow is even imported in a fresh worker.
+            arrays = [cols.pandas_to_numpy(frame[p.column], p) for p in plan.inputs]
             if model is None:
                 model = worker.get_model(plan.source, plan.gpus)
-            arrays = [cols.pandas_to_numpy(frame[p.column], p) for p in plan.inputs]
             outputs = score_arrays(model, plan, arrays, rows)
             yield cols.outputs_to_pandas(outputs, plan.outputs, rows, frame[list(plan.keep)] if plan.keep else None)
 
@@ -128,9 +129,9 @@ def _arrow_scorer(plan: ScoringPlan) -> Callable[[Iterator[Any]], Iterator[Any]]
             rows = batch.num_rows
             if rows == 0:
                 continue
+            arrays = [cols.arrow_to_numpy(batch.column(p.column), p) for p in plan.inputs]
             if model is None:
                 model = worker.get_model(plan.source, plan.gpus)
-            arrays = [cols.arrow_to_numpy(batch.column(p.column), p) for p in plan.inputs]
             outputs = score_arrays(model, plan, arrays, rows)
             keep = batch.select(list(plan.keep)) if plan.keep else None
             yield cols.outputs_to_arrow(outputs, plan.outputs, rows, schema, keep)
@@ -530,45 +531,35 @@ def map_in_arrow(df, model: str | None = None, **options) -> tuple[Callable, Any
 def _udf_scorer(plan: ScoringPlan, struct: bool, arity: int):
     """The SCALAR_ITER pandas UDF body (type hints tell PySpark which UDF kind this is)."""
 
-    def score(batch_args, model):
-        args = batch_args if isinstance(batch_args, tuple) else (batch_args,)
-        if len(args) != len(plan.inputs):
-            raise InferenceInputError(f"the UDF was called with {len(args)} column(s) but the model takes "
-                                      f"{len(plan.inputs)} input(s) {[p.tensor for p in plan.inputs]}")
-        rows = len(args[0])
-        arrays = [cols.pandas_to_numpy(series, _runtime_plan(p, series)) for series, p in zip(args, plan.inputs)]
-        outputs = score_arrays(model, plan, arrays, rows)
-        frame = cols.outputs_to_pandas(outputs, plan.outputs, rows)
-        return frame if struct else frame.iloc[:, 0]
+    def score_task(batches):
+        model = None  # looked up (cache or load) at this task's first batch
+        for batch_args in batches:
+            args = batch_args if isinstance(batch_args, tuple) else (batch_args,)
+            if len(args) != len(plan.inputs):
+                raise InferenceInputError(f"the UDF was called with {len(args)} column(s) but the model takes "
+                                          f"{len(plan.inputs)} input(s) {[p.tensor for p in plan.inputs]}")
+            rows = len(args[0])
+            arrays = [cols.pandas_to_numpy(series, _runtime_plan(p, series)) for series, p in zip(args, plan.inputs)]
+            if model is None:
+                model = worker.get_model(plan.source, plan.gpus)
+            frame = cols.outputs_to_pandas(score_arrays(model, plan, arrays, rows), plan.outputs, rows)
+            yield frame if struct else frame.iloc[:, 0]
 
+    if struct and arity == 1:
+        def udf_struct_one(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
+            return score_task(batches)
+        return udf_struct_one
     if struct:
-        if arity == 1:
-            def udf_struct_one(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
-                model = None
-                for batch in batches:
-                    model = model or worker.get_model(plan.source, plan.gpus)
-                    yield score(batch, model)
-            return udf_struct_one
-
         def udf_struct(batches: Iterator[Tuple[pd.Series, ...]]) -> Iterator[pd.DataFrame]:
-            model = None
-            for batch in batches:
-                model = model or worker.get_model(plan.source, plan.gpus)
-                yield score(batch, model)
+            return score_task(batches)
         return udf_struct
     if arity == 1:
         def udf_one(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
-            model = None
-            for batch in batches:
-                model = model or worker.get_model(plan.source, plan.gpus)
-                yield score(batch, model)
+            return score_task(batches)
         return udf_one
 
     def udf_many(batches: Iterator[Tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
-        model = None
-        for batch in batches:
-            model = model or worker.get_model(plan.source, plan.gpus)
-            yield score(batch, model)
+        return score_task(batches)
     return udf_many
 
 

@@ -1,0 +1,85 @@
+"""sparkdl.ml: TFModel and TFEstimator as Spark ML pipeline stages, on local-cluster[2,1,1024]."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import inference_models as im
+from sparkdl.ml import TFEstimator, TFModel
+
+ATOL = 1e-5
+
+
+@pytest.fixture
+def spark(sc2, spark_holder):
+    return spark_holder.spark
+
+
+@pytest.mark.timeout(30)
+def test_params_keep_tensorflowonspark_names_and_accessors():
+    estimator = TFEstimator(im.estimator_train_fn, {"learning_rate": 0.01})
+    assert estimator.getClusterSize() == 1 and estimator.getNumPS() == 0 and estimator.getBatchSize() == 100
+    estimator.setInputMapping({"pixels": "image"}).setClusterSize(2).setEpochs(3).setExportDir("/tmp/x")
+    assert estimator.getInputMapping() == {"pixels": "image"} and estimator.getEpochs() == 3
+    assert {p.name for p in estimator.params} >= {"input_mapping", "output_mapping", "cluster_size", "num_ps",
+                                                  "input_mode", "protocol", "tensorboard", "model_dir",
+                                                  "export_dir", "tfrecord_dir", "batch_size", "epochs", "readers",
+                                                  "steps"}
+    args = estimator._merge_args(estimator.args)
+    assert args.learning_rate == 0.01 and args.cluster_size == 2 and args.export_dir == "/tmp/x"
+    model = TFModel({"x": 1}, export_dir="/m", input_mapping={"a": "b"})
+    assert {p.name for p in model.params} >= {"input_mapping", "output_mapping", "batch_size", "model_dir",
+                                              "export_dir", "signature_def_key", "tag_set"}
+    assert model.getExportDir() == "/m" and model.copy().getInputMapping() == {"a": "b"}
+    assert TFModel.setSignatureDefKey.__doc__ and TFEstimator.getNumPS.__doc__
+    with pytest.raises(TypeError, match="expected a dict"):
+        model.setInputMapping(["a"])
+    with pytest.raises(ValueError, match="export_dir"):
+        TFModel(input_mapping={"a": "b"}).predictor()
+
+
+@pytest.mark.timeout(180)
+def test_tfmodel_in_a_pipeline_saved_and_loaded(spark, tmp_path):
+    from pyspark.ml import Pipeline, PipelineModel
+    from pyspark.ml.feature import SQLTransformer
+
+    model_path = tmp_path / "mlp.keras"
+    keras_model = im.mlp(seed=3)
+    keras_model.save(model_path)
+    df = im.digits_frame(spark, 300).withColumnRenamed("pixels", "raw")
+    pipeline = Pipeline(stages=[
+        SQLTransformer(statement="SELECT *, raw AS pixels FROM __THIS__"),
+        TFModel(input_mapping={"pixels": "image"}, output_mapping={"probs": "probabilities"},
+                export_dir=str(model_path), batch_size=64),
+    ])
+    fitted = pipeline.fit(df)
+    scored = fitted.transform(df)
+    assert scored.columns == ["id", "raw", "label", "pixels", "probabilities"]  # appended, Spark ML style
+    first = scored.select("id", "probabilities").toPandas().sort_values("id")
+    expected = keras_model.predict(im.digits_28(300)[0], verbose=0)
+    np.testing.assert_allclose(np.stack(first["probabilities"].to_numpy()), expected, atol=ATOL)
+
+    fitted.write().overwrite().save(str(tmp_path / "pipeline"))
+    loaded = PipelineModel.load(str(tmp_path / "pipeline"))
+    stage = loaded.stages[-1]
+    assert isinstance(stage, TFModel) and stage.getOutputMapping() == {"probs": "probabilities"}
+    again = loaded.transform(df).select("id", "probabilities").toPandas().sort_values("id")
+    np.testing.assert_allclose(np.stack(again["probabilities"].to_numpy()), expected, atol=ATOL)
+
+
+@pytest.mark.timeout(300)
+def test_tfestimator_fit_trains_on_a_tfcluster_and_returns_a_working_tfmodel(spark, tmp_path):
+    images, labels = im.digits_28()
+    df = im.digits_frame(spark, partitions=4)
+    estimator = (TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005})
+                 .setInputMapping({"pixels": "image", "label": "label"}).setClusterSize(2).setEpochs(3)
+                 .setBatchSize(32).setExportDir(str(tmp_path / "export")))
+    model = estimator.fit(df)
+    assert isinstance(model, TFModel) and model.getExportDir() == str(tmp_path / "export")
+    assert (tmp_path / "export" / "saved_model.pb").exists()
+    # The fitted model maps only the model's inputs; the label column was for training.
+    model.setInputMapping({"pixels": "image"}).setOutputMapping({"probs": "probabilities"})
+    scored = model.transform(df).select("label", "probabilities").toPandas()
+    accuracy = (np.stack(scored["probabilities"].to_numpy()).argmax(axis=1) == scored["label"].to_numpy()).mean()
+    assert accuracy > 0.8, accuracy

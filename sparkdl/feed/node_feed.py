@@ -484,4 +484,14 @@ class DataFeed:
         if len(pieces) == 1:
             chunk, start, stop = pieces[0]
             return {n: chunk.columns[n][start:stop] for n in names}, names, count
-        return ({n: np.concatenate([c.columns[n][a:b] for c, a, b in pieces]) for n in names}, names, count)
+        return {n: _concatenate(n, [c.columns[n][a:b] for c, a, b in pieces]) for n in names}, names, count
+
+
+def _concatenate(name: str, parts: list[np.ndarray]) -> np.ndarray:
+    """Join one column's pieces from several chunks, naming the column if their shapes differ."""
+    try:
+        return np.concatenate(parts)
+    except ValueError as exc:
+        shapes = sorted({part.shape[1:] for part in parts})
+        raise FeedDataError(f"column {name!r} has rows of different shapes {shapes} in one batch; "
+                            "pad or filter them before feeding") from exc

@@ -20,8 +20,8 @@ def start_cluster_server(ctx: NodeContext, num_gpus: int = 1, rdma: bool = False
     import tensorflow as tf
 
     server = ctx.start_server()
-    return tf.train.ClusterSpec(ctx.cluster_spec and {k: v for k, v in ctx.cluster_spec.items()
-                                                       if k != "evaluator"}), server
+    addressable = {job: hosts for job, hosts in ctx.cluster_spec.items() if job != "evaluator"}
+    return tf.train.ClusterSpec(addressable), server
 
 
 def DataFeed(mgr, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",

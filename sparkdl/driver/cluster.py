@@ -214,8 +214,7 @@ class TFCluster:
         """Stop everything now (used on errors at the driver)."""
         if self._closed:
             return
-        self._coordinator.abort(reason)
-        self._coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
+        self._coordinator.abort(reason)  # also stops every running node
         self._coordinator.wait_until(lambda c: c.all_done(), 15)
         self.sc.cancelJobGroup(self._job_group)
         self._join_launch(15)

@@ -38,6 +38,7 @@ def start_local_spark(app_name: str):
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false").appName(app_name).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.addPyFile(str(Path(__file__)))  # other scripts' nodes refer to this module
     return spark
 
 

@@ -12,14 +12,16 @@ nothing is collected to the driver; the parquet scan is part of every Spark vari
 
 Variants:
 
-- ``sparkdl mapInPandas``: :func:`sparkdl.inference.Predictor.transform`, keeping ``id``.
-- ``sparkdl mapInArrow``: the same with ``arrow=True``.
+- ``sparkdl mapInPandas``: ``sparkdl.inference.Predictor.transform(df, arrow=False)``, keeping ``id``.
+- ``sparkdl mapInArrow``: the same with ``arrow=True`` (``transform``'s default).
 - ``sparkdl predict_batch_udf``: sparkdl's pandas UDF form, ``select(id, udf(pixels))``.
 - ``pyspark predict_batch_udf``: PySpark's, used as its documentation shows for TensorFlow
   (``make_predict_fn`` loads the model and returns ``model.predict``), with the same batch size
   passed to ``model.predict`` and ``input_tensor_shapes=[[28, 28, 1]]``.
 - ``pyspark predict_batch_udf + tf.function``: PySpark's UDF calling the same traced function
   sparkdl uses, to separate the data path from the predict call.
+- ``sparkdl TFModel.transform``: the Spark ML stage, which keeps every column (here ``id`` and
+  the 784 pixels too, so it moves more data back than the others) and appends the predictions.
 - ``spark scan + transfer only``: a mapInPandas that touches the pixels and returns ids: what
   moving the data between the JVM and Python costs, before any model.
 - ``single process model.predict``: ``model.predict(x, batch_size=B)`` on the same rows as one
@@ -132,6 +134,7 @@ def spark_variants(spark, df, path: str, batch_size: int) -> dict:
     from pyspark.sql.types import ArrayType, FloatType
 
     from sparkdl.inference import Predictor, predict_batch_udf
+    from sparkdl.ml import TFModel
 
     predictor = Predictor(path, input_mapping={"pixels": "image"}, output_mapping="prediction",
                           keep_columns=["id"], batch_size=batch_size)
@@ -140,12 +143,15 @@ def spark_variants(spark, df, path: str, batch_size: int) -> dict:
                          batch_size=batch_size, input_tensor_shapes=[list(IMAGE_SHAPE)])
     theirs_traced = pyspark_udf(traced_make_predict_fn(path), return_type=ArrayType(FloatType()),
                                 batch_size=batch_size, input_tensor_shapes=[list(IMAGE_SHAPE)])
+    tf_model = TFModel(input_mapping={"pixels": "image"}, output_mapping={"probs": "prediction"},
+                       export_dir=path, batch_size=batch_size)
     return {
-        "sparkdl mapInPandas": predictor.transform(df),
+        "sparkdl mapInPandas": predictor.transform(df, arrow=False),
         "sparkdl mapInArrow": predictor.transform(df, arrow=True),
         "sparkdl predict_batch_udf": df.select("id", ours_udf("pixels").alias("prediction")),
         "pyspark predict_batch_udf": df.select("id", theirs("pixels").alias("prediction")),
         "pyspark predict_batch_udf + tf.function": df.select("id", theirs_traced("pixels").alias("prediction")),
+        "sparkdl TFModel.transform (keeps pixels too)": tf_model.transform(df),
         "spark scan + transfer only (no model)": df.mapInPandas(transfer_only, "id long, checksum float"),
     }
 

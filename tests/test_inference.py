@@ -139,6 +139,13 @@ def test_tensorflow_setup_restores_the_worker_environment():
 
 
 @pytest.mark.timeout(60)
+def test_importing_the_driver_side_does_not_import_tensorflow():
+    code = "import sys, sparkdl.inference, sparkdl.ml; print('tensorflow' in sys.modules, 'keras' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
+    assert result.stdout.split() == ["False", "False"], result.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
 def test_fingerprint_changes_when_the_model_is_rewritten(tmp_path):
     path = tmp_path / "m.keras"
     path.write_bytes(b"one")
@@ -224,10 +231,11 @@ def test_saved_models_from_keras3_and_tf_keras_and_arrow_form(spark, models):
     images, _ = im.digits_28(400)
     exported = Predictor(models["paths"]["mlp_export"], input_mapping="pixels", output_mapping={"output_0": "probs"},
                          keep_columns=["id"], batch_size=100)
-    out = exported.transform(df, arrow=True).toPandas().sort_values("id")
+    out = exported.transform(df).toPandas().sort_values("id")  # mapInArrow
     np.testing.assert_allclose(_probs(out, "probs"), _reference(models["mlp"], images), atol=ATOL)
     for key in ("legacy_sm", "legacy_keras"):  # tf-keras (Keras 2) files: SavedModel and .keras
-        out = Predictor(models["paths"][key], input_mapping="pixels", keep_columns=["id"]).transform(df)
+        predictor = Predictor(models["paths"][key], input_mapping="pixels", keep_columns=["id"])
+        out = predictor.transform(df, arrow=False)
         np.testing.assert_allclose(_probs(out.toPandas().sort_values("id")), _reference(models["legacy"], images),
                                    atol=ATOL, err_msg=key)
 
@@ -261,10 +269,11 @@ def test_empty_partitions_and_empty_frames(spark, models):
     rows = [(i, images[i].ravel().tolist()) for i in range(3)]
     df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 6), "id long, pixels array<float>")
     predictor = Predictor(models["paths"]["mlp"], input_mapping="pixels", keep_columns=["id"])
-    out = predictor.transform(df).toPandas().sort_values("id")
-    np.testing.assert_allclose(_probs(out), _reference(models["mlp"], images), atol=ATOL)
+    for arrow in (False, True):
+        out = predictor.transform(df, arrow=arrow).toPandas().sort_values("id")
+        np.testing.assert_allclose(_probs(out), _reference(models["mlp"], images), atol=ATOL)
     empty = df.filter("id < 0")
-    assert predictor.transform(empty).count() == 0
+    assert predictor.transform(empty, arrow=False).count() == 0
     assert predictor.transform(empty, arrow=True).count() == 0
 
 
@@ -298,7 +307,7 @@ def test_bad_rows_fail_the_task_naming_the_column(spark, models):
     short = spark.createDataFrame([(1, [0.5] * 100)], "id long, pixels array<float>")
     with pytest.raises(PythonException, match=r"column 'pixels' \(model input 'image'\): each row holds 100 values "
                                               r"but the model expects 784"):
-        Predictor(path, input_mapping="pixels").transform(short).collect()
+        Predictor(path, input_mapping="pixels").transform(short, arrow=False).collect()
     # (Each failing job costs Spark's 4 task attempts, so the pandas form's null check is unit-tested.)
     nulls = spark.createDataFrame([(1, [0.5] * 784), (2, None)], "id long, pixels array<float>").coalesce(1)
     with pytest.raises(PythonException, match=r"column 'pixels' \(model input 'image'\) has 1 null value"):

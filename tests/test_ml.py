@@ -67,6 +67,16 @@ def test_tfmodel_in_a_pipeline_saved_and_loaded(spark, tmp_path):
     again = loaded.transform(df).select("id", "probabilities").toPandas().sort_values("id")
     np.testing.assert_allclose(np.stack(again["probabilities"].to_numpy()), expected, atol=ATOL)
 
+    # A pyspark.ml vector column cannot pass through mapInArrow: the pandas UDF path takes over.
+    from pyspark.ml.feature import VectorAssembler
+
+    with_vector = VectorAssembler(inputCols=["id", "label"], outputCol="features").transform(df)
+    scored = stage.transform(with_vector.withColumnRenamed("raw", "pixels"))
+    assert scored.columns == ["id", "pixels", "label", "features", "probabilities"]
+    third = scored.select("id", "features", "probabilities").toPandas().sort_values("id")
+    np.testing.assert_allclose(np.stack(third["probabilities"].to_numpy()), expected, atol=ATOL)
+    assert third["features"].iloc[5].toArray().tolist() == [5.0, float(im.digits_28(300)[1][5])]
+
 
 @pytest.mark.timeout(300)
 def test_tfestimator_fit_trains_on_a_tfcluster_and_returns_a_working_tfmodel(spark, tmp_path):

@@ -2,8 +2,8 @@
 
 Builds a DataFrame ``id long, pixels array<float> (784 values), label long`` of digits
 (scikit-learn's 8x8 digits upscaled to 28x28, repeated to ``--rows``), scores it with
-``sparkdl.inference.Predictor`` (``mapInPandas``, or ``mapInArrow`` with ``--arrow``; one model
-per Python worker) and prints the accuracy, computed by Spark. Without ``--model`` it first
+``sparkdl.inference.Predictor`` (``mapInArrow``, or ``mapInPandas`` with ``--pandas``; one
+model per Python worker) and prints the accuracy, computed by Spark. Without ``--model`` it first
 trains a small Keras CNN in the driver and saves it as a ``.keras`` file.
 
 Runs with no arguments on an embedded ``local-cluster[2,1,1024]``; pass ``--master`` or use
@@ -74,7 +74,7 @@ def parse_args(argv=None):
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--batch_size", type=int, default=1024, help="rows per model call")
-    parser.add_argument("--arrow", action="store_true", help="use mapInArrow instead of mapInPandas")
+    parser.add_argument("--pandas", action="store_true", help="use mapInPandas instead of mapInArrow")
     parser.add_argument("--output", default=None, help="also write the predictions as parquet here")
     return parser.parse_args(argv)
 
@@ -104,7 +104,7 @@ def main(argv=None, spark=None) -> float:
     df = digits_frame(spark, args.rows, args.partitions)
     predictor = Predictor(model_path, input_mapping={"pixels": "image"}, output_mapping="probabilities",
                           keep_columns=["id", "label"], batch_size=args.batch_size)
-    scored = predictor.transform(df, arrow=args.arrow).withColumn(
+    scored = predictor.transform(df, arrow=not args.pandas).withColumn(
         "prediction", F.array_position("probabilities", F.array_max("probabilities")) - 1)
     started = time.time()
     if args.output:

@@ -12,7 +12,8 @@ Three forms over one engine:
                                  batch_size=1024)
       scored = df.mapInPandas(fn, schema)
 
-- :func:`map_in_arrow`: the same for ``DataFrame.mapInArrow`` (no pandas in between).
+- :func:`map_in_arrow`: the same for ``DataFrame.mapInArrow`` (no pandas in between);
+  ``Predictor(...).with_predictions(df)`` keeps every column and appends the predictions.
 - :func:`predict_batch_udf`: a pandas UDF for ``select``/``withColumn``, called like
   ``pyspark.ml.functions.predict_batch_udf`` (or with ``model=``).
 

@@ -6,6 +6,8 @@ read by a one-row Spark job on an executor, so the driver never imports TensorFl
 model is then already cached in that executor's Python worker), and produces:
 
 - an iterator function and output schema for ``DataFrame.mapInPandas`` (or ``mapInArrow``);
+- ``Predictor.with_predictions(df)``: every column of ``df`` plus the predictions (what
+  ``sparkdl.ml.TFModel.transform`` uses);
 - a pandas UDF (:func:`predict_batch_udf`) for ``select``/``withColumn``, called like PySpark's
   ``pyspark.ml.functions.predict_batch_udf``.
 
@@ -118,12 +120,15 @@ def _pandas_scorer(plan: ScoringPlan) -> Callable[[Iterator[pd.DataFrame]], Iter
 
 
 def _arrow_scorer(plan: ScoringPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The ``mapInArrow`` function: like :func:`_pandas_scorer`, on Arrow record batches."""
+    """The ``mapInArrow`` function: like :func:`_pandas_scorer`, on Arrow record batches; kept
+    columns pass through as the very Arrow arrays Spark sent (no conversion at all)."""
 
     def score_partition(batches):
+        import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
+        from pyspark.sql.types import StructType
 
-        schema = to_arrow_schema(plan.output_schema())
+        result_fields = list(to_arrow_schema(StructType(plan.output_schema().fields[len(plan.keep):])))
         model = None
         for batch in batches:
             rows = batch.num_rows
@@ -134,9 +139,34 @@ def _arrow_scorer(plan: ScoringPlan) -> Callable[[Iterator[Any]], Iterator[Any]]
                 model = worker.get_model(plan.source, plan.gpus)
             outputs = score_arrays(model, plan, arrays, rows)
             keep = batch.select(list(plan.keep)) if plan.keep else None
+            schema = pa.schema((list(keep.schema) if keep is not None else []) + result_fields)
             yield cols.outputs_to_arrow(outputs, plan.outputs, rows, schema, keep)
 
     return score_partition
+
+
+def _arrow_passthrough(schema) -> bool:
+    """Whether every column of ``schema`` can travel through ``mapInArrow`` untouched (plain
+    Spark SQL types: no user-defined types such as ``pyspark.ml`` vectors)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import ArrayType, MapType, StructType, UserDefinedType
+
+    def plain(data_type) -> bool:
+        if isinstance(data_type, UserDefinedType):
+            return False
+        if isinstance(data_type, ArrayType):
+            return plain(data_type.elementType)
+        if isinstance(data_type, MapType):
+            return plain(data_type.keyType) and plain(data_type.valueType)
+        if isinstance(data_type, StructType):
+            return all(plain(f.dataType) for f in data_type.fields)
+        return True
+
+    try:
+        to_arrow_schema(schema, timezone="UTC")
+    except Exception:  # a type Arrow conversion does not support
+        return False
+    return all(plain(f.dataType) for f in schema.fields)
 
 
 def _probe_function(source: ModelSource, gpus: str):
@@ -470,16 +500,19 @@ class Predictor:
         plan = self.plan(df)
         return _arrow_scorer(plan), plan.output_schema()
 
-    def transform(self, df, arrow: bool = False):
-        """``df`` scored: kept columns plus prediction columns (``mapInPandas``, or ``mapInArrow``)."""
+    def transform(self, df, arrow: bool = True):
+        """``df`` scored: kept columns plus prediction columns, with ``mapInArrow`` (no pandas
+        conversion; the faster form, measured) or, ``arrow=False``, ``mapInPandas``."""
         function, schema = self.map_in_arrow_fn(df) if arrow else self.map_in_pandas_fn(df)
         return df.mapInArrow(function, schema) if arrow else df.mapInPandas(function, schema)
 
     def with_predictions(self, df):
         """``df`` with the prediction columns appended (every column kept, as Spark ML models do).
 
-        Uses a pandas UDF, so only the input columns travel to Python; several outputs are
-        computed by one UDF call (a struct) and then split into their columns.
+        Every column passes through a ``mapInArrow`` job as the Arrow arrays Spark sent (the
+        fastest way to keep them, measured); when a column cannot (a user-defined type such as a
+        ``pyspark.ml`` vector), a pandas UDF computes the predictions instead (one call for all
+        outputs, split into columns afterwards) and Spark keeps the other columns itself.
         """
         from pyspark.sql import functions as F
         from pyspark.sql.functions import pandas_udf
@@ -490,13 +523,16 @@ class Predictor:
         if clash:
             raise InferenceInputError(f"the DataFrame already has column(s) {clash}; choose other names in "
                                       "output_mapping")
+        results = [StructField(o.column, spark_type(o.spark_type), True) for o in plan.outputs]
+        if _arrow_passthrough(df.schema):
+            schema = StructType(list(df.schema.fields) + results)
+            plan = replace(plan, keep=tuple(df.columns), output_schema_json=schema.json())
+            return df.mapInArrow(_arrow_scorer(plan), schema)
         arguments = [F.col(f"`{p.column}`") for p in plan.inputs]
         if len(plan.outputs) == 1:
-            out = plan.outputs[0]
-            udf = pandas_udf(_udf_scorer(plan, False, len(arguments)), spark_type(out.spark_type))
-            return df.withColumn(out.column, udf(*arguments))
-        struct = StructType([StructField(o.column, spark_type(o.spark_type), True) for o in plan.outputs])
-        udf = pandas_udf(_udf_scorer(plan, True, len(arguments)), struct)
+            udf = pandas_udf(_udf_scorer(plan, False, len(arguments)), results[0].dataType)
+            return df.withColumn(plan.outputs[0].column, udf(*arguments))
+        udf = pandas_udf(_udf_scorer(plan, True, len(arguments)), StructType(results))
         hidden = "__sparkdl_predictions"
         scored = df.withColumn(hidden, udf(*arguments))
         return scored.select("*", *[F.col(hidden)[o.column].alias(o.column) for o in plan.outputs]).drop(hidden)
@@ -575,7 +611,8 @@ def _runtime_plan(plan: InputPlan, series: pd.Series) -> InputPlan:
         while isinstance(first, (np.ndarray, list)) and len(first):
             depth += 1
             first = first[0]
-        return replace(plan, depth=max(depth, 1), source_dtype=np.asarray(first).dtype.name if first is not None else "")
+        source = np.asarray(first).dtype.name if first is not None else ""
+        return replace(plan, depth=max(depth, 1), source_dtype=source)
     return replace(plan, depth=0, source_dtype=series.dtype.name)
 
 
@@ -606,7 +643,10 @@ def predict_batch_udf(make_predict_fn: Callable | None = None, *, return_type: A
                           signature=signature, tags=tags, pad_batches=pad_batches, gpus=gpus)
     model_inputs, model_outputs = predictor._model_tensors(spark or (None if model is None else _active_spark()))
     if isinstance(input_tensor_shapes, Mapping):
-        count = len(model_inputs) if model_inputs is not None else (max(input_tensor_shapes) + 1 if input_tensor_shapes else 1)
+        if model_inputs is not None:
+            count = len(model_inputs)
+        else:
+            count = max(input_tensor_shapes) + 1 if input_tensor_shapes else 1
         shapes = [input_tensor_shapes.get(i) for i in range(count)]
     else:
         shapes = list(input_tensor_shapes) if input_tensor_shapes is not None else None

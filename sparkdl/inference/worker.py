@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import threading
 import time
 import uuid
@@ -267,8 +268,7 @@ def ensure_tensorflow(mode: str = "spark") -> tuple[Any, str]:
 
 
 def _set_up_tensorflow(mode: str, addresses: list[str], inherited: str | None) -> dict:
-    import sys
-
+    """Import TensorFlow for this worker (see the module docstring); returns the set-up record."""
     already = "tensorflow" in sys.modules
     visible_value = None if already else plan_visible_devices(mode, addresses, inherited)
     saved = {name: os.environ.get(name) for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")}
@@ -277,7 +277,12 @@ def _set_up_tensorflow(mode: str, addresses: list[str], inherited: str | None) -
             os.environ["CUDA_VISIBLE_DEVICES"] = visible_value
             if visible_value:
                 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # nvidia-smi's numbering
-        import tensorflow as tf
+        try:
+            import tensorflow as tf
+        except ImportError as exc:
+            raise ModelLoadError(f"TensorFlow is not installed in this executor's Python ({sys.executable}); "
+                                 "install sparkdl[cpu] or sparkdl[gpu] there, or point spark.pyspark.python "
+                                 f"at an environment that has it ({exc})") from exc
 
         # Enumerating devices initialises CUDA, which reads CUDA_VISIBLE_DEVICES now, once.
         physical = tf.config.list_physical_devices("GPU")

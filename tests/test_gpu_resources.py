@@ -8,7 +8,6 @@ CUDA_VISIBLE_DEVICES in the TF process before TensorFlow is imported.
 
 from __future__ import annotations
 
-import json
 import stat
 
 import pytest

@@ -33,10 +33,9 @@ CAUSE_WAIT_S = 10.0
 def _spark_error_summary(exc: BaseException) -> str:
     """The sparkdl error line inside a Spark job failure, else its first line."""
     text = str(exc)
-    for pattern in (r"(sparkdl\.feed\.\w+\.)?(FeedDataError|FeedError): ([^\n]+)",):
-        match = re.search(pattern, text)
-        if match:
-            return f"{match.group(2)}: {match.group(3)}"
+    match = re.search(r"(FeedDataError|FeedError): ([^\n]+)", text)
+    if match:
+        return f"{match.group(1)}: {match.group(2)}"
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
 

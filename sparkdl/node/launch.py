@@ -90,6 +90,8 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
                                if spec.tensorboard_executor == executor_id else None)
     if anchor_pid is None:
         anchor_pid = executor_jvm_pid() if spec.detached else os.getpid()
+    # The node's processes import what this task can (sparkdl, addPyFile'd modules, test helpers).
+    pythonpath = os.pathsep.join(p for p in sys.path if p)
     config = {
         "cluster_id": spec.cluster_id, "secret": spec.secret, "driver_address": list(spec.driver_address),
         "executor_id": executor_id, "job_name": role.job_name, "task_index": role.task_index,
@@ -99,12 +101,12 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
         "feed_queue_bytes": spec.feed_queue_bytes,
         "tensorboard_node": spec.tensorboard_executor == executor_id, "log_dir": log_dir,
         "default_fs": spec.default_fs, "working_dir": os.getcwd(), "node_dir": str(directory),
-        "gpus": assignment.cuda_visible_devices, "pythonpath": os.pathsep.join(p for p in sys.path if p),
+        "gpus": assignment.cuda_visible_devices, "pythonpath": pythonpath,
     }
     with open(directory / "supervisor.log", "ab") as supervisor_log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "sparkdl.node.supervisor"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=supervisor_log, env=_python_env(), start_new_session=spec.detached)
+            stderr=supervisor_log, env={**os.environ, "PYTHONPATH": pythonpath}, start_new_session=spec.detached)
     supervisor.stdin.write(pickle.dumps(config))
     supervisor.stdin.close()
     first_line = supervisor.stdout.readline().decode().strip()
@@ -118,12 +120,6 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
     if not spec.detached:
         record["supervisor_exit"] = supervisor.wait()
     return record
-
-
-def _python_env() -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    return env
 
 
 def spark_partition_launcher(spec: LaunchSpec, first_executor_id: int = 0):

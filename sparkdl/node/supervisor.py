@@ -141,7 +141,8 @@ class Supervisor:
         """Start TensorBoard on the reserved port and tell the driver its URL once it answers."""
         port = tb_socket.getsockname()[1]
         log_dir = self.cfg["log_dir"]
-        Path(log_dir).mkdir(parents=True, exist_ok=True) if "://" not in log_dir else None
+        if "://" not in log_dir:  # a local directory; TensorBoard reads remote URLs itself
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
         tb_socket.close()
         with open(self.node_dir / "tensorboard.log", "ab") as tb_log:
             self.tensorboard = subprocess.Popen(

@@ -72,9 +72,6 @@ def main() -> int:
         print(text, file=sys.stderr, flush=True)
         _write_error(error_path, text, exc)
         return 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
     return 0
 
 

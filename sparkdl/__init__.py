@@ -8,7 +8,8 @@ sparkdl never imports TensorFlow: only the node processes do, after their enviro
 from . import TFCluster, TFNode, TFParallel
 from ._version import __version__
 from .driver.cluster import InputMode
-from .errors import ClusterError, NodeFailure, PreflightError, ReservationTimeout, ShutdownTimeout, SparkDLError
+from .errors import (ClusterError, NodeFailure, NodeStalled, PreflightError, ReservationTimeout, ShutdownTimeout,
+                     SparkDLError)
 
-__all__ = ["TFCluster", "TFNode", "TFParallel", "InputMode", "ClusterError", "NodeFailure", "PreflightError",
+__all__ = ["TFCluster", "TFNode", "TFParallel", "InputMode", "ClusterError", "NodeFailure", "NodeStalled", "PreflightError",
            "ReservationTimeout", "ShutdownTimeout", "SparkDLError", "__version__"]

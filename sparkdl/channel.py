@@ -256,14 +256,14 @@ class ChannelServer:
         self._channels: set[Channel] = set()
         self._lock = threading.Lock()
         self.rejected = 0
+        self._address: tuple[str, int] = tuple(self._listener.getsockname()[:2])  # still known once closed
         self._thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept", daemon=True)
         self._thread.start()
 
     @property
     def address(self) -> tuple[str, int]:
         """The (host, port) peers connect to."""
-        host, port = self._listener.getsockname()[:2]
-        return host, port
+        return self._address
 
     def _accept_loop(self) -> None:
         while not self._stopping.is_set():

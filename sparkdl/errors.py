@@ -19,11 +19,13 @@ class NodeFailure:
     log_tail: str = ""
     log_path: str = ""
     hint: str = ""
+    cause: str = ""            # why sparkdl ended the node, e.g. "made no progress for 30 s"
+    stalled: bool = False      # ended by the stall/feed timeout
     extra: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         """A multi-line, human-readable account of the failure."""
-        how = (f"killed by {self.signal}" if self.signal
+        how = (self.cause if self.cause else f"killed by {self.signal}" if self.signal
                else f"exited with code {self.exit_code}" if self.exit_code is not None else "failed")
         where = f"node {self.label} (node #{self.executor_id}) on host {self.host}"
         if self.spark_executor:
@@ -59,6 +61,15 @@ class ReservationTimeout(SparkDLError):
 
 class PreflightError(SparkDLError, ValueError):
     """The Spark set-up cannot host the requested cluster; the message says what to change."""
+
+
+class NodeStalled(ClusterError):
+    """A node made no progress for its stall or feed timeout; it was stopped (see ``failures``)."""
+
+
+def cluster_error(failures: list[NodeFailure], summary: str) -> ClusterError:
+    """The exception for these failures: ``NodeStalled`` when the first one was a stall."""
+    return (NodeStalled if failures and failures[0].stalled else ClusterError)(list(failures), summary)
 
 
 class ShutdownTimeout(SparkDLError):

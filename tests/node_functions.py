@@ -77,6 +77,20 @@ def check_port(args, ctx):
                        "bindable_after_release": bindable()})
 
 
+def chatty(args, ctx):
+    """Write numbered lines to stdout and stderr, log with Python logging, end without a newline."""
+    import logging
+    import sys
+
+    label = f"{ctx.job_name}:{ctx.task_index}"
+    for i in range(args["lines"]):
+        print(f"stdout line {i} of {label}")
+        print(f"stderr line {i} of {label}", file=sys.stderr)
+    logging.getLogger("user").info("logging line of %s", label)
+    sys.stdout.flush()
+    sys.stdout.write(f"last words of {label} (no newline)")
+
+
 def wait_for_flag(args, ctx):
     """Stay up until the test creates the flag file (e.g. while it queries TensorBoard)."""
     if not wait_for_file(_arg(args, "flag")):
@@ -217,7 +231,22 @@ def count_feed(args, ctx):
             if size:
                 kinds = {"row_type": type(batch[0]).__name__, "first_field": type(batch[0][0]).__name__}
         rows, batches, largest = rows + size, batches + (size > 0), max(largest, size)
-    _write(args, ctx, {"rows": rows, "batches": batches, "largest": largest, "label_sum": label_sum, "kinds": kinds})
+    import resource
+
+    peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    _write(args, ctx, {"rows": rows, "batches": batches, "largest": largest, "label_sum": label_sum, "kinds": kinds,
+                       "peak_rss_mib": peak_rss_mib})
+
+
+def count_feed_failing_once(args, ctx):
+    """Count the rows fed; node ``args['victim']`` fails after one batch on attempt ``args['fail_on_attempt']``."""
+    feed = ctx.get_data_feed()
+    rows = 0
+    while not feed.should_stop():
+        rows += len(feed.next_batch(args["batch"]))
+        if ctx.executor_id == args["victim"] and ctx.attempt == args["fail_on_attempt"]:
+            raise RuntimeError("failing once, to be relaunched")
+    _write(args, ctx, {"rows": rows}, suffix=f"-attempt{ctx.attempt}")
 
 
 def fit_from_feed(args, ctx):
@@ -240,7 +269,8 @@ def fit_from_feed(args, ctx):
         def on_train_batch_end(self, batch, logs=None):
             CountBatches.seen += 1
 
-    history = model.fit(dataset, epochs=args["epochs"], verbose=0, callbacks=[CountBatches()])
+    callbacks = [CountBatches()] + ([ctx.progress_callback()] if args.get("progress_callback") else [])
+    history = model.fit(dataset, epochs=args["epochs"], verbose=0, callbacks=callbacks)
     np.savez(Path(args["out"]) / f"weights{ctx.executor_id}.npz", *model.get_weights())
     _write(args, ctx, {"steps_per_epoch": steps, "keras_steps": CountBatches.seen,
                        "loss": [float(v) for v in history.history["loss"]]})
@@ -282,3 +312,13 @@ def tfos_style_feed(args, ctx):
         batch = feed.next_batch(5)
         if batch:
             feed.batch_results([row[0] + 1 for row in batch])
+
+
+def infer_wrong_count(args, ctx):
+    """Inference that answers one row short per batch ('fewer') or twice per row ('more')."""
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        batch = feed.next_batch(10)
+        if batch:
+            answers = [row[0] for row in batch]
+            feed.batch_results(answers[:-1] if args["answer"] == "fewer" else answers * 2)

@@ -21,11 +21,18 @@ def _run(command: list[str], tmp_path: Path) -> str:
     return result.stdout
 
 
-def _accuracy(stdout: str) -> float:
+def _accuracy(stdout: str, rows: int = 360) -> float:
+    """The accuracy the example printed, after checking it scored ``rows`` rows."""
     match = re.search(r"test accuracy \(distributed inference over (\d+) rows\): ([0-9.]+)", stdout)
     assert match, stdout
-    assert int(match.group(1)) == 360
+    assert int(match.group(1)) == rows
     return float(match.group(2))
+
+
+def _spark_submit(executors: int, script: str, *args: str) -> list[str]:
+    """The command line the example READMEs give: spark-submit on local-cluster[N,1,1024]."""
+    return [str(Path(sys.executable).parent / "spark-submit"), "--master", f"local-cluster[{executors},1,1024]",
+            "--conf", "spark.ui.enabled=false", str(ROOT / script), *args]
 
 
 def test_mnist_example_runs_with_embedded_defaults(tmp_path):
@@ -44,8 +51,48 @@ def test_mnist_spark_mode_example_trains_from_a_dataframe(tmp_path):
 
 
 def test_mnist_example_runs_through_spark_submit(tmp_path):
-    spark_submit = Path(sys.executable).parent / "spark-submit"
-    stdout = _run([str(spark_submit), "--master", "local-cluster[2,1,1024]",
-                   "--conf", "spark.ui.enabled=false", str(ROOT / "examples/mnist/mnist_tf.py"),
-                   "--epochs", "5", "--export_dir", str(tmp_path / "export")], tmp_path)
+    stdout = _run(_spark_submit(2, "examples/mnist/mnist_tf.py", "--epochs", "5",
+                                "--export_dir", str(tmp_path / "export")), tmp_path)
     assert _accuracy(stdout) > 0.85
+
+
+def test_tfparallel_example_prints_one_result_per_node_and_trial(tmp_path):
+    rates = ["0.001", "0.01", "0.05", "0.3"]
+    stdout = _run(_spark_submit(2, "examples/tfparallel/hparam_search.py", "--epochs", "3",
+                                "--learning_rates", ",".join(rates), "--output_dir", str(tmp_path / "trials")),
+                  tmp_path)
+    assert "4 trials on 2 independent TF nodes" in stdout
+    trials = re.findall(r"node (\d+) \(.+, pid (\d+)\): learning_rate=([0-9.e-]+) held-out accuracy=([0-9.]+)", stdout)
+    assert len(trials) == 4, stdout
+    # Node i of 2 took learning rates i and i + 2, each in its own process (independent nodes).
+    by_node = {node: sorted(float(rate) for n, _, rate, _ in trials if n == node) for node in ("0", "1")}
+    assert by_node == {"0": [0.001, 0.05], "1": [0.01, 0.3]}, stdout
+    assert len({(node, pid) for node, pid, _, _ in trials}) == 2 and len({pid for _, pid, _, _ in trials}) == 2
+    assert sorted(p.name for p in (tmp_path / "trials").iterdir()) == ["node0.json", "node1.json"]
+    best = re.search(r"best: learning_rate=([0-9.e-]+) held-out accuracy=([0-9.]+)", stdout)
+    assert best and float(best.group(2)) == max(float(t[3]) for t in trials) > 0.85, stdout
+
+
+def test_ps_strategy_example_trains_with_ps_chief_and_worker(tmp_path):
+    stdout = _run(_spark_submit(3, "examples/ps_strategy/ps_digits.py", "--epochs", "5",
+                                "--export_dir", str(tmp_path / "export")), tmp_path)
+    assert "trained with ParameterServerStrategy on ps:0, chief:0, worker:0" in stdout
+    assert (tmp_path / "export" / "saved_model.pb").exists()
+    assert _accuracy(stdout) > 0.85
+
+
+def test_pipeline_example_fits_saves_loads_and_transforms(tmp_path):
+    stdout = _run(_spark_submit(2, "examples/pipeline/digits_pipeline.py", "--epochs", "5",
+                                "--work_dir", str(tmp_path)), tmp_path)
+    assert "fitted the pipeline on 2 TF nodes from a 1437-row DataFrame" in stdout
+    assert f"saved and reloaded the PipelineModel ({tmp_path / 'pipeline_model'})" in stdout
+    assert (tmp_path / "export" / "saved_model.pb").exists()
+    assert (tmp_path / "pipeline_model" / "stages").is_dir()
+    assert _accuracy(stdout) > 0.85
+
+
+def test_inference_example_runs_through_spark_submit(tmp_path):
+    stdout = _run(_spark_submit(2, "examples/inference/score_digits.py", "--rows", "2000", "--epochs", "2",
+                                "--work_dir", str(tmp_path / "work")), tmp_path)
+    assert (tmp_path / "work" / "digits.keras").exists()
+    assert _accuracy(stdout, rows=2000) > 0.85

@@ -148,8 +148,7 @@ def test_node_failure_during_feeding_surfaces_quickly(sc2, tmp_path):
     elapsed = time.monotonic() - started
     assert elapsed < 30, f"took {elapsed:.1f} s to report the failure"
     assert "model exploded while training (sentinel 91c2)" in str(caught.value)
-    with pytest.raises(ClusterError):
-        cluster.shutdown(timeout=60)
+    cluster.shutdown(timeout=60)  # train() already stopped the failed cluster: nothing left to raise
 
 
 def test_feeding_needs_spark_mode(sc2, tmp_path):

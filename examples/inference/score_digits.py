@@ -83,7 +83,6 @@ def main(argv=None, spark=None) -> float:
     """Score the digits and return the accuracy (``spark``: use this session and leave it running)."""
     args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -94,11 +93,14 @@ def main(argv=None, spark=None) -> float:
         builder = SparkSession.builder.appName("sparkdl-inference-digits")
         if args.master:
             builder = builder.master(args.master)
-        elif not SparkConf().contains("spark.master"):  # not under spark-submit: embedded cluster
+        # spark-submit starts the JVM first and hands it over through PYSPARK_GATEWAY_PORT; its
+        # --master is in that JVM, not yet in a Python SparkConf(). Plain python: embedded cluster.
+        elif "PYSPARK_GATEWAY_PORT" not in os.environ:
             builder = builder.master("local-cluster[2,1,1024]")
         spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
         spark.sparkContext.setLogLevel("WARN")
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="sparkdl-inference-")
+    os.makedirs(work_dir, exist_ok=True)
     model_path = args.model or train_model(os.path.join(work_dir, "digits.keras"), args.epochs)
 
     df = digits_frame(spark, args.rows, args.partitions)

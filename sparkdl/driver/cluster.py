@@ -11,25 +11,21 @@ failed cluster leaves nothing behind for the next one.
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import threading
 import uuid
 from typing import Any, Callable
 
-from pyspark import InheritableThread, SparkContext
+from pyspark import SparkContext
 
 from .. import roles as roles_mod
-from ..channel import new_secret
-from ..errors import ClusterError, ReservationTimeout, ShutdownTimeout
-from ..node.launch import LaunchSpec, launch_node, spark_partition_launcher
+from ..errors import ClusterError, ShutdownTimeout
 from . import preflight
-from .coordinator import Coordinator
-from .feeding import ClusterFeeder
+from .attempt import ClusterAttempt, ClusterRequest
+from .progress import NodeOutputPrinter, progress_enabled
 
 logger = logging.getLogger(__name__)
 
 STOP_WAIT_S = 60.0
+CAUSE_WAIT_S = 10.0  # how long a failed launch job waits for the node report that explains it
 
 
 class InputMode:
@@ -39,17 +35,8 @@ class InputMode:
     SPARK = 1       #: Spark feeds RDD/DataFrame partitions to the nodes
 
 
-def _driver_host(sc: SparkContext) -> str:
-    conf = sc.getConf()
-    host = conf.get("spark.driver.bindAddress") or conf.get("spark.driver.host") or socket.gethostname()
-    try:
-        return socket.gethostbyname(host)
-    except OSError:
-        return "127.0.0.1"
-
-
 def _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node, eval_node,
-                        reservation_timeout, driver_ps_nodes) -> None:
+                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts) -> None:
     if not callable(map_fun):
         raise ValueError(f"map_fun must be callable, got {type(map_fun).__name__}")
     roles_mod.validate_layout(num_executors, num_ps, master_node, eval_node)
@@ -62,29 +49,53 @@ def _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node,
         raise ValueError(f"reservation_timeout must be positive, got {reservation_timeout!r}")
     if driver_ps_nodes and num_ps == 0:
         raise ValueError("driver_ps_nodes=True needs num_ps > 0")
+    if stall_timeout is not None and not stall_timeout > 0:
+        raise ValueError(f"stall_timeout must be positive seconds or None, got {stall_timeout!r}")
+    if not isinstance(max_restarts, int) or max_restarts < 0:
+        raise ValueError(f"max_restarts must be a non-negative integer, got {max_restarts!r}")
+    if max_restarts and driver_ps_nodes:
+        raise ValueError("max_restarts cannot relaunch ps nodes hosted by the driver (driver_ps_nodes=True)")
 
 
 class TFCluster:
-    """A running TensorFlow cluster on Spark executors. Create it with :func:`run`."""
+    """A running TensorFlow cluster on Spark executors. Create it with :func:`run`.
 
-    def __init__(self, sc: SparkContext, cluster_id: str, coordinator: Coordinator, input_mode: int,
-                 job_group: str, tensorboard: bool, secret: bytes):
+    The cluster's state lives here and in its current :class:`~sparkdl.driver.attempt.ClusterAttempt`
+    (one per launch: a relaunch under ``max_restarts`` replaces it), never in module globals.
+    """
+
+    def __init__(self, sc: SparkContext, request: ClusterRequest, cluster_id: str, input_mode: int,
+                 max_restarts: int = 0, progress: bool | None = None):
         self.sc = sc
-        self._feeder = ClusterFeeder(sc, secret, coordinator, cluster_id)
         self.cluster_id = cluster_id
         self.input_mode = input_mode
-        self._coordinator = coordinator
-        self._job_group = job_group
-        self._tensorboard = tensorboard
-        self._launch_threads: list[threading.Thread] = []
-        self._launch_errors: list[BaseException] = []
+        self.max_restarts = max_restarts
+        self.restarts = 0                        #: relaunches so far
+        self.failures_survived: list[ClusterError] = []  #: the failures that caused them
+        self.progress = progress_enabled(progress)  #: show train() progress on the driver
+        self._request = request
+        self._printer = NodeOutputPrinter() if request.stream_logs else None
+        self._attempt = self._new_attempt(0)
         self._closed = False
+
+    def _new_attempt(self, number: int) -> ClusterAttempt:
+        attempt = ClusterAttempt(self.sc, self._request, self.cluster_id, number)
+        attempt.coordinator.on_log = self._printer
+        return attempt
+
+    @property
+    def _coordinator(self):
+        return self._attempt.coordinator
+
+    @property
+    def _secret(self) -> bytes:
+        return self._attempt.secret
 
     # -- TFoS-compatible API --
 
     @property
     def cluster_info(self) -> list[dict[str, Any]]:
-        """One dict per node: executor_id, job_name, task_index, host, port, spark_executor, status."""
+        """One dict per node: executor_id, job_name, task_index, host, port, spark_executor, status, log_path."""
         return [{"executor_id": n.role.executor_id, "job_name": n.role.job_name, "task_index": n.role.task_index,
                  "host": n.host, "port": n.port, "spark_executor": n.spark_executor, "status": n.status,
                  "log_path": n.log_path} for n in self._coordinator.nodes.values()]
@@ -96,7 +107,7 @@ class TFCluster:
 
     def tensorboard_url(self, timeout: float = 90.0) -> str | None:
         """TensorBoard's URL, waiting (bounded) for it to answer; None when not requested."""
-        if not self._tensorboard:
+        if self._request.tensorboard_executor is None:
             return None
         self._coordinator.wait_until(lambda c: c.tensorboard_url is not None or c.failures, timeout)
         return self._coordinator.tensorboard_url
@@ -106,12 +117,23 @@ class TFCluster:
 
         Rows are balanced so every node gets the same number per epoch (at most N-1 rows per
         epoch are repeated to make the counts equal; none are dropped). Blocks until everything
-        is fed. Raises ClusterError with the node's traceback as soon as a node fails, FeedError
-        when a node stops accepting data for ``feed_timeout`` seconds, and FeedDataError for data
-        that cannot become tensors (naming the column). ``num_epochs=0`` means 1, as in TFoS.
+        is fed. Raises ClusterError with the node's traceback as soon as a node fails,
+        NodeStalled when a node reads nothing for ``feed_timeout`` seconds (naming it, with
+        its Python stacks), and FeedDataError for data that cannot become tensors (naming
+        the column). ``num_epochs=0`` means 1, as in TFoS. With ``max_restarts``, a failed
+        node relaunches the cluster and the whole call is fed again (nodes resume from their
+        checkpoints, see ``ctx.backup_and_restore``).
         """
         self._require_spark_mode("train")
-        self._feeder.train(dataRDD, num_epochs or 1, feed_timeout, qname)
+        while True:
+            try:
+                self._attempt.feeder.train(dataRDD, num_epochs or 1, feed_timeout, qname, self.progress)
+                return
+            except ClusterError as error:
+                if not self._relaunch(error):
+                    # Nothing of a failed cluster may linger: stop it all now; shutdown() is then a no-op.
+                    self._abort("a node failed during cluster.train")
+                    raise
 
     def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input"):
         """An RDD with one result per input row, in input order partition by partition (lazy).
@@ -119,10 +141,11 @@ class TFCluster:
         ``dataRDD`` may be an RDD or a DataFrame; the result is an RDD either way (as in
         TensorFlowOnSpark). Each partition is served by one node (``partition % nodes``), whose
         ``map_fun`` reads it with ``ctx.get_data_feed(train_mode=False)`` and answers with
-        ``batch_results``.
+        ``batch_results``. A partition whose node returns fewer or more results than rows
+        fails with FeedError; no row is ever dropped or duplicated silently.
         """
         self._require_spark_mode("inference")
-        return self._feeder.inference(dataRDD, feed_timeout, qname)
+        return self._attempt.feeder.inference(dataRDD, feed_timeout, qname)
 
     def _require_spark_mode(self, what: str) -> None:
         if self.input_mode != InputMode.SPARK:
@@ -137,39 +160,77 @@ class TFCluster:
         ``grace_secs``: how long ps/evaluator nodes may keep running once the training nodes
         are done (they may also end by themselves). ``timeout``: how long to wait for the
         training nodes before stopping everything and raising ShutdownTimeout. Raises
-        ClusterError naming each failed node (role, index, host, traceback). ``ssc`` is
-        accepted for TensorFlowOnSpark compatibility; streaming is not supported.
+        ClusterError naming each failed node (role, index, host, traceback); with
+        ``max_restarts``, a failure in InputMode.TENSORFLOW relaunches the cluster first, as
+        long as relaunches are left. ``ssc`` is accepted for TensorFlowOnSpark compatibility;
+        streaming is not supported.
         """
         if ssc is not None:
             raise NotImplementedError("Spark Streaming contexts are not supported by sparkdl")
         if self._closed:
             return
-        coordinator = self._coordinator
         try:
-            if self.input_mode == InputMode.SPARK and not coordinator.failures:
-                self._feeder.end()
-            finished = coordinator.wait_until(
-                lambda c: c.training_nodes_done() or bool(c.failures) or self._launch_failed(), timeout)
-            if not finished:
-                running = coordinator.running_labels()
-                coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
-                coordinator.wait_until(lambda c: c.all_done(), STOP_WAIT_S)
-                raise ShutdownTimeout(f"nodes still running after shutdown(timeout={timeout}) were stopped: "
-                                      + ", ".join(running))
-            if grace_secs and not coordinator.failures:
-                coordinator.wait_until(lambda c: c.all_done(), grace_secs)
-            coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
-            if not coordinator.wait_until(lambda c: c.all_done() or self._launch_failed(), STOP_WAIT_S):
-                logger.warning("sparkdl: nodes %s did not report their end; cancelling their Spark tasks",
-                               coordinator.running_labels())
-            self._join_launch(STOP_WAIT_S)
-            if coordinator.failures:
-                raise ClusterError(list(coordinator.failures), f"sparkdl cluster {self.cluster_id} failed")
-            if self._launch_errors:
-                raise ClusterError([], f"sparkdl cluster {self.cluster_id}: the launch job failed: "
-                                       f"{self._launch_errors[0]}") from self._launch_errors[0]
+            while True:
+                try:
+                    self._finish_attempt(grace_secs, timeout)
+                    return
+                except ClusterError as error:
+                    if self.input_mode == InputMode.SPARK or not self._relaunch(error):
+                        raise
         finally:
-            self._release()
+            self._closed = True
+            self._attempt.close()
+
+    def _finish_attempt(self, grace_secs: float, timeout: float) -> None:
+        attempt, coordinator = self._attempt, self._coordinator
+        if self.input_mode == InputMode.SPARK and not coordinator.failures:
+            attempt.feeder.end()
+        finished = coordinator.wait_until(
+            lambda c: c.training_nodes_done() or bool(c.failures) or bool(attempt.launch_errors), timeout)
+        if attempt.launch_errors and not coordinator.failures:
+            # A lost executor fails the launch job and its node at once; prefer the node's report.
+            coordinator.wait_until(lambda c: bool(c.failures) or c.all_done(), CAUSE_WAIT_S)
+        if not finished:
+            running = coordinator.running_labels()
+            coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
+            coordinator.wait_until(lambda c: c.all_done(), STOP_WAIT_S)
+            raise ShutdownTimeout(f"nodes still running after shutdown(timeout={timeout}) were stopped: "
+                                  + ", ".join(running))
+        if grace_secs and not coordinator.failures:
+            coordinator.wait_until(lambda c: c.all_done(), grace_secs)
+        coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
+        if not coordinator.wait_until(lambda c: c.all_done() or bool(attempt.launch_errors), STOP_WAIT_S):
+            logger.warning("sparkdl: nodes %s did not report their end; cancelling their Spark tasks",
+                           coordinator.running_labels())
+        attempt.join(STOP_WAIT_S)
+        if coordinator.failures:
+            raise coordinator.error(f"sparkdl cluster {self.cluster_id} failed")
+        if attempt.launch_errors:
+            raise ClusterError([], f"sparkdl cluster {self.cluster_id}: the launch job failed: "
+                                   f"{attempt.launch_errors[0]}") from attempt.launch_errors[0]
+
+    def _relaunch(self, error: ClusterError) -> bool:
+        """Replace the failed attempt with a fresh one if ``max_restarts`` allows; False otherwise."""
+        if self.restarts >= self.max_restarts or not error.failures:
+            return False
+        self.restarts += 1
+        self.failures_survived.append(error)
+        logger.warning("sparkdl cluster %s: relaunching (restart %d of %d) after: %s", self.cluster_id,
+                       self.restarts, self.max_restarts, error.failures[0].describe().splitlines()[0])
+        self._attempt.abort("relaunching after a failure")
+        self._attempt = self._new_attempt(self.restarts)
+        self._start()
+        return True
+
+    def _start(self) -> None:
+        """Launch the current attempt and wait until it is ready (aborting it on any error)."""
+        self._attempt.start()
+        try:
+            self._attempt.wait_ready()
+        except BaseException:
+            self._abort("reservation failed")
+            raise
+        logger.info("sparkdl cluster %s running: %s", self.cluster_id, self._coordinator.cluster_spec)
 
     # -- context manager: shut down on exit --
 
@@ -182,47 +243,12 @@ class TFCluster:
         else:
             self._abort(f"the driver raised {exc_type.__name__}")
 
-    # -- internals --
-
-    def _launch_failed(self) -> bool:
-        return bool(self._launch_errors)
-
-    def _launch_error(self) -> BaseException | None:
-        return self._launch_errors[0] if self._launch_errors else None
-
-    def _start_launch(self, target: Callable[[], Any], name: str) -> None:
-        def body() -> None:
-            try:
-                target()
-            except BaseException as exc:  # noqa: BLE001 - reported to the driver thread
-                self._launch_errors.append(exc)
-                self._coordinator.notify_external()
-
-        thread = InheritableThread(target=body, name=name, daemon=True)
-        self._launch_threads.append(thread)
-        thread.start()
-
-    def _join_launch(self, timeout: float) -> None:
-        for thread in self._launch_threads:
-            thread.join(timeout)
-        if any(t.is_alive() for t in self._launch_threads):
-            self.sc.cancelJobGroup(self._job_group)
-            for thread in self._launch_threads:
-                thread.join(timeout)
-
     def _abort(self, reason: str) -> None:
         """Stop everything now (used on errors at the driver)."""
         if self._closed:
             return
-        self._coordinator.abort(reason)  # also stops every running node
-        self._coordinator.wait_until(lambda c: c.all_done(), 15)
-        self.sc.cancelJobGroup(self._job_group)
-        self._join_launch(15)
-        self._release()
-
-    def _release(self) -> None:
         self._closed = True
-        self._coordinator.close()
+        self._attempt.abort(reason)
 
 
 def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
@@ -231,13 +257,15 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         reservation_timeout: float = 600, queues: Any = None, eval_node: bool = False,
         release_port: bool = True, *, num_gpus: int | None = None, env: dict[str, str] | None = None,
         use_barrier: bool = True, executor_wait_timeout: float = 30.0, set_tf_config: bool = True,
-        feed_queue_bytes: int = 64 * 1024 * 1024) -> TFCluster:
+        feed_queue_bytes: int = 64 * 1024 * 1024, stall_timeout: float | None = None,
+        max_restarts: int = 0, progress: bool | None = None, log_to_driver: bool = True) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
     Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
     then the ``master_node`` ('chief', 'master' or None), then an evaluator if ``eval_node``,
     then workers. ``tf_args`` (argparse Namespace, dict or argv list) reaches ``map_fun`` as is.
-    ``tensorboard`` starts TensorBoard on the chief (or worker 0) logging ``log_dir``.
+    ``tensorboard`` starts TensorBoard on the chief (or worker 0) logging ``log_dir`` (default:
+    a per-cluster directory next to the node's log).
     ``release_port=False`` keeps each node's TF port reserved in ``ctx.tmp_socket`` until
     ``ctx.release_port()``. ``queues`` is accepted for compatibility and ignored.
 
@@ -248,12 +276,26 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
     leaves TF_CONFIG unset (independent nodes, see ``TFParallel``); ``feed_queue_bytes``
     bounds each node's queue of fed data (InputMode.SPARK backpressure).
 
+    Reliability: ``stall_timeout`` stops a chief/worker that reports no progress for that many
+    seconds and raises NodeStalled naming it, with its Python stacks (progress: reading the
+    feed or waiting for it, ``ctx.heartbeat()``, ``ctx.report_progress()``, or Keras's
+    ``ctx.progress_callback()``; default None: off, though ``cluster.train`` always applies
+    its ``feed_timeout`` this way). ``max_restarts`` relaunches the whole cluster up to that
+    many times after a node fails (``ctx.attempt`` counts relaunches); pair it with
+    ``ctx.backup_and_restore(dir)`` so training resumes from the last epoch.
+
+    What the driver shows: ``progress`` (default on unless ``SPARKDL_PROGRESS=0``) displays
+    ``cluster.train``'s rows, epochs, partitions and the chief's step/loss (from
+    ``ctx.progress_callback()``); ``log_to_driver`` prints every line of each node's
+    stdout/stderr (and Python logging) on the driver's stdout prefixed ``[role:index]``.
+    Either way each node's full log stays in the file named by ``cluster_info[i]['log_path']``.
+
     Returns once every node has registered; raises PreflightError or ReservationTimeout
     (naming the missing nodes) otherwise.
     """
     del queues  # sparkdl has no multiprocessing-manager queues
     _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node, eval_node,
-                        reservation_timeout, driver_ps_nodes)
+                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts)
     template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
     node_roles = roles_mod.roles_from_template(template)
     first_spark_node = num_ps if driver_ps_nodes else 0
@@ -265,52 +307,17 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
 
     from pyspark import cloudpickle
 
-    cluster_id = uuid.uuid4().hex[:12]
-    secret = new_secret()
-    coordinator = Coordinator(node_roles, secret, _driver_host(sc))
     chief_like = template.get(master_node or "", []) or template.get("worker", [])[:1]
-    spec = LaunchSpec(
-        cluster_id=cluster_id, secret=secret, driver_address=coordinator.address, roles=tuple(node_roles),
-        fn=cloudpickle.dumps((map_fun, tf_args)), detached=input_mode == InputMode.SPARK,
-        set_tf_config=set_tf_config, release_port=release_port, reservation_timeout=float(reservation_timeout),
+    request = ClusterRequest(
+        fn=cloudpickle.dumps((map_fun, tf_args)), roles=tuple(node_roles), first_spark_node=first_spark_node,
+        feeds=input_mode == InputMode.SPARK,
         tensorboard_executor=chief_like[0] if tensorboard and chief_like else None, log_dir=log_dir,
-        default_fs=sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file://", num_gpus=num_gpus,
-        env=dict(env or {}), feed_queue_bytes=int(feed_queue_bytes))
-    job_group = f"sparkdl-{cluster_id}"
-    cluster = TFCluster(sc, cluster_id, coordinator, input_mode, job_group, tensorboard, secret)
-
-    def launch_on_spark() -> None:
-        sc.setJobGroup(job_group, f"sparkdl: start {spark_nodes} TensorFlow nodes (cluster {cluster_id})",
-                       interruptOnCancel=True)
-        rdd = sc.parallelize(range(spark_nodes), spark_nodes)
-        launcher = spark_partition_launcher(spec, first_spark_node)
-        (rdd.barrier().mapPartitions(launcher) if use_barrier else rdd.mapPartitions(launcher)).collect()
-
-    for executor_id in range(first_spark_node):  # ps nodes hosted by the driver
-        cluster._start_launch(lambda i=executor_id: launch_node(spec, i, anchor_pid=os.getpid()),
-                              f"sparkdl-driver-ps-{executor_id}")
-    cluster._start_launch(launch_on_spark, f"sparkdl-launch-{cluster_id}")
-    try:
-        coordinator.wait_for_reservation(reservation_timeout, cluster._launch_error)
-        if input_mode == InputMode.SPARK:
-            _wait_for_feed_servers(cluster, reservation_timeout)
-    except BaseException:
-        cluster._abort("reservation failed")
-        raise
-    logger.info("sparkdl cluster %s running: %s", cluster_id, coordinator.cluster_spec)
+        reservation_timeout=float(reservation_timeout), release_port=release_port, num_gpus=num_gpus,
+        use_barrier=use_barrier, set_tf_config=set_tf_config, feed_queue_bytes=int(feed_queue_bytes),
+        stall_timeout=stall_timeout, stream_logs=bool(log_to_driver), env=dict(env or {}))
+    cluster = TFCluster(sc, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
+    cluster._start()
     return cluster
-
-
-def _wait_for_feed_servers(cluster: TFCluster, timeout: float) -> None:
-    """InputMode.SPARK: return once every data node's feed server listens (or raise)."""
-    data_nodes = cluster._feeder.data_nodes()
-    ready = cluster._coordinator.wait_until(
-        lambda c: all(n.feed_port or n.finished for n in data_nodes) or bool(c.failures), timeout)
-    if cluster._coordinator.failures:
-        raise ClusterError(list(cluster._coordinator.failures), "a node failed while starting")
-    if not ready:
-        missing = [n.role.label for n in data_nodes if not n.feed_port]
-        raise ReservationTimeout(f"the feed servers of {', '.join(missing)} did not start within {timeout:.0f} s")
 
 
 def _count_executors(sc: SparkContext) -> int:

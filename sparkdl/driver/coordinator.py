@@ -10,12 +10,17 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..channel import Channel, ChannelError, ChannelServer
-from ..errors import NodeFailure, ReservationTimeout
-from ..roles import STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
+from ..errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
+from ..node.logs import log_tail
+from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
 
 logger = logging.getLogger(__name__)
+
+STALL_CHECK_S = 0.5    # how often the driver looks for stalled nodes
+STALL_REPORT_S = 5.0   # how long a stalled node's supervisor has to report before the driver gives up on it
 
 
 @dataclass
@@ -31,6 +36,13 @@ class NodeState:
     serving: bool = False          # the node declared itself a long-running server
     feed_port: int = 0             # its feed server's port (InputMode.SPARK)
     feed_terminated: bool = False  # map_fun called DataFeed.terminate()
+    pid: int = 0                   # the TF process
+    supervisor_pid: int = 0
+    anchor_pid: int = 0            # the Spark task (or executor JVM) the node lives and dies with
+    last_progress: float = 0.0     # time.monotonic() of the last heartbeat
+    metrics: dict = field(default_factory=dict)  # the latest progress report (step, epoch, loss, ...)
+    stall_sent_at: float = 0.0     # when the driver told the supervisor the node stalled
+    stop_sent: bool = False        # the driver asked the node to stop
     failure: NodeFailure | None = None
     channel: Channel | None = field(default=None, repr=False)
 
@@ -43,20 +55,33 @@ class NodeState:
 class Coordinator:
     """Registration and supervision of one cluster's nodes (driver side)."""
 
-    def __init__(self, roles: list[NodeRole], secret: bytes, host: str):
+    def __init__(self, roles: list[NodeRole], secret: bytes, host: str, stall_timeout: float | None = None,
+                 advertise_host: str | None = None):
         self.roles = roles
         self.nodes = {role.executor_id: NodeState(role) for role in roles}
         self.cluster_spec: dict[str, list[str]] | None = None
         self.tensorboard_url: str | None = None
         self.aborted: str | None = None
         self.failures: list[NodeFailure] = []
-        self.shutting_down = False
+        self.stall_timeout = stall_timeout
+        self.feed_timeout: float | None = None  # set while cluster.train feeds: a stalled reader fails
+        self.on_progress = None                 # called with (node, metrics) on each progress report
+        self.on_log = None                      # called with (node, lines) for the node's output
+        self._closed = False
         self._cond = threading.Condition()
         self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-coordinator")
+        self._advertise_host = advertise_host or self._server.address[0]
+        self._stall_watch = threading.Thread(target=self._watch_stalls, name="sparkdl-stall-watch", daemon=True)
+        self._stall_watch.start()
 
     @property
     def address(self) -> tuple[str, int]:
-        """Where node supervisors connect."""
+        """Where node supervisors connect (the advertised host, the bound port)."""
+        return self._advertise_host, self._server.address[1]
+
+    @property
+    def bound_address(self) -> tuple[str, int]:
+        """The address the coordinator listens on."""
         return self._server.address
 
     # -- channel handling (one thread per node) --
@@ -79,11 +104,15 @@ class Coordinator:
                 if node.finished:
                     return
         except ChannelError as exc:
-            if not node.finished:
+            if not node.finished and (node.stop_sent or self._closed):
+                with self._cond:  # we stopped it, or we are closing: its end is not a failure
+                    node.status = "exited"
+                    self._cond.notify_all()
+            elif not node.finished:
                 self._record_failure(node, NodeFailure(
                     node.role.label, node.role.executor_id, node.host, node.spark_executor,
-                    traceback=f"lost contact with the node's supervisor ({exc}): its executor or host may be gone",
-                    log_path=node.log_path))
+                    cause=f"lost contact with its supervisor ({exc}): its Spark executor or host was lost",
+                    log_tail=log_tail(Path(node.log_path)) if node.log_path else "", log_path=node.log_path))
 
     def _register(self, channel: Channel, message: dict) -> NodeState | None:
         executor_id = message.get("executor_id")
@@ -96,6 +125,7 @@ class Coordinator:
             node.host, node.port = message["host"], int(message["port"])
             node.spark_executor = message.get("spark_executor", "")
             node.log_path = message.get("log_path", "")
+            node.supervisor_pid, node.anchor_pid = int(message.get("pid", 0)), int(message.get("anchor_pid", 0))
             node.status, node.channel = "registered", channel
             if all(n.status != "pending" for n in self.nodes.values()):
                 self.cluster_spec = build_cluster_spec(
@@ -110,9 +140,15 @@ class Coordinator:
 
     def _on_message(self, node: NodeState, message: dict) -> None:
         kind = message.get("type")
+        progress = None
         with self._cond:
             if kind == "started":
-                node.status = "running"
+                node.status, node.pid, node.last_progress = "running", int(message.get("pid", 0)), time.monotonic()
+            elif kind == "status" and message.get("event") == "progress":
+                node.last_progress = time.monotonic()
+                progress = {k: v for k, v in message.items() if k not in ("type", "event")}
+                if progress:
+                    node.metrics.update(progress)
             elif kind == "tensorboard":
                 self.tensorboard_url = message["url"]
             elif kind == "status" and message.get("event") == "serving":
@@ -124,13 +160,18 @@ class Coordinator:
             elif kind == "warning":
                 logger.warning("%s: %s", node.role.label, message.get("message"))
             self._cond.notify_all()
+        if progress and self.on_progress is not None:
+            self.on_progress(node, progress)
+        if kind == "log" and self.on_log is not None:
+            self.on_log(node, message.get("lines", []))
         if kind == "exited":
-            failed = message.get("exit_code") != 0 and not message.get("stopped")
+            failed = message.get("failed", message.get("exit_code") != 0 and not message.get("stopped"))
             failure = NodeFailure(
                 node.role.label, node.role.executor_id, node.host, node.spark_executor,
                 exit_code=message.get("exit_code"), signal=message.get("signal"),
                 traceback=message.get("traceback", ""), log_tail=message.get("log_tail", ""),
-                log_path=message.get("log_path", ""), hint=message.get("hint", "")) if failed else None
+                log_path=message.get("log_path", ""), hint=message.get("hint", ""),
+                cause=message.get("cause", ""), stalled=bool(message.get("stalled"))) if failed else None
             if failure:
                 self._record_failure(node, failure)
             else:
@@ -141,11 +182,56 @@ class Coordinator:
     def _record_failure(self, node: NodeState, failure: NodeFailure) -> None:
         """Record a failed node and stop the others: a collective cannot go on without it."""
         with self._cond:
+            if node.failure is not None:
+                return
             node.status, node.failure = "exited", failure
             self.failures.append(failure)
             self._cond.notify_all()
         logger.error("sparkdl: %s", failure.describe())
         self.stop_nodes(lambda n: not n.finished, grace_s=0)
+
+    # -- stall detection --
+
+    def _stall_limit(self, node: NodeState) -> tuple[float, str] | None:
+        """The stall limit that applies to ``node`` now, with its name, or None (lock held)."""
+        if node.status != "running" or node.serving or node.role.job_name not in COLLECTIVE_ROLES:
+            return None
+        limits = []
+        if self.stall_timeout:
+            limits.append((self.stall_timeout, "stall_timeout"))
+        if self.feed_timeout and not node.feed_terminated:
+            limits.append((self.feed_timeout, "feed_timeout, while cluster.train fed it"))
+        return min(limits) if limits else None
+
+    def _watch_stalls(self) -> None:
+        """Stop nodes that made no progress for their limit; fail them if they cannot even report."""
+        while True:
+            stalled, unresponsive = [], []
+            with self._cond:
+                self._cond.wait(STALL_CHECK_S)
+                if self._closed:
+                    return
+                now = time.monotonic()
+                for node in self.nodes.values():
+                    if node.stall_sent_at:
+                        if not node.finished and now - node.stall_sent_at > STALL_REPORT_S:
+                            unresponsive.append(node)
+                        continue
+                    limit = self._stall_limit(node)
+                    if limit is not None and now - node.last_progress > limit[0]:
+                        node.stall_sent_at = now
+                        stalled.append((node, f"made no progress for {now - node.last_progress:.0f} s "
+                                              f"({limit[1]}={limit[0]:g} s)"))
+            for node, reason in stalled:
+                logger.error("sparkdl: %s %s; stopping it", node.role.label, reason)
+                try:
+                    node.channel.send({"type": "stall", "reason": reason})
+                except (OSError, ChannelError):
+                    pass  # the supervisor is unreachable: reported as unresponsive below
+            for node in unresponsive:
+                self._record_failure(node, NodeFailure(
+                    node.role.label, node.role.executor_id, node.host, node.spark_executor, stalled=True,
+                    cause="made no progress and its supervisor did not answer the stop", log_path=node.log_path))
 
     # -- driver API --
 
@@ -196,6 +282,8 @@ class Coordinator:
         """Ask the supervisors of nodes matching ``which`` to stop their TF processes."""
         with self._cond:
             targets = [n for n in self.nodes.values() if which(n) and n.channel is not None]
+            for node in targets:
+                node.stop_sent = True
         for node in targets:
             try:
                 node.channel.send({"type": "stop", "grace_s": grace_s})
@@ -216,9 +304,17 @@ class Coordinator:
         with self._cond:
             return [n.role.label for n in self.nodes.values() if not n.finished]
 
+    def error(self, summary: str) -> ClusterError:
+        """The exception describing this cluster's failures (``NodeStalled`` for a stall)."""
+        return cluster_error(self.failures, summary)
+
     def close(self) -> None:
-        """Close the channel server and every node channel."""
+        """Close the channel server and every node channel; stop the stall watch."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
         self._server.close()
+        self._stall_watch.join(5)
 
     @property
     def rejected_connections(self) -> int:

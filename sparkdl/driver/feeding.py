@@ -9,6 +9,7 @@ is raised at once instead of waiting for ``feed_timeout``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from typing import Callable
@@ -23,6 +24,7 @@ from ..feed.feeder import FeedError, FeedTarget, feed_training_partition, infer_
 from ..feed.plan import balanced_plan
 from ..roles import COLLECTIVE_ROLES
 from .coordinator import Coordinator, NodeState
+from .progress import TrainProgress
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ class ClusterFeeder:
         self.sc = sc
         self._secret = secret
         self._coordinator = coordinator
-        self._job_group = f"sparkdl-{cluster_id}-feed"
+        self.job_group = f"sparkdl-{cluster_id}-feed"
         self._cluster_id = cluster_id
         self._sessions: dict[str, int] = {}
         self.qnames: set[str] = set()
@@ -74,8 +76,12 @@ class ClusterFeeder:
 
     # -- training --
 
-    def train(self, data: RDD | DataFrame, num_epochs: int, feed_timeout: float, qname: str) -> None:
-        """Feed ``data`` ``num_epochs`` times, balanced over the data nodes; blocks until fed."""
+    def train(self, data: RDD | DataFrame, num_epochs: int, feed_timeout: float, qname: str,
+              show_progress: bool = False) -> None:
+        """Feed ``data`` ``num_epochs`` times, balanced over the data nodes; blocks until fed.
+
+        ``show_progress`` displays rows fed/read, epochs, partitions and the chief's metrics.
+        """
         if not isinstance(num_epochs, int) or num_epochs < 1:
             raise ValueError(f"num_epochs must be a positive integer, got {num_epochs!r}")
         is_frame = isinstance(data, DataFrame)
@@ -97,12 +103,21 @@ class ClusterFeeder:
         target = self._target(feed_timeout, qname)
         logger.info("sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
                     plan.total_rows, num_epochs, len(nodes), plan.rows_per_node)
-        for epoch in range(num_epochs):
-            description = f"sparkdl: feed epoch {epoch + 1}/{num_epochs} to {len(nodes)} TF nodes"
-            skipped = self._run_job(lambda e=epoch: _feed_epoch(data, target, session, e, plan), description)
-            if self._check_skipped(nodes, skipped, description):
-                logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
-                return
+        progress = TrainProgress(self.sc, self._coordinator, nodes, self.job_group,
+                                 plan.rows_per_node * len(nodes) * num_epochs, num_epochs) if show_progress else None
+        self._coordinator.feed_timeout = float(feed_timeout)  # a node that stops reading is a stall
+        try:
+            with progress or contextlib.nullcontext():
+                for epoch in range(num_epochs):
+                    description = f"sparkdl: feed epoch {epoch + 1}/{num_epochs} to {len(nodes)} TF nodes"
+                    skipped = self._run_job(lambda e=epoch: _feed_epoch(data, target, session, e, plan), description)
+                    if self._check_skipped(nodes, skipped, description):
+                        logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
+                        return
+                    if progress:
+                        progress.epoch_done(epoch)
+        finally:
+            self._coordinator.feed_timeout = None
 
     def _check_skipped(self, nodes: list[NodeState], skipped_mask: int, description: str) -> bool:
         """Accept nodes skipped because they ended their feed; raise for any other loss.
@@ -116,8 +131,7 @@ class ClusterFeeder:
         if lost:
             if self._coordinator.wait_until(lambda c: bool(c.failures) or all(ended(n) for n in lost), CAUSE_WAIT_S):
                 if self._coordinator.failures:
-                    raise ClusterError(list(self._coordinator.failures), f"sparkdl cluster {self._cluster_id}: a "
-                                       f"node failed during '{description}'")
+                    raise self._node_failed(description)
             else:
                 raise FeedError(f"{description}: lost contact with {', '.join(n.role.label for n in lost)}")
         return all(ended(n) for n in nodes)
@@ -138,7 +152,7 @@ class ClusterFeeder:
             for results in infer_partition(target, index % count, index, rdd_batches(rows)):
                 yield from results
 
-        return data.mapPartitionsWithIndex(infer)
+        return data.mapPartitionsWithIndex(infer).setName(f"sparkdl inference (cluster {self._cluster_id})")
 
     def end(self, timeout: float = 30.0) -> None:
         """Tell every node the feed is over (shutdown): ``should_stop()`` turns True once drained."""
@@ -154,12 +168,15 @@ class ClusterFeeder:
 
     # -- job watching --
 
+    def _node_failed(self, description: str) -> ClusterError:
+        return self._coordinator.error(f"sparkdl cluster {self._cluster_id}: a node failed during '{description}'")
+
     def _run_job(self, action: Callable[[], object], description: str):
         """Run a Spark action in a thread; raise ClusterError as soon as a node fails."""
         outcome: dict = {}
 
         def body() -> None:
-            self.sc.setJobGroup(self._job_group, f"{description} (cluster {self._cluster_id})", interruptOnCancel=True)
+            self.sc.setJobGroup(self.job_group, f"{description} (cluster {self._cluster_id})", interruptOnCancel=True)
             try:
                 outcome["value"] = action()
             except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
@@ -172,16 +189,16 @@ class ClusterFeeder:
         thread.start()
         self._coordinator.wait_until(lambda c: "done" in outcome or bool(c.failures), None)
         if self._coordinator.failures:
-            self.sc.cancelJobGroup(self._job_group)
+            logger.debug("sparkdl: a node failed during '%s'; cancelling the feeding job", description)
+            self.sc.cancelJobGroup(self.job_group)
             thread.join(60)
-            raise ClusterError(list(self._coordinator.failures), f"sparkdl cluster {self._cluster_id}: a node "
-                               f"failed during '{description}'")
+            logger.debug("sparkdl: the feeding job ended")
+            raise self._node_failed(description)
         if "error" in outcome:
             error = outcome["error"]
             # A lost node is the usual cause of a failed feed: wait briefly for its report.
             if self._coordinator.wait_until(lambda c: bool(c.failures), CAUSE_WAIT_S):
-                raise ClusterError(list(self._coordinator.failures), f"sparkdl cluster {self._cluster_id}: a "
-                                   f"node failed during '{description}'") from error
+                raise self._node_failed(description) from error
             summary = _spark_error_summary(error)
             kind = FeedDataError if summary.startswith("FeedDataError") else FeedError
             raise kind(f"{description} failed: {summary}") from error

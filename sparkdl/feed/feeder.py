@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 import pyarrow as pa
@@ -36,7 +36,7 @@ class NodeGone(FeedError):
 class FeedTarget:
     """The data nodes of a cluster, as a feeding task needs them."""
 
-    secret: bytes
+    secret: bytes = field(repr=False)  # never in logs or error messages
     addresses: tuple[tuple[str, int], ...]
     labels: tuple[str, ...]
     feed_timeout: float

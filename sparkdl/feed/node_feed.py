@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -26,6 +27,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
 _END = "end"                 # no more data will ever come (shutdown)
 _END_PARTITION = "end-partition"
+WAIT_HEARTBEAT_S = 1.0       # how often a node waiting for data tells the driver it is alive
 
 
 @dataclass
@@ -69,6 +71,19 @@ class Chunk:
         return self.rows - self.offset
 
 
+def wait_with_heartbeat(cond: threading.Condition, ready, timeout: float | None, heartbeat=None) -> bool:
+    """``cond.wait_for(ready, timeout)`` (lock held) that calls ``heartbeat`` about once a second
+    while it waits; returns whether ``ready()`` became true."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not ready():
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return False
+        if not cond.wait(WAIT_HEARTBEAT_S if remaining is None else min(remaining, WAIT_HEARTBEAT_S)) and heartbeat:
+            heartbeat()
+    return True
+
+
 class BoundedQueue:
     """A FIFO bounded by bytes: ``put`` blocks while it is full (backpressure)."""
 
@@ -89,22 +104,29 @@ class BoundedQueue:
             self._bytes += nbytes
             self._cond.notify_all()
 
-    def get(self, timeout: float | None = None):
-        """Pop the oldest item; raises TimeoutError after ``timeout`` seconds without one."""
+    def get(self, timeout: float | None = None, while_waiting=None):
+        """Pop the oldest item; raises TimeoutError after ``timeout`` seconds without one.
+
+        ``while_waiting`` is called about once a second during the wait (a heartbeat: waiting
+        for data is not a stall).
+        """
         with self._cond:
-            if not self._cond.wait_for(lambda: self._items, timeout):
-                raise TimeoutError(f"no data arrived within {timeout} s")
+            self._wait_for_item(timeout, while_waiting)
             item, nbytes = self._items.popleft()
             self._bytes -= nbytes
             self._cond.notify_all()
             return item
 
-    def peek(self, timeout: float | None = None):
+    def peek(self, timeout: float | None = None, while_waiting=None):
         """The oldest item without removing it (waits like ``get``)."""
         with self._cond:
-            if not self._cond.wait_for(lambda: self._items, timeout):
-                raise TimeoutError(f"no data arrived within {timeout} s")
+            self._wait_for_item(timeout, while_waiting)
             return self._items[0][0]
+
+    def _wait_for_item(self, timeout: float | None, while_waiting) -> None:
+        if not wait_with_heartbeat(self._cond, lambda: self._items, timeout, while_waiting):
+            raise TimeoutError(f"no data arrived within {timeout} s")
+
 
     def drop_data(self) -> None:
         """Discard queued data and accept no more (after ``terminate()``); markers stay."""
@@ -135,6 +157,9 @@ class FeedServer:
     def __init__(self, secret: bytes, host: str, max_queue_bytes: int = DEFAULT_QUEUE_BYTES, notify=None):
         self.max_queue_bytes = max_queue_bytes
         self.notify = notify or (lambda event: None)  # tells the driver (through the supervisor)
+        self.progress = lambda: None  # a heartbeat to the driver: the node reads its feed
+        self.rows_received = 0        # rows queued by feeders so far (all training runs)
+        self.rows_read = 0            # rows handed to map_fun so far
         self.terminated = threading.Event()
         self._queues: dict[str, BoundedQueue] = {}
         self._plans: dict[tuple[str, int], SessionPlan] = {}
@@ -160,7 +185,9 @@ class FeedServer:
     def plan(self, qname: str, session: int, timeout: float | None) -> SessionPlan:
         """The plan of ``session`` on ``qname``, waiting (bounded) for the driver to send it."""
         with self._cond:
-            if not self._cond.wait_for(lambda: (qname, session) in self._plans or self._ended, timeout):
+            # waiting for the driver is not a stall: heartbeat meanwhile
+            if not wait_with_heartbeat(self._cond, lambda: (qname, session) in self._plans or self._ended,
+                                       timeout, self.progress):
                 raise TimeoutError(f"no feeding plan arrived within {timeout} s: has the driver called "
                                    "cluster.train()?")
             return self._plans.get((qname, session))
@@ -233,6 +260,8 @@ class FeedServer:
                 return None
             queue.put(Chunk(columns, batch.schema.names, batch.num_rows, session, stream), nbytes=len(frame))
             rows += batch.num_rows
+            with self._cond:  # several feeders may deliver at once
+                self.rows_received += batch.num_rows
 
     @staticmethod
     def _drain(channel: Channel, timeout: float = 60.0) -> None:
@@ -298,8 +327,14 @@ class DataFeed:
         return self._stopped
 
     def batch_results(self, results: Sequence[Any]) -> None:
-        """Return inference results, one per row, in the order the rows were read."""
+        """Return inference results, one per row, in the order the rows were read.
+
+        Each call answers whole batches: exactly the rows of the oldest unanswered batch (or of
+        several, in order). Any other count raises ValueError at once, instead of shifting
+        results onto the wrong rows.
+        """
         results = results if isinstance(results, np.ndarray) else list(results)
+        self._check_result_count(len(results))
         start = 0
         while start < len(results):
             if not self._pending:
@@ -311,6 +346,18 @@ class DataFeed:
             self._pending[0][1] -= len(part)
             if not self._pending[0][1]:
                 self._pending.popleft()
+
+    def _check_result_count(self, count: int) -> None:
+        covered = 0
+        for _, waiting in self._pending:
+            covered += waiting
+            if covered == count:
+                return
+            if covered > count:
+                raise ValueError(f"batch_results got {count} results for a batch of {self._pending[0][1]} rows: "
+                                 "return exactly one result per row read (whole batches, in order)")
+        raise ValueError(f"batch_results got {count - covered} more results than rows were read "
+                         f"({covered} rows await results)")
 
     def terminate(self) -> None:
         """Stop feeding early: the rest of the feed is skipped and ``should_stop()`` becomes True."""
@@ -431,7 +478,7 @@ class DataFeed:
     def _peek_chunk(self) -> Chunk:
         if self._chunk is not None and self._chunk.left:
             return self._chunk
-        item = self._queue.peek(self.feed_timeout)
+        item = self._queue.peek(self.feed_timeout, self._server.progress)
         if not isinstance(item, Chunk):
             raise EOFError("the feed ended before any data arrived")
         return item
@@ -440,7 +487,7 @@ class DataFeed:
         """The chunk to read from, or None at a partition end / the end of the feed."""
         if self._chunk is not None and self._chunk.left:
             return self._chunk
-        item = self._queue.get(self.feed_timeout)
+        item = self._queue.get(self.feed_timeout, self._server.progress)
         if item == _END:
             self._stopped = True
             self._queue.put(_END)  # keep the end visible to later reads
@@ -471,6 +518,8 @@ class DataFeed:
             pieces.append((chunk, chunk.offset, chunk.offset + take))
             chunk.offset += take
             count += take
+        self._server.rows_read += count
+        self._server.progress()
         if not pieces:
             return {}, [], 0
         first = pieces[0][0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from typing import Any
 
 from .. import paths, roles
@@ -24,13 +25,18 @@ class NodeContext:
     until released, or None) and ``mgr`` (in InputMode.SPARK, the node's feed server, so
     TFoS's ``TFNode.DataFeed(ctx.mgr, ...)`` works; None otherwise).
     Extra: ``host``, ``port``, ``cluster_id``, ``log_dir`` (TensorBoard's, or None),
-    ``gpus`` (the CUDA_VISIBLE_DEVICES chosen for this node, or None).
+    ``gpus`` (the CUDA_VISIBLE_DEVICES chosen for this node, or None), ``attempt`` (0 on the
+    first run, k on the k-th relaunch by ``TFCluster.run(..., max_restarts=N)``).
     """
+
+    #: Progress reports are sent at most this often (seconds); epoch ends always go out.
+    PROGRESS_INTERVAL_S = 1.0
 
     def __init__(self, *, executor_id: int, job_name: str, task_index: int,
                  cluster_spec: dict[str, list[str]], default_fs: str, working_dir: str, host: str,
                  port: int, cluster_id: str, tmp_socket: socket.socket | None = None,
-                 log_dir: str | None = None, gpus: str | None = None, status_writer=None, feed_server=None):
+                 log_dir: str | None = None, gpus: str | None = None, attempt: int = 0,
+                 status_writer=None, feed_server=None):
         self.executor_id = executor_id
         self.worker_num = executor_id
         self.job_name = job_name
@@ -45,9 +51,11 @@ class NodeContext:
         self.tmp_socket = tmp_socket
         self.log_dir = log_dir
         self.gpus = gpus
+        self.attempt = attempt
         self.mgr = feed_server  # TFoS code passes ctx.mgr to TFNode.DataFeed; here it is the feed server
         self._status_writer = status_writer
         self._feed_server = feed_server
+        self._last_progress: dict[frozenset, float] = {}  # per kind of report, so none starves another
 
     def absolute_path(self, path: str) -> str:
         """Qualify ``path`` with TFoS's rules (see :func:`sparkdl.paths.hdfs_path`)."""
@@ -66,9 +74,71 @@ class NodeContext:
         return json.loads(raw) if raw else None
 
     def report(self, event: str, **fields: Any) -> None:
-        """Send a small status event to the driver (used by :meth:`serve`; later by progress)."""
+        """Send a small status event to the driver (JSON-able fields)."""
         if self._status_writer is not None:
             self._status_writer(event, fields)
+
+    def heartbeat(self) -> None:
+        """Tell the driver this node is making progress (throttled; cheap to call per step).
+
+        The driver's stall detection (``TFCluster.run(..., stall_timeout=...)``, and
+        ``feed_timeout`` while ``cluster.train`` feeds) stops a node that has not made progress
+        for that long. Reading the feed counts as progress, and so does waiting for data.
+        """
+        self.report_progress()
+
+    def report_progress(self, force: bool = False, **metrics: Any) -> None:
+        """Report progress with optional metrics (``step``, ``epoch``, ``loss``, ...) to the driver.
+
+        Throttled to one report per second unless ``force``; the driver shows the chief's
+        latest metrics in its progress display and counts any report as a heartbeat.
+        """
+        now = time.monotonic()
+        kind = frozenset(metrics)
+        if not force and now - self._last_progress.get(kind, 0.0) < self.PROGRESS_INTERVAL_S:
+            return
+        self._last_progress[kind] = now
+        self.report("progress", **{key: _jsonable(value) for key, value in metrics.items()})
+
+    def progress_callback(self):
+        """A Keras callback reporting step, epoch and loss to the driver (heartbeats included).
+
+        Uses the Keras that ``tf.keras`` resolves to in this node (tf-keras by default).
+        """
+        import tensorflow as tf
+
+        ctx = self
+
+        class SparkdlProgress(tf.keras.callbacks.Callback):
+            """Reports training progress of this node to the sparkdl driver."""
+
+            def __init__(self):
+                super().__init__()
+                self.epoch = 0
+                self.step = 0
+
+            def on_epoch_begin(self, epoch, logs=None):
+                self.epoch = epoch
+
+            def on_train_batch_end(self, batch, logs=None):
+                self.step += 1
+                ctx.report_progress(step=self.step, epoch=self.epoch, **_scalars(logs))
+
+            def on_epoch_end(self, epoch, logs=None):
+                ctx.report_progress(force=True, step=self.step, epoch=epoch, epoch_end=True, **_scalars(logs))
+
+        return SparkdlProgress()
+
+    def backup_and_restore(self, backup_dir: str, **kwargs: Any):
+        """A Keras ``BackupAndRestore`` callback on ``backup_dir`` (qualified by :meth:`absolute_path`).
+
+        ``backup_dir`` must be shared storage every node sees (HDFS, S3, NFS; a local path
+        only on one host). With ``TFCluster.run(..., max_restarts=N)`` a relaunched cluster
+        resumes ``model.fit`` from the last completed epoch instead of from zero.
+        """
+        import tensorflow as tf
+
+        return tf.keras.callbacks.BackupAndRestore(backup_dir=self.absolute_path(backup_dir), **kwargs)
 
     def start_server(self):
         """Start and return a ``tf.distribute.Server`` for this node from its TF_CONFIG.
@@ -107,4 +177,25 @@ class NodeContext:
 
     def __repr__(self) -> str:
         return (f"NodeContext({self.job_name}:{self.task_index}, executor_id={self.executor_id}, "
-                f"num_workers={self.num_workers}, host={self.host}:{self.port})")
+                f"num_workers={self.num_workers}, host={self.host}:{self.port}, attempt={self.attempt})")
+
+
+def _jsonable(value: Any) -> Any:
+    """Numbers (numpy and TF scalars included) as float, other plain values as they are."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _scalars(logs: dict | None) -> dict[str, float]:
+    """The numeric entries of Keras logs, as floats."""
+    out = {}
+    for key, value in (logs or {}).items():
+        try:
+            out[key] = float(value)
+        except (TypeError, ValueError):
+            continue
+    return out

@@ -26,7 +26,10 @@ import psutil
 from .. import gpus
 from ..roles import NodeRole
 from . import keras_policy
-from .supervisor import FAILED, READY
+
+#: What a supervisor prints on its stdout to the launching task once its node runs (or not).
+READY = "READY"
+FAILED = "FAILED"
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class LaunchSpec:
     """Everything a launch task needs, shipped from the driver inside Spark's task closure."""
 
     cluster_id: str
-    secret: bytes
+    secret: bytes = field(repr=False)  # never in logs or error messages
     driver_address: tuple[str, int]
     roles: tuple[NodeRole, ...]
     fn: bytes                      # cloudpickled (map_fun, tf_args)
@@ -48,12 +51,31 @@ class LaunchSpec:
     num_gpus: int | None
     env: dict = field(default_factory=dict)
     feed_queue_bytes: int = 64 * 1024 * 1024
+    attempt: int = 0               # relaunch number (TFCluster.run(max_restarts=N))
+    stream_logs: bool = True       # forward the node's output to the driver
 
 
-def node_dir(cluster_id: str, role: NodeRole) -> Path:
-    """A private per-user, per-cluster, per-node directory for logs and status files."""
-    path = Path(tempfile.gettempdir()) / f"sparkdl-{getpass.getuser()}" / cluster_id / \
-        f"node{role.executor_id}-{role.job_name}{role.task_index}"
+def user_root() -> Path:
+    """``$TMPDIR/sparkdl-$USER``: this user's private (0700) directory for sparkdl's node files.
+
+    Raises PermissionError when another user owns it (on a shared host nobody may plant or
+    read another user's node files).
+    """
+    root = Path(tempfile.gettempdir()) / f"sparkdl-{getpass.getuser()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    info = root.lstat()
+    if root.is_symlink() or info.st_uid != os.getuid():
+        raise PermissionError(f"{root} is not a directory owned by this user (uid {os.getuid()}); remove it or "
+                              "point TMPDIR elsewhere")
+    if info.st_mode & 0o077:
+        root.chmod(0o700)
+    return root
+
+
+def node_dir(cluster_id: str, role: NodeRole, attempt: int = 0) -> Path:
+    """A private per-user, per-cluster, per-node (and per-relaunch) directory for logs and status."""
+    name = f"node{role.executor_id}-{role.job_name}{role.task_index}" + (f"-attempt{attempt}" if attempt else "")
+    path = user_root() / cluster_id / name
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     return path
 
@@ -77,7 +99,7 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
     the driver also hears about it over the channel.
     """
     role = spec.roles[executor_id]
-    directory = node_dir(spec.cluster_id, role)
+    directory = node_dir(spec.cluster_id, role, spec.attempt)
     label = f"{role.label} on host {os.uname().nodename}"
     assignment = gpus.select_gpus(spec.num_gpus, spark_gpu_addresses, os.environ.get("CUDA_VISIBLE_DEVICES"),
                                   slot=executor_id, node_label=label)
@@ -86,8 +108,8 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
     if assignment.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = assignment.cuda_visible_devices
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # nvidia-smi's numbering, which the choice used
-    log_dir = spec.log_dir or (str(Path.cwd() / f"tensorboard_{executor_id}")
-                               if spec.tensorboard_executor == executor_id else None)
+    # TensorBoard's default log dir is per cluster, so concurrent clusters never share one.
+    log_dir = spec.log_dir or (str(directory / "tensorboard") if spec.tensorboard_executor == executor_id else None)
     if anchor_pid is None:
         anchor_pid = executor_jvm_pid() if spec.detached else os.getpid()
     # The node's processes import what this task can (sparkdl, addPyFile'd modules, test helpers).
@@ -101,11 +123,13 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
         "feed_queue_bytes": spec.feed_queue_bytes,
         "tensorboard_node": spec.tensorboard_executor == executor_id, "log_dir": log_dir,
         "default_fs": spec.default_fs, "working_dir": os.getcwd(), "node_dir": str(directory),
-        "gpus": assignment.cuda_visible_devices, "pythonpath": pythonpath,
+        "gpus": assignment.cuda_visible_devices, "pythonpath": pythonpath, "attempt": spec.attempt,
+        "stream_logs": spec.stream_logs,
     }
     with open(directory / "supervisor.log", "ab") as supervisor_log:
         supervisor = subprocess.Popen(
-            [sys.executable, "-m", "sparkdl.node.supervisor"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "sparkdl.node.supervisor", "--cluster", spec.cluster_id, "--node", role.label],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=supervisor_log, env={**os.environ, "PYTHONPATH": pythonpath}, start_new_session=spec.detached)
     supervisor.stdin.write(pickle.dumps(config))
     supervisor.stdin.close()

@@ -21,17 +21,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from pathlib import Path
 
 from .. import roles
 from ..channel import Channel, ChannelError, connect
 from . import keras_policy, watchdog
+from .launch import FAILED, READY
+from .logs import NodeLog, log_tail
 
-READY = "READY"
-FAILED = "FAILED"
 TENSORBOARD_START_TIMEOUT_S = 90.0
 STOP_GRACE_MIN_S = 3.0
+STACK_DUMP_WAIT_S = 2.0  # how long a stalled node's stack dump may take to reach its log
 
 
 def reserve_port(host: str) -> socket.socket:
@@ -41,18 +41,6 @@ def reserve_port(host: str) -> socket.socket:
     sock.bind((host, 0))
     sock.set_inheritable(True)
     return sock
-
-
-def log_tail(path: Path, max_lines: int = 40, max_bytes: int = 16384) -> str:
-    """The last lines of a log file ('' if it does not exist)."""
-    try:
-        with open(path, "rb") as log:
-            log.seek(0, os.SEEK_END)
-            log.seek(max(0, log.tell() - max_bytes))
-            lines = log.read().decode(errors="replace").splitlines()
-    except OSError:
-        return ""
-    return "\n".join(deque(lines, maxlen=max_lines))
 
 
 def wait_for_port(host: str, port: int, process: subprocess.Popen, timeout_s: float) -> bool:
@@ -78,9 +66,12 @@ class Supervisor:
         self.error_path = self.node_dir / "error.json"
         self.child: subprocess.Popen | None = None
         self.tensorboard: subprocess.Popen | None = None
+        self.node_log: NodeLog | None = None
         self.channel: Channel | None = None
         self.stop_requested = threading.Event()
-        self._lock = threading.Lock()
+        self.failure_cause: str | None = None   # why this supervisor killed the node, if it was a failure
+        self.stalled = False
+        self.stack_dump = ""  # the stalled node's Python stacks, from its log
 
     # -- talking to the launching task (stdout) and to the driver (channel) --
 
@@ -104,7 +95,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Register, run the node, report; returns the supervisor's exit status."""
-        watchdog.watch_pid(self.cfg["anchor_pid"], lambda: self.kill_child("anchor process exited"))
+        watchdog.watch_pid(self.cfg["anchor_pid"], self.on_anchor_exit)
         try:
             self.channel = connect(tuple(self.cfg["driver_address"]), self.cfg["secret"])
         except (OSError, ChannelError) as exc:
@@ -117,7 +108,7 @@ class Supervisor:
         self.send({"type": "register", "executor_id": self.role.executor_id, "host": host,
                    "port": tf_socket.getsockname()[1], "pid": os.getpid(),
                    "spark_executor": self.cfg["spark_executor"], "gpus": self.cfg["gpus"],
-                   "log_path": str(self.log_path)})
+                   "log_path": str(self.log_path), "anchor_pid": self.cfg["anchor_pid"]})
         try:
             reply = self.channel.recv(timeout=self.cfg["reservation_timeout"] + 30)
         except ChannelError as exc:
@@ -170,6 +161,7 @@ class Supervisor:
         if self.cfg["set_tf_config"]:
             extra["TF_CONFIG"] = roles.tf_config(cluster_spec, self.role.job_name, self.role.task_index)
         status_read, status_write = os.pipe()
+        output_read, output_write = os.pipe()
         payload = {
             "fn": self.cfg["fn"], "error_path": str(self.error_path), "release_port": self.cfg["release_port"],
             "socket_fd": tf_socket.fileno(), "status_fd": status_write,
@@ -178,15 +170,20 @@ class Supervisor:
                     "task_index": self.role.task_index, "cluster_spec": cluster_spec,
                     "default_fs": self.cfg["default_fs"], "working_dir": self.cfg["working_dir"],
                     "host": host, "port": tf_socket.getsockname()[1], "cluster_id": self.cfg["cluster_id"],
-                    "log_dir": self.cfg["log_dir"], "gpus": self.cfg["gpus"]},
+                    "log_dir": self.cfg["log_dir"], "gpus": self.cfg["gpus"], "attempt": self.cfg["attempt"]},
         }
-        with open(self.log_path, "ab") as node_log:
-            self.child = subprocess.Popen(
-                [sys.executable, "-m", "sparkdl.node.tf_process"], stdin=subprocess.PIPE,
-                stdout=node_log, stderr=subprocess.STDOUT, cwd=self.cfg["working_dir"],
-                env=self.child_env(extra), pass_fds=(tf_socket.fileno(), status_write),
-                process_group=0)
+        self.child = subprocess.Popen(
+            # The arguments only label the process for `ps`: which cluster and node it is.
+            [sys.executable, "-m", "sparkdl.node.tf_process", "--cluster", self.cfg["cluster_id"],
+             "--node", self.role.label], stdin=subprocess.PIPE,
+            stdout=output_write, stderr=subprocess.STDOUT, cwd=self.cfg["working_dir"],
+            env=self.child_env(extra), pass_fds=(tf_socket.fileno(), status_write),
+            process_group=0)
         os.close(status_write)
+        os.close(output_write)
+        forward = (lambda lines: self.send({"type": "log", "lines": lines})) if self.cfg["stream_logs"] else None
+        self.node_log = NodeLog(self.log_path, output_read, forward)
+        self.node_log.start()
         self.child.stdin.write(pickle.dumps(payload))
         self.child.stdin.close()
         threading.Thread(target=self.relay_status, args=(status_read,), name="node-status", daemon=True).start()
@@ -202,7 +199,7 @@ class Supervisor:
                 self.send({"type": "status", **event})
 
     def receive_loop(self) -> None:
-        """Obey the driver's 'stop'; treat a lost driver as a stop too."""
+        """Obey the driver's 'stop' and 'stall'; treat a lost driver as a stop too."""
         while True:
             try:
                 message = self.channel.recv()
@@ -211,6 +208,48 @@ class Supervisor:
                 return
             if message.get("type") == "stop":
                 self.stop_child(float(message.get("grace_s", 0)))
+            elif message.get("type") == "stall":
+                self.end_stalled_child(message.get("reason", "made no progress"))
+
+    def on_anchor_exit(self) -> None:
+        """The Spark task or executor JVM that hosted this node is gone: end the node as failed."""
+        what = "Spark executor JVM" if self.cfg["feed"] else "Spark task process"
+        self.kill_child(f"its {what} (pid {self.cfg['anchor_pid']}) exited: the executor was lost or the task "
+                        "was killed", failure=True)
+
+    def end_stalled_child(self, reason: str) -> None:
+        """Dump the stalled node's Python stacks into its log, then kill it (a reported failure)."""
+        child = self.child
+        if child is None or child.poll() is not None:
+            return
+        self.stalled = True
+        size_before = self._log_size()
+        try:
+            os.kill(child.pid, signal.SIGUSR1)  # faulthandler in the TF process writes every thread's stack
+        except ProcessLookupError:
+            pass
+        # The dump is written by a signal handler in the node, so there is no event to wait on:
+        # poll (bounded) until the log grows, then give the handler a moment to finish.
+        deadline = time.monotonic() + STACK_DUMP_WAIT_S
+        while time.monotonic() < deadline and self._log_size() == size_before:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        self.stack_dump = self._read_log_from(size_before)
+        self.kill_child(reason, failure=True)
+
+    def _read_log_from(self, offset: int, max_bytes: int = 16384) -> str:
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(offset)
+                return log.read(max_bytes).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
 
     def stop_child(self, grace_s: float) -> None:
         """SIGTERM the TF process group, then SIGKILL after the grace period."""
@@ -224,10 +263,16 @@ class Supervisor:
         except subprocess.TimeoutExpired:
             self._signal_group(signal.SIGKILL)
 
-    def kill_child(self, reason: str) -> None:
-        """Kill the TF process group at once (its anchor or the driver is gone)."""
+    def kill_child(self, reason: str, failure: bool = False) -> None:
+        """Kill the TF process group at once (its anchor or the driver is gone, or it stalled).
+
+        ``failure`` makes the report say the node failed, with ``reason`` as the cause.
+        """
         print(f"sparkdl supervisor: {reason}; killing the TF process", file=sys.stderr, flush=True)
-        self.stop_requested.set()
+        if failure:
+            self.failure_cause = self.failure_cause or reason
+        else:
+            self.stop_requested.set()
         self._signal_group(signal.SIGKILL)
         if self.tensorboard is not None:
             self.tensorboard.kill()
@@ -251,20 +296,24 @@ class Supervisor:
             pass
         if self.tensorboard is not None:
             self.tensorboard.terminate()
+        self.node_log.finish()  # every line in the file and at the driver before the end is reported
+        failed = self.failure_cause is not None or (code != 0 and not self.stop_requested.is_set())
         report = {"type": "exited", "exit_code": code if code >= 0 else None,
                   "signal": signal.Signals(-code).name if code < 0 else None,
-                  "stopped": self.stop_requested.is_set(), "log_path": str(self.log_path)}
-        if code != 0 and not self.stop_requested.is_set():
+                  "stopped": not failed, "failed": failed, "cause": self.failure_cause or "",
+                  "stalled": self.stalled, "log_path": str(self.log_path)}
+        if failed:
             try:
                 report["traceback"] = json.loads(self.error_path.read_text())["traceback"]
             except (OSError, ValueError, KeyError):
-                report["traceback"] = ""
+                report["traceback"] = f"Python stacks of the node when it was stopped:\n{self.stack_dump}" \
+                    if self.stack_dump else ""
             report["log_tail"] = log_tail(self.log_path)
             report["hint"] = keras_policy.failure_hint(report["traceback"], self.child_env({}),
                                                        roles.count_workers(cluster_spec))
         self.send(report)
         self.channel.close()
-        return 0 if code == 0 or self.stop_requested.is_set() else 1
+        return 1 if failed else 0
 
 
 def main() -> int:

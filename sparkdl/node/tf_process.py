@@ -9,11 +9,15 @@ as JSON to the file the supervisor named before exiting with status 1.
 
 from __future__ import annotations
 
+import faulthandler
 import json
+import logging
 import os
 import pickle
+import signal
 import socket
 import sys
+import threading
 import traceback
 
 from . import keras_policy, watchdog
@@ -21,10 +25,17 @@ from .context import NodeContext
 
 
 def _status_writer(fd: int):
+    """A thread-safe writer of one-line JSON events to the supervisor (map_fun, tf.data threads)."""
     stream = os.fdopen(fd, "w", buffering=1)
+    lock = threading.Lock()
 
     def write(event: str, fields: dict) -> None:
-        stream.write(json.dumps({"event": event, **fields}) + "\n")
+        line = json.dumps({"event": event, **fields}, default=str) + "\n"
+        with lock:
+            try:
+                stream.write(line)
+            except (BrokenPipeError, ValueError):
+                pass  # the supervisor is gone; the parent watch ends this process
 
     return write
 
@@ -39,6 +50,12 @@ def main() -> int:
     watchdog.die_with_parent()
     parent = os.getppid()
     watchdog.watch_pid(parent, lambda: os._exit(70))
+    # The supervisor sends SIGUSR1 before stopping a stalled node: every thread's Python stack
+    # goes to the node log (written from the signal handler, so even a wedged node answers).
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    if not logging.getLogger().handlers:  # map_fun's logging reaches the node log (and the driver)
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     payload = pickle.load(sys.stdin.buffer)
     error_path = payload["error_path"]
@@ -57,6 +74,8 @@ def main() -> int:
                           feed_server=feed_server, **payload["ctx"])
         if feed_server is not None:
             feed_server.notify = ctx.report
+            feed_server.progress = lambda: ctx.report_progress(rows_received=feed_server.rows_received,
+                                                               rows_read=feed_server.rows_read)
             ctx.report("feed_ready", port=feed_server.address[1])
         warnings, error = keras_policy.startup_problems(os.environ, ctx.num_workers)
         for warning in warnings:

@@ -1,0 +1,173 @@
+"""One launch of a cluster's nodes: its coordinator, its Spark launch job, its feeder.
+
+A ``TFCluster`` runs one ``ClusterAttempt`` at a time; with ``max_restarts`` a failed attempt
+is torn down completely (nodes stopped, Spark jobs cancelled, sockets closed) and a fresh one
+takes its place, with a new secret and new ports. Nothing of an attempt outlives ``close()``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pyspark import InheritableThread, SparkContext
+
+from ..channel import new_secret
+from ..errors import ReservationTimeout
+from ..node.launch import LaunchSpec, launch_node, spark_partition_launcher
+from ..roles import NodeRole
+from .coordinator import Coordinator
+from .feeding import ClusterFeeder
+
+logger = logging.getLogger(__name__)
+
+ABORT_WAIT_S = 15.0
+
+
+@dataclass(frozen=True)
+class ClusterRequest:
+    """What ``TFCluster.run`` was asked to start: enough to launch it again."""
+
+    fn: bytes                       # cloudpickled (map_fun, tf_args)
+    roles: tuple[NodeRole, ...]
+    first_spark_node: int           # nodes before this one are ps nodes hosted by the driver
+    feeds: bool                     # InputMode.SPARK
+    tensorboard_executor: int | None
+    log_dir: str | None
+    reservation_timeout: float
+    release_port: bool
+    num_gpus: int | None
+    use_barrier: bool
+    set_tf_config: bool
+    feed_queue_bytes: int
+    stall_timeout: float | None
+    stream_logs: bool = True
+    env: dict = field(default_factory=dict)
+
+    @property
+    def spark_nodes(self) -> int:
+        """How many nodes the Spark launch job starts."""
+        return len(self.roles) - self.first_spark_node
+
+
+def driver_addresses(sc: SparkContext) -> tuple[str, str]:
+    """(bind, advertise): where the coordinator listens and the address nodes are told to use.
+
+    Nodes connect to ``spark.driver.host`` (resolved), as Spark's own executors do. The
+    coordinator binds that same address, unless ``spark.driver.bindAddress`` says otherwise
+    (e.g. 0.0.0.0 in a Kubernetes driver pod, where the advertised name is a service).
+    """
+    conf = sc.getConf()
+    host = conf.get("spark.driver.host") or socket.gethostname()
+    try:
+        advertise = socket.gethostbyname(host)
+    except OSError:
+        advertise = "127.0.0.1"
+    return conf.get("spark.driver.bindAddress") or advertise, advertise
+
+
+class ClusterAttempt:
+    """Launches and supervises one generation of a cluster's nodes (see the module docstring)."""
+
+    def __init__(self, sc: SparkContext, request: ClusterRequest, cluster_id: str, attempt: int):
+        self.sc = sc
+        self.request = request
+        self.cluster_id = cluster_id
+        self.attempt = attempt
+        self.secret = new_secret()
+        bind, advertise = driver_addresses(sc)
+        self.coordinator = Coordinator(list(request.roles), self.secret, bind, request.stall_timeout, advertise)
+        self.feeder = ClusterFeeder(sc, self.secret, self.coordinator, cluster_id)
+        self.job_group = f"sparkdl-{cluster_id}" + (f"-attempt{attempt}" if attempt else "")
+        self.launch_errors: list[BaseException] = []
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the launch job (and the driver-hosted ps nodes) in background threads."""
+        request = self.request
+        spec = LaunchSpec(
+            cluster_id=self.cluster_id, secret=self.secret, driver_address=self.coordinator.address,
+            roles=request.roles, fn=request.fn, detached=request.feeds, set_tf_config=request.set_tf_config,
+            release_port=request.release_port, reservation_timeout=request.reservation_timeout,
+            tensorboard_executor=request.tensorboard_executor, log_dir=request.log_dir,
+            default_fs=self.sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file://",
+            num_gpus=request.num_gpus, env=dict(request.env), feed_queue_bytes=request.feed_queue_bytes,
+            attempt=self.attempt, stream_logs=request.stream_logs)
+        for executor_id in range(request.first_spark_node):  # ps nodes hosted by the driver
+            self._start_thread(lambda i=executor_id: launch_node(spec, i, anchor_pid=os.getpid()),
+                               f"sparkdl-driver-ps-{executor_id}")
+        self._start_thread(lambda: self._launch_on_spark(spec), f"sparkdl-launch-{self.cluster_id}")
+
+    def _launch_on_spark(self, spec: LaunchSpec) -> None:
+        count = self.request.spark_nodes
+        attempt = f", attempt {self.attempt}" if self.attempt else ""
+        self.sc.setJobGroup(self.job_group, f"sparkdl: run {count} TensorFlow nodes (cluster {self.cluster_id}"
+                            f"{attempt})", interruptOnCancel=True)
+        rdd = self.sc.parallelize(range(count), count)
+        launcher = spark_partition_launcher(spec, self.request.first_spark_node)
+        (rdd.barrier().mapPartitions(launcher) if self.request.use_barrier else rdd.mapPartitions(launcher)).collect()
+
+    def _start_thread(self, target: Callable[[], Any], name: str) -> None:
+        def body() -> None:
+            try:
+                target()
+            except BaseException as exc:  # noqa: BLE001 - reported to the driver thread
+                self.launch_errors.append(exc)
+                self.coordinator.notify_external()
+
+        thread = InheritableThread(target=body, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def launch_error(self) -> BaseException | None:
+        """The first error of the launch job, if it failed."""
+        return self.launch_errors[0] if self.launch_errors else None
+
+    def wait_ready(self) -> None:
+        """Block until every node registered (and, when feeding, listens); raise otherwise."""
+        timeout = self.request.reservation_timeout
+        coordinator = self.coordinator
+        coordinator.wait_for_reservation(timeout, self.launch_error)
+        if not self.request.feeds:
+            return
+        data_nodes = self.feeder.data_nodes()
+        ready = coordinator.wait_until(
+            lambda c: all(n.feed_port or n.finished for n in data_nodes) or bool(c.failures), timeout)
+        if coordinator.failures:
+            raise coordinator.error("a node failed while starting")
+        if not ready:
+            missing = [n.role.label for n in data_nodes if not n.feed_port]
+            raise ReservationTimeout(f"the feed servers of {', '.join(missing)} did not start within {timeout:.0f} s")
+
+    def join(self, timeout: float) -> None:
+        """Wait for the launch threads; cancel the launch job if they do not end in time."""
+        for thread in self._threads:
+            thread.join(timeout)
+        if any(t.is_alive() for t in self._threads):
+            self.sc.cancelJobGroup(self.job_group)
+            for thread in self._threads:
+                thread.join(timeout)
+
+    def abort(self, reason: str) -> None:
+        """Stop every node now, cancel the Spark jobs, and close (used on errors and before a relaunch)."""
+        if self._closed:
+            return
+        logger.debug("sparkdl: aborting cluster %s: %s", self.cluster_id, reason)
+        self.coordinator.abort(reason)  # also stops every running node
+        self.coordinator.wait_until(lambda c: c.all_done(), ABORT_WAIT_S)
+        logger.debug("sparkdl: every node of cluster %s ended", self.cluster_id)
+        self.sc.cancelJobGroup(self.job_group)
+        self.sc.cancelJobGroup(self.feeder.job_group)
+        self.join(ABORT_WAIT_S)
+        self.close()
+        logger.debug("sparkdl: cluster %s closed", self.cluster_id)
+
+    def close(self) -> None:
+        """Release the coordinator's sockets and threads."""
+        self._closed = True
+        self.coordinator.close()

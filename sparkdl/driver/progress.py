@@ -1,0 +1,176 @@
+"""What the driver shows while ``cluster.train`` feeds: rows fed and read, epochs, partitions, the chief's loss.
+
+In a terminal it is a tqdm progress bar; anywhere else (Jupyter, spark-submit logs redirected
+to a file) it is one plain, readable line every ``interval_s`` seconds and at the end of each
+epoch, with no widgets. The figures come from the nodes' own progress reports (rows their
+feed server received and rows their ``DataFeed`` handed to ``map_fun``; step/loss from
+``ctx.progress_callback()``) and from Spark's
+status tracker (partitions of the feeding job). Turn it off with ``TFCluster.run(...,
+progress=False)`` or ``SPARKDL_PROGRESS=0``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import TextIO
+
+from pyspark import SparkContext
+
+from .coordinator import Coordinator, NodeState
+
+PLAIN_INTERVAL_S = 10.0
+BAR_INTERVAL_S = 0.5
+
+
+def progress_enabled(requested: bool | None) -> bool:
+    """The caller's choice, else ``SPARKDL_PROGRESS`` (on unless it is 0/false/no/off)."""
+    if requested is not None:
+        return bool(requested)
+    return os.environ.get("SPARKDL_PROGRESS", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty() and "ipykernel" not in sys.modules
+    except (AttributeError, ValueError):
+        return False
+
+
+class TrainProgress:
+    """Shows one ``cluster.train`` call's progress until closed (a context manager)."""
+
+    def __init__(self, sc: SparkContext, coordinator: Coordinator, nodes: list[NodeState], job_group: str,
+                 total_rows: int, epochs: int, stream: TextIO | None = None, interval_s: float | None = None):
+        self.sc = sc
+        self.coordinator = coordinator
+        self.nodes = nodes
+        self.job_group = job_group
+        self.total_rows = total_rows
+        self.epochs = epochs
+        self.epoch = 0
+        self.stream = stream or sys.stdout
+        self.terminal = _is_terminal(self.stream)
+        self.interval_s = interval_s or (BAR_INTERVAL_S if self.terminal else PLAIN_INTERVAL_S)
+        self._base = {n.role.executor_id: (int(n.metrics.get("rows_received", 0)), int(n.metrics.get("rows_read", 0)))
+                      for n in nodes}
+        self._started = time.monotonic()
+        self._stop = threading.Event()
+        self._bar = None
+        self._thread = threading.Thread(target=self._run, name="sparkdl-progress", daemon=True)
+
+    # -- figures --
+
+    def rows(self) -> tuple[int, int]:
+        """(fed, read) during this call: rows the data nodes received, and rows their map_funs read."""
+        fed = sum(int(n.metrics.get("rows_received", 0)) - self._base[n.role.executor_id][0] for n in self.nodes)
+        read = sum(int(n.metrics.get("rows_read", 0)) - self._base[n.role.executor_id][1] for n in self.nodes)
+        return fed, read
+
+    def partitions(self) -> tuple[int, int]:
+        """(completed, total) tasks of the latest feeding job, from Spark's status tracker."""
+        tracker = self.sc.statusTracker()
+        job_ids = tracker.getJobIdsForGroup(self.job_group)
+        if not job_ids:
+            return 0, 0
+        job = tracker.getJobInfo(max(job_ids))
+        done = total = 0
+        for stage_id in job.stageIds if job else []:
+            stage = tracker.getStageInfo(stage_id)
+            if stage:
+                done, total = done + stage.numCompletedTasks, total + stage.numTasks
+        return done, total
+
+    def chief_metrics(self) -> dict:
+        """The latest step/epoch/loss (and other metrics) the first data node reported."""
+        metrics = dict(self.nodes[0].metrics) if self.nodes else {}
+        for key in ("rows_read", "rows_received", "epoch_end"):
+            metrics.pop(key, None)
+        return metrics
+
+    def describe(self) -> str:
+        """The status line (without the bar)."""
+        done, total = self.partitions()
+        parts = [f"epoch {min(self.epoch + 1, self.epochs)}/{self.epochs}", f"partitions {done}/{total}"]
+        chief = self.chief_metrics()
+        if chief:
+            shown = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
+                              for key, value in chief.items())
+            parts.append(f"{self.nodes[0].role.label}: {shown}")
+        return " · ".join(parts)
+
+    # -- display --
+
+    def start(self) -> "TrainProgress":
+        """Begin showing progress."""
+        if self.terminal:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total_rows, unit="rows", unit_scale=True, desc="sparkdl train",
+                             file=self.stream, dynamic_ncols=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.render()
+
+    def render(self, final: bool = False) -> None:
+        """Draw the bar, or print a plain line."""
+        fed, read = self.rows()
+        fed = self.total_rows if final else min(fed, self.total_rows)
+        if self._bar is not None:
+            self._bar.n = fed
+            self._bar.set_postfix_str(f"{read:,} read · {self.describe()}", refresh=True)
+            return
+        percent = 100.0 * fed / self.total_rows if self.total_rows else 100.0
+        elapsed = time.monotonic() - self._started
+        state = "fed" if final else f"{percent:.0f}%"
+        print(f"sparkdl train [{state}]: {fed:,}/{self.total_rows:,} rows fed, {read:,} read · {self.describe()} · "
+              f"{elapsed:.0f} s", file=self.stream, flush=True)
+
+    def epoch_done(self, epoch: int) -> None:
+        """Note the end of feeding epoch ``epoch`` (0-based) and show it at once."""
+        self.epoch = epoch + 1
+        if self._bar is None and self.epoch < self.epochs:
+            self.render()
+
+    def close(self, succeeded: bool) -> None:
+        """Stop the display; a final line (or bar refresh) when the call succeeded."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)
+        if succeeded:
+            self.render(final=True)
+        if self._bar is not None:
+            self._bar.close()
+
+    def __enter__(self) -> "TrainProgress":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(exc_type is None)
+
+
+class NodeOutputPrinter:
+    """Prints the lines nodes forward to the driver, each prefixed with the node's role:index.
+
+    Lines from several nodes arrive on several threads; each batch is written in one piece.
+    """
+
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream
+        self._lock = threading.Lock()
+
+    def __call__(self, node: NodeState, lines: list[str]) -> None:
+        """Print ``lines`` from ``node``."""
+        if not lines:
+            return
+        prefix = f"[{node.role.label}] "
+        text = "".join(prefix + line + "\n" for line in lines)
+        with self._lock:
+            stream = self.stream or sys.stdout  # looked up late: notebooks swap sys.stdout per cell
+            stream.write(text)
+            stream.flush()

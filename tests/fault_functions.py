@@ -1,0 +1,153 @@
+"""``map_fun``s that inject faults into running TF nodes, for the reliability tests.
+
+Each victim records when it injects its fault (``fault.json``: wall-clock time, pid) so the
+test can measure how long the driver took to raise. Nodes that are not victims keep
+"training" until sparkdl stops them; they give up by themselves after a bounded time so a
+bug cannot leave them running forever.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+GIVE_UP_S = 120.0
+STEP_S = 0.02
+
+
+def _record(args, name: str, **fields) -> None:
+    (Path(args["out"]) / f"{name}.json").write_text(json.dumps({"time": time.time(), "pid": os.getpid(), **fields}))
+
+
+def _inject(args, ctx) -> None:
+    fault = args["fault"]
+    _record(args, "fault", fault=fault, node=f"{ctx.job_name}:{ctx.task_index}")
+    if fault == "raise":
+        raise RuntimeError(f"injected fault in {ctx.job_name}:{ctx.task_index} (sentinel c0ffee)")
+    if fault == "exit":
+        os._exit(1)
+    if fault == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault == "hang":
+        stuck_inside_a_training_step()
+
+
+def stuck_inside_a_training_step() -> None:
+    """Sleep 'forever' (bounded), as a node wedged in a collective or an I/O call would."""
+    time.sleep(GIVE_UP_S * 10)
+
+
+def fault_during_training(args, ctx):
+    """Train-like loop on every node; the node numbered ``args['victim']`` injects ``args['fault']``.
+
+    InputMode.SPARK (``args['spark']``): the loop reads the feed, and the victim faults after
+    its first batches. InputMode.TENSORFLOW: the loop heartbeats (``ctx.heartbeat()``).
+    ``fault='none'`` injects nothing but writes ``ready-<node>.json`` once training is under
+    way, for faults the test injects from outside (killing an executor JVM).
+    """
+    feed = ctx.get_data_feed() if args.get("spark") else None
+    victim = ctx.executor_id == args["victim"]
+    deadline = time.monotonic() + GIVE_UP_S
+    steps = 0
+    while time.monotonic() < deadline:
+        if feed is not None:
+            if feed.should_stop():
+                return
+            feed.next_batch(32)
+        else:
+            ctx.heartbeat()
+            time.sleep(STEP_S)  # a stand-in for a training step
+        steps += 1
+        if steps == 5:
+            _record(args, f"ready-{ctx.executor_id}", tf_pid=os.getpid())
+            if victim and args["fault"] != "none":
+                _inject(args, ctx)
+
+
+def parameter_server_training(args, ctx):
+    """ParameterServerStrategy: ps and worker serve; the chief trains long and marks when it started."""
+    if ctx.job_name in ("ps", "worker"):
+        _record(args, f"ready-{ctx.executor_id}", tf_pid=os.getpid(), job=ctx.job_name)
+        ctx.serve()
+        return
+    import numpy as np
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
+
+    def dataset_fn(_input_context):
+        x = np.random.default_rng(1).random((256, 4)).astype("float32")
+        return tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).repeat().batch(32)
+
+    class MarkTraining(tf.keras.callbacks.Callback):  # epoch-level: PSStrategy refuses batch hooks
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 0:
+                _record(args, "chief-training")
+
+    model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=1000, steps_per_epoch=20,
+              verbose=0, callbacks=[MarkTraining()])
+
+
+def resumable_fit(args, ctx):
+    """MWMS model.fit with ``ctx.backup_and_restore``; on the first attempt worker:0 dies mid-training.
+
+    Every node records the epoch it starts at on each attempt (``start-attempt<k>-node<N>.json``),
+    so the test can see the relaunch resume from the saved epoch instead of epoch 0.
+    """
+    import numpy as np
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8)).astype("float32")
+    y = (x.sum(axis=1) > 0).astype("int64")
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).with_options(options)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(8, activation="relu"),
+                                     tf.keras.layers.Dense(2)])
+        model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    crash_after = args["crash_after_epoch"]
+    backup_dir = args["backup_dir"]
+
+    class Observe(tf.keras.callbacks.Callback):
+        started = None
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if Observe.started is None:
+                Observe.started = epoch
+                _record(args, f"start-attempt{ctx.attempt}-node{ctx.executor_id}", epoch=epoch)
+
+        def on_epoch_end(self, epoch, logs=None):
+            _record(args, f"epoch-attempt{ctx.attempt}-node{ctx.executor_id}", epoch=epoch)
+            if ctx.attempt == 0 and epoch == crash_after and ctx.job_name == "worker":
+                # Die only once the chief has backed up this epoch (bounded wait).
+                _wait_for_epoch_record(args, f"epoch-attempt0-node{args['chief']}", epoch)
+                _record(args, "fault", fault="exit", node=f"{ctx.job_name}:{ctx.task_index}")
+                os._exit(1)
+
+    # BackupAndRestore must run before Observe at each epoch end, so the backup exists first.
+    model.fit(dataset, epochs=args["epochs"], verbose=0, callbacks=[ctx.backup_and_restore(backup_dir), Observe()])
+    _record(args, f"done-attempt{ctx.attempt}-node{ctx.executor_id}")
+
+
+def _wait_for_epoch_record(args, name: str, epoch: int, timeout_s: float = 60.0) -> None:
+    """Poll (bounded) until another node recorded the end of ``epoch``."""
+    path = Path(args["out"]) / f"{name}.json"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(path.read_text())["epoch"] >= epoch:
+                return
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.05)

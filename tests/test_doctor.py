@@ -1,0 +1,100 @@
+"""``sparkdl --version`` / ``python -m sparkdl``: the stack report, run as users run it (a subprocess)."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sparkdl
+
+pytestmark = pytest.mark.timeout(180)
+
+PACKAGE_DIR = Path(sparkdl.__file__).resolve().parent
+
+
+def _doctor(*args: str, tmp_path: Path, env: dict[str, str] | None = None, command: list[str] | None = None,
+            expect_rc: int = 0) -> str:
+    result = subprocess.run(command or [sys.executable, "-m", "sparkdl", *args], cwd=tmp_path,
+                            env=env or dict(os.environ), capture_output=True, text=True, timeout=150)
+    assert result.returncode == expect_rc, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def _field(report: str, name: str) -> str:
+    match = re.search(rf"^{re.escape(name)}:\s+(.*)$", report, re.M)
+    assert match, f"no {name!r} line in:\n{report}"
+    return match.group(1)
+
+
+def test_report_names_every_component_without_importing_tensorflow(tmp_path):
+    code = ("import sys; from sparkdl.__main__ import main; rc = main([]); "
+            "print('TF IMPORTED' if 'tensorflow' in sys.modules else 'tf not imported'); sys.exit(rc)")
+    report = _doctor(tmp_path=tmp_path, command=[sys.executable, "-c", code])
+    assert report.splitlines()[-1] == "tf not imported", report
+    assert _field(report, "sparkdl") == f"{sparkdl.__version__} ({PACKAGE_DIR})"
+    assert _field(report, "python").endswith(f"({sys.executable})")
+    import pyspark
+
+    assert _field(report, "pyspark").startswith(pyspark.__version__)
+    for name in ("tensorflow", "tf-keras", "keras", "pyarrow", "pandas", "numpy", "java", "gpus", "node keras"):
+        assert _field(report, name), name
+    assert re.search(r"version \"\d+", _field(report, "java")), report
+
+
+def test_console_script_and_module_print_the_same_report(tmp_path):
+    console = Path(sys.executable).parent / "sparkdl"
+    assert console.exists(), "the sparkdl console script is not installed next to this Python"
+    by_script = _doctor(tmp_path=tmp_path, command=[str(console), "--version"])
+    by_module = _doctor(tmp_path=tmp_path)
+    assert by_script.splitlines()[0] == by_module.splitlines()[0]
+    assert [line.split(":")[0] for line in by_script.splitlines()] == \
+        [line.split(":")[0] for line in by_module.splitlines()]
+
+
+def test_node_keras_follows_tf_use_legacy_keras(tmp_path):
+    default_env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    default = _doctor(tmp_path=tmp_path, env=default_env)
+    assert re.match(r"tf-keras \S+ \(TF_USE_LEGACY_KERAS=1, sparkdl's default\)", _field(default, "node keras"))
+    assert "keras-team/keras#20585" not in default
+
+    keras3 = _doctor(tmp_path=tmp_path, env={**default_env, "TF_USE_LEGACY_KERAS": "0"})
+    assert re.match(r"Keras 3 \S+ \(TF_USE_LEGACY_KERAS=0, set in this environment\)", _field(keras3, "node keras"))
+    assert re.search(r"^note: .*keras-team/keras#20585", keras3, re.M), keras3
+
+
+def test_gpu_line_counts_nvidia_smi_gpus_and_shows_cuda_visible_devices(tmp_path):
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    fake = fake_bin / "nvidia-smi"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = -L ] || exit 3\n"
+                    "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)'\n"
+                    "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "1"}
+    report = _doctor(tmp_path=tmp_path, env=env)
+    assert _field(report, "gpus") == "2 NVIDIA GPUs (nvidia-smi -L); CUDA_VISIBLE_DEVICES='1'"
+
+    no_gpu_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
+                                  if not (Path(p) / "nvidia-smi").exists())
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    report = _doctor(tmp_path=tmp_path, env={**env, "PATH": no_gpu_path})
+    assert _field(report, "gpus") == "no NVIDIA GPU visible (nvidia-smi not found); CUDA_VISIBLE_DEVICES unset"
+
+
+def test_missing_java_is_reported_as_a_problem(tmp_path):
+    report = _doctor(tmp_path=tmp_path, env={**os.environ, "JAVA_HOME": str(tmp_path / "no-such-jdk")})
+    assert _field(report, "java") == "not found"
+    assert re.search(r"^note: no java on JAVA_HOME=.*no-such-jdk: PySpark 4 needs Java 17", report, re.M), report
+
+
+def test_check_tf_imports_tensorflow_like_a_node_and_lists_devices(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    report = _doctor("--check-tf", tmp_path=tmp_path, env=env)
+    assert re.search(r"^tf check: tensorflow 2\.\d+\.\S+ imported; tf\.keras is tf_keras 2\.", report, re.M), report
+    assert re.search(r"^tf check: \d+ device\(s\): .*/physical_device:CPU:0 \(CPU\)", report, re.M), report

@@ -1,0 +1,115 @@
+"""What the user sees at the driver: node output with role:index prefixes (every line, in order),
+progress of ``cluster.train`` (rows, epochs, partitions, the chief's loss), and Spark jobs named
+after what sparkdl does."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+import node_functions as nf
+from sparkdl import TFCluster
+from sparkdl.driver.progress import TrainProgress
+
+pytestmark = pytest.mark.timeout(300)
+SPARK = TFCluster.InputMode.SPARK
+LINES = 3000
+
+
+def _node_lines(text: str, label: str) -> list[str]:
+    prefix = f"[{label}] "
+    return [line[len(prefix):] for line in text.splitlines() if line.startswith(prefix)]
+
+
+def test_every_line_of_node_output_reaches_the_driver_with_its_role_prefix(sc2, tmp_path, capsys):
+    cluster = TFCluster.run(sc2, nf.chatty, {"out": str(tmp_path), "lines": LINES}, 2)
+    cluster.shutdown(timeout=120)
+    printed = capsys.readouterr().out
+    for label in ("chief:0", "worker:0"):
+        lines = _node_lines(printed, label)
+        for stream in ("stdout", "stderr"):
+            numbered = [line for line in lines if line.startswith(f"{stream} line ")]
+            assert numbered == [f"{stream} line {i} of {label}" for i in range(LINES)], f"{label} {stream}"
+        assert any(re.search(rf"INFO user: logging line of {label}$", line) for line in lines), \
+            "Python logging in map_fun reaches the driver"
+        assert lines[-1] == f"last words of {label} (no newline)"
+    for node in cluster.cluster_info:  # the node's log file keeps everything too
+        assert open(node["log_path"]).read().count(" line ") >= 2 * LINES
+
+
+def test_node_output_can_stay_in_the_node_logs(sc2, tmp_path, capsys):
+    cluster = TFCluster.run(sc2, nf.chatty, {"out": str(tmp_path), "lines": 10}, 2, log_to_driver=False)
+    cluster.shutdown(timeout=120)
+    assert "[chief:0]" not in capsys.readouterr().out
+    assert "stdout line 9 of chief:0" in open(cluster.cluster_info[0]["log_path"]).read()
+
+
+def test_train_shows_rows_epochs_partitions_and_the_chief_loss(sc2, tmp_path, capsys):
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()
+    frame = spark.createDataFrame([([float(i % 3), 1.0, 0.5, -1.0], float(i % 3)) for i in range(2000)],
+                                  "x array<float>, y double").repartition(4)
+    args = {"out": str(tmp_path), "batch": 32, "epochs": 3, "progress_callback": True}
+    cluster = TFCluster.run(sc2, nf.fit_from_feed, args, 2, input_mode=SPARK, progress=True)
+    cluster.train(frame, num_epochs=3)
+    cluster.shutdown(timeout=180)
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if line.startswith("sparkdl train")]
+    assert lines[-1].startswith("sparkdl train [fed]: 6,000/6,000 rows fed"), lines
+    assert any("epoch 2/3" in line for line in lines) and "epoch 3/3" in lines[-1]
+    assert all(re.search(r"partitions \d+/\d+", line) for line in lines)
+    assert any(re.search(r"chief:0: .*loss \d", line) for line in lines), lines
+
+
+def test_progress_can_be_turned_off(sc2, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SPARKDL_PROGRESS", "0")
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 1)
+    cluster.shutdown(timeout=120)
+    assert "sparkdl train" not in capsys.readouterr().out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_a_progress_bar(sc2):
+    """TrainProgress draws a tqdm bar on a terminal; a fake tty stands in for one (no real
+    terminal exists under pytest). The nodes here are the cluster's real NodeState objects."""
+    from sparkdl.driver.coordinator import NodeState
+    from sparkdl.roles import NodeRole
+
+    node = NodeState(NodeRole(0, "chief", 0), metrics={"rows_received": 0, "rows_read": 0})
+    stream = _Terminal()
+    progress = TrainProgress(sc2, coordinator=None, nodes=[node], job_group="none", total_rows=1000, epochs=2,
+                             stream=stream)
+    progress.start()
+    node.metrics.update(rows_received=400, rows_read=300, step=7, loss=0.25)
+    progress.render()
+    progress.close(succeeded=True)
+    drawn = stream.getvalue()
+    assert "sparkdl train" in drawn and "1.00k/1.00k" in drawn, drawn
+    assert "chief:0: step 7, loss 0.25" in drawn
+
+
+def test_spark_jobs_are_named_after_what_sparkdl_does(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK, progress=False)
+    cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 2)
+    cluster.shutdown(timeout=120)
+    store = sc2._jsc.sc().statusStore()
+    jobs = store.jobsList(None)
+    described = {}
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        group = job.jobGroup()
+        if group.isDefined() and cluster.cluster_id in group.get():
+            described[job.jobId()] = (group.get(), job.description().get() if job.description().isDefined() else "")
+    texts = [f"{group} | {text}" for group, text in described.values()]
+    assert any(f"sparkdl-{cluster.cluster_id} | sparkdl: run 2 TensorFlow nodes (cluster {cluster.cluster_id})"
+               in t for t in texts), texts
+    assert any("sparkdl: count rows per partition" in t for t in texts), texts
+    assert any("sparkdl: feed epoch 2/2 to 2 TF nodes" in t for t in texts), texts

@@ -1,0 +1,234 @@
+"""Faults surface at the driver fast, with the cause, and leave nothing behind.
+
+For each fault the test measures the time from the fault (recorded by the node, or by the
+test when it kills something) to the exception at the driver, asserts it is under 10 s, and
+that the exception names the node (role:index, node number, host, Spark executor) and carries
+its traceback or exit status plus the tail of its log. After each: no process of the cluster
+is left (process table), its ports are free, and the same SparkContext runs a new cluster.
+
+Detection times are printed (``pytest -s``) and appended to ``$SPARKDL_FAULT_REPORT`` when set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+import fault_functions as ff
+import node_functions as nf
+from sparkdl import ClusterError, NodeStalled, TFCluster
+
+pytestmark = pytest.mark.timeout(240)
+SPARK = TFCluster.InputMode.SPARK
+DETECTION_LIMIT_S = 10.0
+POLL_S = 0.05
+
+
+def _wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(POLL_S)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def _read(tmp_path: Path, name: str) -> dict:
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def _report(case: str, seconds: float) -> None:
+    line = f"fault detection: {case}: {seconds:.2f} s"
+    print(line)
+    if os.environ.get("SPARKDL_FAULT_REPORT"):
+        with open(os.environ["SPARKDL_FAULT_REPORT"], "a") as out:
+            out.write(line + "\n")
+
+
+def cluster_processes(cluster_id: str) -> list[psutil.Process]:
+    """Every live process started for this cluster (supervisors and TF processes carry its id)."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if cluster_id in " ".join(process.info["cmdline"] or []) and \
+                    process.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _bindable(host: str, port: int) -> bool:
+    """Whether a server could listen on the port now (SO_REUSEADDR, as servers use: TIME_WAIT
+    remnants of closed connections are not a leak, a live listener is)."""
+    probe = socket.socket()
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        probe.bind((host, port))
+        probe.listen()
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+def assert_nothing_left(cluster, sc, tmp_path: Path) -> None:
+    """No process of the cluster, its ports free, and the SparkContext runs a new cluster."""
+    cluster.shutdown(timeout=60)  # a no-op when the failure already stopped everything
+    _wait_for(lambda: not cluster_processes(cluster.cluster_id), 15,
+              f"the processes of cluster {cluster.cluster_id} to end: {cluster_processes(cluster.cluster_id)}")
+    addresses = [(n.host, n.port) for n in cluster._coordinator.nodes.values() if n.port]
+    addresses += [(n.host, n.feed_port) for n in cluster._coordinator.nodes.values() if n.feed_port]
+    addresses.append(cluster._coordinator.address)
+    assert addresses
+    _wait_for(lambda: all(_bindable(h, p) for h, p in addresses), 15, f"ports {addresses} to be free")
+    out = tmp_path / "after"
+    out.mkdir()
+    TFCluster.run(sc, nf.describe_node, {"out": str(out)}, 2, executor_wait_timeout=90).shutdown(timeout=120)
+    assert len(list(out.glob("node*.json"))) == 2
+
+
+def assert_names_the_node(error: ClusterError, label: str) -> None:
+    failure = error.failures[0]
+    assert failure.label == label
+    assert failure.host and failure.spark_executor, failure
+    text = str(error)
+    assert f"node {label} (node #{failure.executor_id}) on host {failure.host}" in text
+    assert f"Spark executor {failure.spark_executor}" in text
+    assert failure.log_tail, "the error must quote the tail of the node's log"
+
+
+def _feed_rdd(sc, rows: int = 200_000, partitions: int = 4):
+    return sc.parallelize(range(rows), partitions).map(lambda i: ([float(i % 5), 1.0], float(i % 2)))
+
+
+@pytest.mark.parametrize("fault", ["raise", "exit", "sigkill"])
+def test_node_fault_while_fed_is_raised_at_once(sc2, tmp_path, fault):
+    args = {"out": str(tmp_path), "victim": 1, "fault": fault, "spark": True}
+    cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, input_mode=SPARK)
+    with pytest.raises(ClusterError) as caught:
+        cluster.train(_feed_rdd(sc2), num_epochs=5, feed_timeout=300)
+    detected = time.time() - _read(tmp_path, "fault")["time"]
+    _report(f"SPARK mode, map_fun {fault}", detected)
+    assert detected < DETECTION_LIMIT_S
+    assert_names_the_node(caught.value, "worker:0")
+    failure = caught.value.failures[0]
+    if fault == "raise":
+        assert "injected fault in worker:0 (sentinel c0ffee)" in failure.traceback
+    elif fault == "exit":
+        assert failure.exit_code == 1 and "exited with code 1" in str(caught.value)
+    else:
+        assert failure.signal == "SIGKILL" and "killed by SIGKILL" in str(caught.value)
+    assert_nothing_left(cluster, sc2, tmp_path)
+
+
+def test_map_fun_raising_in_tensorflow_mode_is_raised_at_once(sc2, tmp_path):
+    args = {"out": str(tmp_path), "victim": 1, "fault": "raise"}
+    cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2)
+    with pytest.raises(ClusterError) as caught:
+        cluster.shutdown(timeout=120)
+    detected = time.time() - _read(tmp_path, "fault")["time"]
+    _report("TENSORFLOW mode, map_fun raises", detected)
+    assert detected < DETECTION_LIMIT_S
+    assert_names_the_node(caught.value, "worker:0")
+    assert "injected fault in worker:0 (sentinel c0ffee)" in caught.value.failures[0].traceback
+    assert_nothing_left(cluster, sc2, tmp_path)
+
+
+def test_node_that_stops_reading_its_feed_is_stopped_by_feed_timeout(sc2, tmp_path):
+    args = {"out": str(tmp_path), "victim": 1, "fault": "hang", "spark": True}
+    cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, input_mode=SPARK)
+    feed_timeout = 5
+    with pytest.raises(NodeStalled) as caught:
+        cluster.train(_feed_rdd(sc2, rows=2_000_000, partitions=8), num_epochs=3, feed_timeout=feed_timeout)
+    late = time.time() - _read(tmp_path, "fault")["time"] - feed_timeout
+    _report(f"SPARK mode, node hangs (after feed_timeout={feed_timeout} s)", late)
+    assert late < DETECTION_LIMIT_S
+    assert_names_the_node(caught.value, "worker:0")
+    failure = caught.value.failures[0]
+    assert "made no progress for" in failure.cause and "feed_timeout" in failure.cause
+    assert "stuck_inside_a_training_step" in failure.traceback, "the stall report must show the node's stack"
+    assert_nothing_left(cluster, sc2, tmp_path)
+
+
+def test_hung_node_is_stopped_by_stall_timeout_in_tensorflow_mode(sc2, tmp_path):
+    args = {"out": str(tmp_path), "victim": 0, "fault": "hang"}
+    cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, stall_timeout=5)
+    with pytest.raises(NodeStalled) as caught:
+        cluster.shutdown(timeout=120)
+    late = time.time() - _read(tmp_path, "fault")["time"] - 5
+    _report("TENSORFLOW mode, node hangs (after stall_timeout=5 s)", late)
+    assert late < DETECTION_LIMIT_S
+    assert_names_the_node(caught.value, "chief:0")
+    assert "stall_timeout=5 s" in caught.value.failures[0].cause
+    assert "stuck_inside_a_training_step" in caught.value.failures[0].traceback
+    assert_nothing_left(cluster, sc2, tmp_path)
+
+
+def _executor_jvm(pid: int) -> psutil.Process:
+    for parent in psutil.Process(pid).parents():
+        if parent.name().startswith("java"):
+            return parent
+    raise AssertionError(f"no executor JVM above pid {pid}")
+
+
+@pytest.mark.parametrize("mode", ["SPARK", "TENSORFLOW"])
+def test_executor_lost_during_training_is_raised_at_once(sc2, tmp_path, mode):
+    spark_mode = mode == "SPARK"
+    args = {"out": str(tmp_path), "victim": -1, "fault": "none", "spark": spark_mode}
+    cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, input_mode=SPARK if spark_mode else 0)
+    killed = {}
+
+    def kill_executor_of_node_1() -> None:
+        ready = _wait_for(lambda: (tmp_path / "ready-1.json").exists() and _read(tmp_path, "ready-1"), 60,
+                          "node 1 to be training")
+        jvm = _executor_jvm(ready["tf_pid"]) if not spark_mode else \
+            psutil.Process(cluster._coordinator.nodes[1].anchor_pid)
+        assert jvm.name().startswith("java")
+        killed["time"] = time.time()
+        jvm.send_signal(signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_executor_of_node_1, daemon=True)
+    killer.start()
+    with pytest.raises(ClusterError) as caught:
+        if spark_mode:
+            cluster.train(_feed_rdd(sc2, rows=4_000_000, partitions=8), num_epochs=5, feed_timeout=300)
+        else:
+            cluster.shutdown(timeout=120)
+    killer.join(60)
+    detected = time.time() - killed["time"]
+    _report(f"{mode} mode, executor JVM killed", detected)
+    assert detected < DETECTION_LIMIT_S
+    failure = caught.value.failures[0]
+    assert failure.label == "worker:0" and failure.host and failure.spark_executor
+    # The node's supervisor either saw its anchor (task or JVM) die, or died with it.
+    assert "executor" in failure.cause and "lost" in failure.cause, failure
+    assert_nothing_left(cluster, sc2, tmp_path)  # Spark replaces the lost executor; the new cluster waits for it
+
+
+def test_parameter_server_death_under_ps_strategy_is_raised_at_once(sc3, tmp_path):
+    args = {"out": str(tmp_path)}
+    cluster = TFCluster.run(sc3, ff.parameter_server_training, args, 3, num_ps=1)
+    _wait_for(lambda: (tmp_path / "chief-training.json").exists(), 120, "the chief to be training")
+    ps_pid = _read(tmp_path, "ready-0")["pid"]
+    assert cluster._coordinator.nodes[0].role.job_name == "ps"
+    killed_at = time.time()
+    os.kill(ps_pid, signal.SIGKILL)
+    with pytest.raises(ClusterError) as caught:
+        cluster.shutdown(timeout=120)
+    detected = time.time() - killed_at
+    _report("TENSORFLOW mode, ps killed under ParameterServerStrategy", detected)
+    assert detected < DETECTION_LIMIT_S
+    failure = caught.value.failures[0]
+    assert failure.label == "ps:0" and failure.signal == "SIGKILL" and failure.spark_executor
+    assert_nothing_left(cluster, sc3, tmp_path)

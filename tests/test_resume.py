@@ -1,0 +1,64 @@
+"""Long trainings survive a failure: ``max_restarts`` relaunches the cluster, which resumes from
+the last epoch saved by ``ctx.backup_and_restore`` (Keras BackupAndRestore), not from zero."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import fault_functions as ff
+import node_functions as nf
+from sparkdl import ClusterError, TFCluster
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _read(tmp_path: Path, name: str) -> dict:
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
+def test_relaunch_resumes_model_fit_from_the_saved_epoch(sc2, tmp_path):
+    epochs, crash_after = 6, 2
+    args = {"out": str(tmp_path), "backup_dir": str(tmp_path / "backup"), "epochs": epochs,
+            "crash_after_epoch": crash_after, "chief": 0}
+    cluster = TFCluster.run(sc2, ff.resumable_fit, args, 2, max_restarts=1)
+    cluster.shutdown(timeout=240)
+
+    assert cluster.restarts == 1
+    survived = cluster.failures_survived[0].failures[0]
+    assert survived.label == "worker:0" and survived.exit_code == 1
+    for node in (0, 1):
+        assert _read(tmp_path, f"start-attempt0-node{node}")["epoch"] == 0
+        # The relaunch starts right after the last epoch the first attempt completed and saved.
+        assert _read(tmp_path, f"start-attempt1-node{node}")["epoch"] == crash_after + 1
+        assert _read(tmp_path, f"epoch-attempt1-node{node}")["epoch"] == epochs - 1
+        assert (tmp_path / f"done-attempt1-node{node}.json").exists()
+    assert not (tmp_path / "done-attempt0-node0.json").exists()
+
+
+def test_restarts_are_bounded_then_the_failure_is_raised(sc2, tmp_path):
+    args = {"out": str(tmp_path), "victim": 1, "fault": "raise"}
+    cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, max_restarts=1)
+    with pytest.raises(ClusterError, match="sentinel c0ffee"):
+        cluster.shutdown(timeout=120)
+    assert cluster.restarts == 1 and len(cluster.failures_survived) == 1
+
+
+def test_spark_mode_relaunch_feeds_the_whole_train_call_again(sc2, tmp_path):
+    args = {"out": str(tmp_path), "batch": 50, "fail_on_attempt": 0, "victim": 1}
+    cluster = TFCluster.run(sc2, nf.count_feed_failing_once, args, 2, input_mode=TFCluster.InputMode.SPARK,
+                            max_restarts=1)
+    cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 4), num_epochs=2)
+    cluster.shutdown(timeout=120)
+    assert cluster.restarts == 1
+    rows = [json.loads(p.read_text())["rows"] for p in tmp_path.glob("node*-attempt1.json")]
+    assert rows == [1000, 1000], "after the relaunch each node reads its full share of every epoch"
+
+
+def test_max_restarts_is_validated(sc2, tmp_path):
+    with pytest.raises(ValueError, match="max_restarts"):
+        TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2, max_restarts=-1)
+    with pytest.raises(ValueError, match="stall_timeout"):
+        TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2, stall_timeout=0)

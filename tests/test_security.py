@@ -1,0 +1,154 @@
+"""Security on a live cluster: peers must prove the cluster's secret before anything is parsed,
+nothing is ever unpickled from a socket, sockets bind one deliberate address, the secret never
+reaches logs or errors, and each cluster (and user) writes its files to its own place."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import socket
+import stat
+import tempfile
+from pathlib import Path
+
+import psutil
+import pytest
+
+import node_functions as nf
+from sparkdl import ClusterError, TFCluster
+from sparkdl.channel import AuthenticationError, connect, new_secret
+from sparkdl.feed.feeder import FeedTarget
+from sparkdl.node.launch import user_root
+from test_faults import cluster_processes
+
+pytestmark = pytest.mark.timeout(240)
+SPARK = TFCluster.InputMode.SPARK
+
+
+class _Canary:
+    """Unpickling this creates a file: proof that a peer's bytes were (or were not) unpickled."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def _send_raw(address, payload: bytes) -> bytes:
+    """Connect, send bytes without any handshake, return whatever comes back before the close."""
+    with socket.create_connection(address, timeout=15) as sock:
+        sock.sendall(payload)
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        try:
+            while chunk := sock.recv(4096):
+                received += chunk
+        except OSError:
+            pass
+        return received
+
+
+def test_unauthenticated_and_pickled_input_is_rejected_and_never_unpickled(sc2, tmp_path):
+    canary = tmp_path / "canary"
+    out = tmp_path / "out"
+    out.mkdir()
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(out)}, 2, input_mode=SPARK)
+    endpoints = [cluster._coordinator.address] + [(n.host, n.feed_port) for n in cluster._coordinator.nodes.values()]
+    assert len(endpoints) == 3
+    for address in endpoints:
+        reply = _send_raw(address, pickle.dumps(_Canary(str(canary))))
+        assert b"SPARKDL" in reply[:16], "the peer only ever gets the server's challenge"
+        with pytest.raises(AuthenticationError):
+            connect(address, new_secret(), timeout=10)
+    assert cluster._coordinator.rejected_connections == 2
+    cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 1)  # the cluster is unharmed
+    cluster.shutdown(timeout=120)
+    assert not canary.exists(), "bytes from an unauthenticated peer were unpickled"
+    assert sorted(json.loads(p.read_text())["rows"] for p in out.glob("node*.json")) == [50, 50]
+    for node in cluster.cluster_info:  # each node's feed server saw and logged both rejections
+        assert open(node["log_path"]).read().count("rejected a connection") == 2
+
+
+def test_listening_sockets_bind_one_deliberate_address(sc2, tmp_path):
+    flag_out = tmp_path / "out"
+    flag_out.mkdir()
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(flag_out)}, 2, input_mode=SPARK)
+    try:
+        listening = []
+        for process in cluster_processes(cluster.cluster_id):
+            listening += [c.laddr for c in process.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
+        assert len(listening) >= 2, "each node runs a feed server"
+        assert all(addr.ip not in ("0.0.0.0", "::") for addr in listening), listening
+        assert cluster._coordinator.address[0] not in ("0.0.0.0", "::")
+    finally:
+        cluster.shutdown(timeout=120)
+
+
+def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog):
+    import pyspark
+
+    caplog.set_level("DEBUG", logger="sparkdl")
+    cluster = TFCluster.run(sc2, nf.fail_after_first_batch, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    secret = cluster._secret
+    with pytest.raises(ClusterError) as caught:
+        cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 2), 1)
+    texts = {"error": str(caught.value), "driver log": caplog.text, "cluster repr": repr(vars(cluster)),
+             "feed target repr": repr(FeedTarget(secret, (("h", 1),), ("worker:0",), 1.0, "input"))}
+    for path in (user_root() / cluster.cluster_id).rglob("*"):
+        if path.is_file():
+            texts[str(path)] = path.read_bytes().decode("latin-1")
+    spark_work = Path(pyspark.__file__).parent / "work" / sc2.applicationId
+    for path in spark_work.rglob("std*"):  # the executors' stdout/stderr
+        texts[str(path)] = path.read_bytes().decode("latin-1")
+    assert any("node.log" in name for name in texts) and any("supervisor.log" in name for name in texts)
+    forms = {"hex": secret.hex(), "raw": secret.decode("latin-1"), "repr": repr(secret)[2:-1],
+             "base64": base64.b64encode(secret).decode()}
+    for where, text in texts.items():
+        for form, value in forms.items():
+            assert value not in text, f"the cluster secret ({form}) appears in {where}"
+
+
+def test_concurrent_clusters_write_to_their_own_private_directories(sc2, tmp_path):
+    clusters, flags = [], []
+    for name in ("a", "b"):
+        out, flag = tmp_path / name, tmp_path / f"flag-{name}"
+        out.mkdir()
+        flags.append(flag)
+        clusters.append(TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, 1,
+                                      tensorboard=True))
+    try:
+        logs = [Path(c.cluster_info[0]["log_path"]) for c in clusters]
+        assert logs[0].parent != logs[1].parent
+        for cluster, log in zip(clusters, logs):
+            assert log.is_relative_to(user_root() / cluster.cluster_id)
+            assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+    finally:
+        for flag in flags:
+            flag.touch()
+        for cluster in clusters:
+            cluster.shutdown(timeout=120)
+    log_dirs = [json.loads((tmp_path / name / "node0.json").read_text())["log_dir"] for name in ("a", "b")]
+    assert log_dirs[0] != log_dirs[1], "TensorBoard's default log dir must be per cluster"
+    assert all(cluster.cluster_id in log_dir for cluster, log_dir in zip(clusters, log_dirs))
+    assert stat.S_IMODE(user_root().stat().st_mode) == 0o700
+
+
+def test_user_root_is_private_and_refuses_a_foreign_or_linked_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = user_root()
+    root.chmod(0o777)
+    assert stat.S_IMODE(user_root().stat().st_mode) == 0o700, "a too-open directory is tightened"
+    root.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    root.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(PermissionError, match="not a directory owned by this user"):
+        user_root()
+    root.unlink()
+    if os.getuid() == 0:  # only root can hand a directory to another user to show the refusal
+        root.mkdir()
+        os.chown(root, 65534, 65534)
+        with pytest.raises(PermissionError, match="not a directory owned by this user"):
+            user_root()

@@ -24,6 +24,11 @@ def start_cluster_server(ctx: NodeContext, num_gpus: int = 1, rdma: bool = False
     return tf.train.ClusterSpec(addressable), server
 
 
+def release_port(ctx: NodeContext) -> None:
+    """Free the node's reserved TF port (same as ``ctx.release_port()``)."""
+    ctx.release_port()
+
+
 def DataFeed(mgr, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
              input_mapping: dict[str, str] | None = None):
     """TensorFlowOnSpark's ``TFNode.DataFeed(ctx.mgr, ...)``: the node's data feed (InputMode.SPARK).
@@ -37,4 +42,4 @@ def DataFeed(mgr, train_mode: bool = True, qname_in: str = "input", qname_out: s
     return _DataFeed(mgr, train_mode, qname_in, qname_out, input_mapping)
 
 
-__all__ = ["DataFeed", "NodeContext", "hdfs_path", "start_cluster_server"]
+__all__ = ["DataFeed", "NodeContext", "hdfs_path", "release_port", "start_cluster_server"]

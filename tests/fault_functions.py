@@ -14,6 +14,8 @@ import signal
 import time
 from pathlib import Path
 
+import node_functions as nf
+
 GIVE_UP_S = 120.0
 STEP_S = 0.02
 
@@ -73,26 +75,16 @@ def parameter_server_training(args, ctx):
         _record(args, f"ready-{ctx.executor_id}", tf_pid=os.getpid(), job=ctx.job_name)
         ctx.serve()
         return
-    import numpy as np
     import tensorflow as tf
 
-    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
-    with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
-        model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
-
-    def dataset_fn(_input_context):
-        x = np.random.default_rng(1).random((256, 4)).astype("float32")
-        return tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).repeat().batch(32)
+    _, model, data = nf.parameter_server_model(0.01)
 
     class MarkTraining(tf.keras.callbacks.Callback):  # epoch-level: PSStrategy refuses batch hooks
         def on_epoch_end(self, epoch, logs=None):
             if epoch == 0:
                 _record(args, "chief-training")
 
-    model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=1000, steps_per_epoch=20,
-              verbose=0, callbacks=[MarkTraining()])
+    model.fit(data, epochs=1000, steps_per_epoch=20, verbose=0, callbacks=[MarkTraining()])
 
 
 def resumable_fit(args, ctx):

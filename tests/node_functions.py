@@ -122,12 +122,8 @@ def mwms_fit(args, ctx):
                        "loss": [float(v) for v in history.history["loss"]], "job_name": ctx.job_name})
 
 
-def parameter_server_fit(args, ctx):
-    """ParameterServerStrategy: ps and workers serve, the chief coordinates model.fit."""
-    if ctx.job_name in ("ps", "worker"):
-        _write(args, ctx, {"job_name": ctx.job_name, "served": True})
-        ctx.serve()
-        return
+def parameter_server_model(learning_rate: float):
+    """(strategy, compiled linear model, DatasetCreator) for ParameterServerStrategy, on the chief."""
     import numpy as np
     import tensorflow as tf
 
@@ -135,16 +131,23 @@ def parameter_server_fit(args, ctx):
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     with strategy.scope():
         model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
-        model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
+        model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate), loss="mse")
 
     def dataset_fn(_input_context):
-        rng = np.random.default_rng(1)
-        x = rng.random((256, 4)).astype("float32")
-        y = x.sum(axis=1, keepdims=True)
-        return tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(32)
+        x = np.random.default_rng(1).random((256, 4)).astype("float32")
+        return tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).repeat().batch(32)
 
-    history = model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=3, steps_per_epoch=10,
-                        verbose=0)
+    return strategy, model, tf.keras.utils.experimental.DatasetCreator(dataset_fn)
+
+
+def parameter_server_fit(args, ctx):
+    """ParameterServerStrategy: ps and workers serve, the chief coordinates model.fit."""
+    if ctx.job_name in ("ps", "worker"):
+        _write(args, ctx, {"job_name": ctx.job_name, "served": True})
+        ctx.serve()
+        return
+    strategy, model, data = parameter_server_model(0.05)
+    history = model.fit(data, epochs=3, steps_per_epoch=10, verbose=0)
     _write(args, ctx, {"job_name": ctx.job_name, "loss": [float(v) for v in history.history["loss"]],
                        "num_ps": strategy._num_ps if hasattr(strategy, "_num_ps") else None})
 

@@ -38,6 +38,10 @@ def _node_processes() -> list[psutil.Process]:
 
 
 def _snapshot() -> dict:
+    """Threads, fds, sockets of this driver and node processes on the machine, once nodes exited."""
+    deadline = time.monotonic() + 15
+    while _node_processes() and time.monotonic() < deadline:
+        time.sleep(0.1)  # bounded poll: supervisors exit right after their last report
     me = psutil.Process()
     return {"threads": threading.active_count(),
             "sparkdl threads": sorted(t.name for t in threading.enumerate()
@@ -63,13 +67,10 @@ def test_ten_clusters_in_a_row_leak_no_threads_sockets_or_processes(sc2, tmp_pat
     before = _snapshot()
     for index in range(10):
         _one_cluster(sc2, tmp_path, index)
-    deadline = time.monotonic() + 15
-    while _node_processes() and time.monotonic() < deadline:
-        time.sleep(0.1)  # bounded poll: supervisors exit right after their last report
     after = _snapshot()
     print(f"\n10 clusters in a row: before {before}\n                      after  {after}")
     assert after["sparkdl threads"] == [], after
-    assert after["node processes"] == 0
+    assert before["node processes"] == after["node processes"] == 0
     assert after["threads"] <= before["threads"] + 1, (before, after)
     assert after["open fds"] <= before["open fds"] + 4, (before, after)
     assert after["inet sockets"] <= before["inet sockets"] + 2, (before, after)

@@ -174,7 +174,8 @@ def _submit(cluster: StandaloneCluster, tmp_path: Path, script: str, *args: str)
     result = subprocess.run(command, cwd=tmp_path, env=cluster.env, capture_output=True, text=True, timeout=480)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}\n{cluster.logs()}"
     # The application ran on this Master (not on a cluster the script made up), one executor per Worker.
-    status = cluster.wait_for(lambda s: {a["id"] for a in s["completedapps"]} - before, "completed application", 60)
+    status = cluster.wait_for(lambda s: {a["id"] for a in s["completedapps"]} - before,
+                              "completed application on this Master (did the script keep spark-submit's --master?)", 60)
     (app,) = [a for a in status["completedapps"] if a["id"] not in before]
     assert app["state"] == "FINISHED", app
     executor_dirs = sorted((cluster.base / "work").glob(f"worker*/{app['id']}/*"))

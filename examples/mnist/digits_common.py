@@ -93,7 +93,9 @@ def fit_and_export(strategy, dataset, ctx, args) -> None:
 
     with strategy.scope():
         model = build_model(tf)
-    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.job_name == "chief" else 0)
+    # ctx.progress_callback() shows the chief's step and loss in the driver's progress display.
+    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.job_name == "chief" else 0,
+              callbacks=[ctx.progress_callback()])
     export(model, ctx, args.export_dir)
 
 

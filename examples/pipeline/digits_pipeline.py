@@ -79,7 +79,8 @@ def main(argv=None) -> float:
     fitted.write().overwrite().save(pipeline_dir)
     loaded = PipelineModel.load(pipeline_dir)
     assert isinstance(loaded.stages[-1], TFModel)
-    print(f"saved and reloaded the PipelineModel ({pipeline_dir}); its TFModel reads {loaded.stages[-1].getExportDir()}")
+    print(f"saved and reloaded the PipelineModel ({pipeline_dir}); "
+          f"its TFModel reads {loaded.stages[-1].getExportDir()}")
 
     scored = loaded.transform(test_df).withColumn(
         "predicted_label", F.array_position("prediction", F.array_max("prediction")) - 1)

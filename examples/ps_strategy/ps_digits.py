@@ -76,7 +76,8 @@ def main(argv=None) -> float:
     started = time.time()
     cluster = TFCluster.run(spark.sparkContext, main_fun, args, args.cluster_size, num_ps=args.num_ps,
                             input_mode=TFCluster.InputMode.TENSORFLOW)
-    roles = ", ".join(f"{n['job_name']}:{n['task_index']}" for n in sorted(cluster.cluster_info, key=lambda n: n["executor_id"]))
+    nodes = sorted(cluster.cluster_info, key=lambda node: node["executor_id"])
+    roles = ", ".join(f"{node['job_name']}:{node['task_index']}" for node in nodes)
     cluster.shutdown()  # waits for the chief, then stops the ps and worker servers
     print(f"trained with ParameterServerStrategy on {roles} in {time.time() - started:.1f} s; "
           f"model in {args.export_dir}")

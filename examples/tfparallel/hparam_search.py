@@ -44,7 +44,8 @@ def map_fn(args, ctx):
         print(f"trial {trial}", flush=True)  # also in the node's log
         lines.append(json.dumps(trial))
     tf.io.gfile.makedirs(args.output_dir)
-    with tf.io.gfile.GFile(f"{args.output_dir.rstrip('/')}/node{ctx.executor_id}.json", "w") as out:  # local, shared, hdfs:// or gs:// paths alike
+    # tf.io.gfile writes local, shared, hdfs:// and gs:// paths alike.
+    with tf.io.gfile.GFile(f"{args.output_dir.rstrip('/')}/node{ctx.executor_id}.json", "w") as out:
         out.write("\n".join(lines) + "\n")
 
 

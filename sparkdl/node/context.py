@@ -155,6 +155,12 @@ class NodeContext:
         self.report("serving")
         return server
 
+    def start_cluster_server(self, num_gpus: int = 1, rdma: bool = False):
+        """TensorFlowOnSpark's ``ctx.start_cluster_server``: see :func:`sparkdl.TFNode.start_cluster_server`."""
+        from ..TFNode import start_cluster_server
+
+        return start_cluster_server(self, num_gpus, rdma)
+
     def serve(self) -> None:
         """Run this node as a TF server until the cluster shuts down (ps, or PSStrategy workers)."""
         self.start_server().join()

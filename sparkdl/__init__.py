@@ -11,5 +11,5 @@ from .driver.cluster import InputMode
 from .errors import (ClusterError, NodeFailure, NodeStalled, PreflightError, ReservationTimeout, ShutdownTimeout,
                      SparkDLError)
 
-__all__ = ["TFCluster", "TFNode", "TFParallel", "InputMode", "ClusterError", "NodeFailure", "NodeStalled", "PreflightError",
-           "ReservationTimeout", "ShutdownTimeout", "SparkDLError", "__version__"]
+__all__ = ["TFCluster", "TFNode", "TFParallel", "InputMode", "ClusterError", "NodeFailure", "NodeStalled",
+           "PreflightError", "ReservationTimeout", "ShutdownTimeout", "SparkDLError", "__version__"]

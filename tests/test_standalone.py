@@ -56,7 +56,7 @@ class StandaloneCluster:
         self.base = base
         self.spark_home = _spark_home()
         self.port, self.webui_port = _free_port(), _free_port()
-        self.worker_webui_ports = [_free_port() for _ in range(workers)]
+        self.worker_ports = [(_free_port(), _free_port()) for _ in range(workers)]  # (rpc, web UI)
         self.env = dict(os.environ, SPARK_HOME=str(self.spark_home), SPARK_LOCAL_IP="127.0.0.1",
                         SPARK_LOG_DIR=str(base / "logs"), SPARK_WORKER_DIR=str(base / "work"),
                         PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
@@ -71,7 +71,7 @@ class StandaloneCluster:
     @property
     def ports(self) -> list[int]:
         """Every port this cluster was told to listen on."""
-        return [self.port, self.webui_port, *self.worker_webui_ports]
+        return [self.port, self.webui_port, *(port for pair in self.worker_ports for port in pair)]
 
     def _spawn(self, name: str, *args: str) -> None:
         (self.base / "logs").mkdir(parents=True, exist_ok=True)
@@ -86,12 +86,12 @@ class StandaloneCluster:
         """Start the Master, then the Workers (one core, 1 GiB each)."""
         self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.webui_port))
-        for index, webui_port in enumerate(self.worker_webui_ports):
+        for index, (port, webui_port) in enumerate(self.worker_ports):
             work_dir = self.base / "work" / f"worker{index}"
             work_dir.mkdir(parents=True)
             self._spawn(f"worker{index}", "org.apache.spark.deploy.worker.Worker", self.master_url,
-                        "--host", "127.0.0.1", "--cores", "1", "--memory", "1g", "--work-dir", str(work_dir),
-                        "--webui-port", str(webui_port))
+                        "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui_port),
+                        "--cores", "1", "--memory", "1g", "--work-dir", str(work_dir))
 
     def state(self) -> dict:
         """The Master's JSON status page (workers, applications)."""

@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from sparkdl.node import watchdog
 from sparkdl.node.watchdog import pid_alive, watch_pid
 
 pytestmark = [pytest.mark.timeout(60),

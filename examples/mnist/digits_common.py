@@ -6,6 +6,7 @@ and scoring tasks can import it on any cluster.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -24,17 +25,29 @@ def load_digits_split():
     return (features[train], labels[train]), (features[test], labels[test])
 
 
+def example_parser(description: str, cluster_size: int = 2, epochs: int = 15,
+                   nodes_help: str = "number of TF nodes (one per executor)") -> argparse.ArgumentParser:
+    """A parser with the options every digits example shares: --master, --cluster_size, --epochs."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--master", default=None,
+                        help="Spark master URL (default: the one spark-submit set, else local-cluster[N,1,1024])")
+    parser.add_argument("--cluster_size", type=int, default=cluster_size, help=nodes_help)
+    parser.add_argument("--epochs", type=int, default=epochs)
+    return parser
+
+
 def start_spark(app_name: str, master: str | None, cluster_size: int):
     """A SparkSession: ``master`` if given, else spark-submit's, else an embedded local cluster."""
     # Executors must run this same interpreter (where sparkdl and TensorFlow are installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     if master:
         builder = builder.master(master)
-    elif not SparkConf().contains("spark.master"):  # not under spark-submit: embedded cluster
+    # spark-submit starts the JVM first and hands it over through PYSPARK_GATEWAY_PORT; its
+    # --master is in that JVM, not yet in a Python SparkConf(). Plain python: embedded cluster.
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(f"local-cluster[{cluster_size},1,1024]")
     spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")

@@ -12,7 +12,6 @@ spark-submit for a real cluster.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -36,10 +35,7 @@ def main_fun(args, ctx):
 
 def parse_args(argv=None):
     """Command-line options; every one has a default."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--master", default=None)
-    parser.add_argument("--cluster_size", type=int, default=2, help="number of TF nodes (one per executor)")
-    parser.add_argument("--epochs", type=int, default=15)
+    parser = digits_common.example_parser(__doc__, cluster_size=2, epochs=15)
     parser.add_argument("--batch_size", type=int, default=32, help="rows per node per step")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the training DataFrame")
     parser.add_argument("--export_dir", default=os.path.join(tempfile.gettempdir(), "sparkdl_mnist_spark_export"))

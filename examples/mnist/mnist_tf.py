@@ -10,7 +10,6 @@ machine); pass ``--master spark://host:7077`` (or use spark-submit) for a real c
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -37,11 +36,7 @@ def main_fun(args, ctx):
 
 def parse_args(argv=None):
     """Command-line options; every one has a default so the demo runs with none."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL (default: the one spark-submit set, else local-cluster[2,1,1024])")
-    parser.add_argument("--cluster_size", type=int, default=2, help="number of TF nodes (one per executor)")
-    parser.add_argument("--epochs", type=int, default=15)
+    parser = digits_common.example_parser(__doc__, cluster_size=2, epochs=15)
     parser.add_argument("--batch_size", type=int, default=64, help="global batch size across all nodes")
     parser.add_argument("--export_dir", default=os.path.join(tempfile.gettempdir(), "sparkdl_mnist_export"))
     parser.add_argument("--tensorboard", action="store_true", help="start TensorBoard on the chief")

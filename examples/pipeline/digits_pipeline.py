@@ -15,7 +15,6 @@ every executor and the driver can read).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -37,11 +36,7 @@ def train_fn(args, ctx):
 
 def parse_args(argv=None):
     """Command-line options; every one has a default."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL (default: the one spark-submit set, else local-cluster[2,1,1024])")
-    parser.add_argument("--cluster_size", type=int, default=2, help="number of TF nodes (one per executor)")
-    parser.add_argument("--epochs", type=int, default=15)
+    parser = digits_common.example_parser(__doc__, cluster_size=2, epochs=15)
     parser.add_argument("--batch_size", type=int, default=32, help="rows per node per step")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of each DataFrame")
     parser.add_argument("--work_dir", default=None,

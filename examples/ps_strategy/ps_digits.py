@@ -15,7 +15,6 @@ Needs one executor slot per node: runs with no arguments on an embedded
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -56,12 +55,9 @@ def main_fun(args, ctx):
 
 def parse_args(argv=None):
     """Command-line options; every one has a default so the example runs with none."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL (default: the one spark-submit set, else local-cluster[N,1,1024])")
-    parser.add_argument("--cluster_size", type=int, default=3, help="TF nodes: ps + chief + workers")
+    parser = digits_common.example_parser(__doc__, cluster_size=3, epochs=10,
+                                          nodes_help="TF nodes: ps + chief + workers")
     parser.add_argument("--num_ps", type=int, default=1, help="parameter servers among the nodes")
-    parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch_size", type=int, default=64, help="global batch size per step")
     parser.add_argument("--export_dir", default=os.path.join(tempfile.gettempdir(), "sparkdl_ps_export"))
     return parser.parse_args(argv)

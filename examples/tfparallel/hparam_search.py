@@ -13,7 +13,6 @@ the driver can reach: a shared filesystem or ``hdfs://...``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -51,13 +50,10 @@ def map_fn(args, ctx):
 
 def parse_args(argv=None):
     """Command-line options; every one has a default."""
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL (default: the one spark-submit set, else local-cluster[N,1,1024])")
-    parser.add_argument("--cluster_size", type=int, default=2, help="number of independent TF nodes")
+    parser = digits_common.example_parser(__doc__, cluster_size=2, epochs=10,
+                                          nodes_help="number of independent TF nodes")
     parser.add_argument("--learning_rates", type=lambda s: [float(v) for v in s.split(",")],
                         default=[0.0003, 0.003, 0.03, 0.3], help="comma-separated values to try")
-    parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--output_dir", default=None, help="where the nodes write their trials (default: a temp dir)")
     return parser.parse_args(argv)

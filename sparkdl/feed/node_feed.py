@@ -386,10 +386,11 @@ class DataFeed:
 
         Under MultiWorkerMirroredStrategy, Keras treats each batch as the *global* batch and
         splits it across the workers: pass ``batch_size = per_worker_batch * ctx.num_workers``
-        to train ``per_worker_batch`` rows per worker per step. Each iteration of the dataset (one Keras epoch) yields exactly one epoch of the feed in
-        batches of ``batch_size`` (the last one smaller if the rows do not divide), the same
-        number of batches on every node, so ``model.fit(ds, epochs=num_epochs)`` under
-        MultiWorkerMirroredStrategy never waits on a node that ran out. ``features``/``label``
+        to train ``per_worker_batch`` rows per worker per step. Each iteration of the dataset
+        (one Keras epoch) yields exactly one epoch of the feed in batches of ``batch_size`` (the
+        last one smaller if the rows do not divide), the same number of batches on every node, so
+        ``model.fit(ds, epochs=num_epochs)`` under MultiWorkerMirroredStrategy never waits on a
+        node that ran out. ``features``/``label``
         name columns (DataFrame names, or positions ``0, 1, ...`` for RDD tuples): the dataset
         yields ``(features, label)``; with a list of features, a dict keyed by name (or by
         ``input_mapping``). Without them it yields a dict of every column. ``shapes`` reshapes

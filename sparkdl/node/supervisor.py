@@ -67,6 +67,7 @@ class Supervisor:
         self.child: subprocess.Popen | None = None
         self.tensorboard: subprocess.Popen | None = None
         self.node_log: NodeLog | None = None
+        self.status_relay: threading.Thread | None = None
         self.channel: Channel | None = None
         self.stop_requested = threading.Event()
         self.failure_cause: str | None = None   # why this supervisor killed the node, if it was a failure
@@ -186,7 +187,9 @@ class Supervisor:
         self.node_log.start()
         self.child.stdin.write(pickle.dumps(payload))
         self.child.stdin.close()
-        threading.Thread(target=self.relay_status, args=(status_read,), name="node-status", daemon=True).start()
+        self.status_relay = threading.Thread(target=self.relay_status, args=(status_read,), name="node-status",
+                                             daemon=True)
+        self.status_relay.start()
 
     def relay_status(self, fd: int) -> None:
         """Forward the TF process's status events (e.g. 'serving') to the driver."""
@@ -297,6 +300,7 @@ class Supervisor:
         if self.tensorboard is not None:
             self.tensorboard.terminate()
         self.node_log.finish()  # every line in the file and at the driver before the end is reported
+        self.status_relay.join(5)  # and every status event (e.g. the last progress report)
         failed = self.failure_cause is not None or (code != 0 and not self.stop_requested.is_set())
         report = {"type": "exited", "exit_code": code if code >= 0 else None,
                   "signal": signal.Signals(-code).name if code < 0 else None,

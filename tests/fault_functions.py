@@ -93,21 +93,9 @@ def resumable_fit(args, ctx):
     Every node records the epoch it starts at on each attempt (``start-attempt<k>-node<N>.json``),
     so the test can see the relaunch resume from the saved epoch instead of epoch 0.
     """
-    import numpy as np
     import tensorflow as tf
 
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(256, 8)).astype("float32")
-    y = (x.sum(axis=1) > 0).astype("int64")
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).with_options(options)
-    with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(8, activation="relu"),
-                                     tf.keras.layers.Dense(2)])
-        model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    _, model, dataset = nf.mwms_classifier(rows=256, hidden=8)
     crash_after = args["crash_after_epoch"]
     backup_dir = args["backup_dir"]
 

@@ -98,23 +98,32 @@ def wait_for_flag(args, ctx):
     _write(args, ctx, {"log_dir": ctx.log_dir})
 
 
-def mwms_fit(args, ctx):
-    """Two-worker MultiWorkerMirroredStrategy + tf.keras model.fit; save the final weights."""
+def mwms_classifier(rows: int = 512, hidden: int = 16):
+    """(strategy, compiled classifier, dataset) for MultiWorkerMirroredStrategy model.fit tests."""
     import numpy as np
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     rng = np.random.default_rng(0)
-    features = rng.normal(size=(512, 8)).astype("float32")
+    features = rng.normal(size=(rows, 8)).astype("float32")
     labels = (features.sum(axis=1) > 0).astype("int64")
     options = tf.data.Options()
     options.autotune.enabled = False  # avoids a slow iterator teardown at the end of fit()
     dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(64).with_options(options)
     with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"),
+        model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(hidden, activation="relu"),
                                      tf.keras.layers.Dense(2)])
         model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
                       loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return strategy, model, dataset
+
+
+def mwms_fit(args, ctx):
+    """Two-worker MultiWorkerMirroredStrategy + tf.keras model.fit; save the final weights."""
+    import numpy as np
+    import tensorflow as tf
+
+    strategy, model, dataset = mwms_classifier()
     history = model.fit(dataset, epochs=3, verbose=0)
     out = Path(_arg(args, "out"))
     np.savez(out / f"weights{ctx.executor_id}.npz", *model.get_weights())

@@ -88,7 +88,7 @@ def test_a_terminal_gets_a_progress_bar(sc2):
 
     node = NodeState(NodeRole(0, "chief", 0), metrics={"rows_received": 0, "rows_read": 0})
     stream = _Terminal()
-    progress = TrainProgress(sc2, coordinator=None, nodes=[node], job_group="none", total_rows=1000, epochs=2,
+    progress = TrainProgress(sc2, nodes=[node], job_group="none", total_rows=1000, epochs=2,
                              stream=stream)
     progress.start()
     node.metrics.update(rows_received=400, rows_read=300, step=7, loss=0.25)

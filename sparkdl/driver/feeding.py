@@ -103,7 +103,7 @@ class ClusterFeeder:
         target = self._target(feed_timeout, qname)
         logger.info("sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
                     plan.total_rows, num_epochs, len(nodes), plan.rows_per_node)
-        progress = TrainProgress(self.sc, self._coordinator, nodes, self.job_group,
+        progress = TrainProgress(self.sc, nodes, self.job_group,
                                  plan.rows_per_node * len(nodes) * num_epochs, num_epochs) if show_progress else None
         self._coordinator.feed_timeout = float(feed_timeout)  # a node that stops reading is a stall
         try:

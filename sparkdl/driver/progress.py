@@ -19,7 +19,7 @@ from typing import TextIO
 
 from pyspark import SparkContext
 
-from .coordinator import Coordinator, NodeState
+from .coordinator import NodeState
 
 PLAIN_INTERVAL_S = 10.0
 BAR_INTERVAL_S = 0.5
@@ -49,10 +49,9 @@ def _is_terminal(stream: TextIO) -> bool:
 class TrainProgress:
     """Shows one ``cluster.train`` call's progress until closed (a context manager)."""
 
-    def __init__(self, sc: SparkContext, coordinator: Coordinator, nodes: list[NodeState], job_group: str,
+    def __init__(self, sc: SparkContext, nodes: list[NodeState], job_group: str,
                  total_rows: int, epochs: int, stream: TextIO | None = None, interval_s: float | None = None):
         self.sc = sc
-        self.coordinator = coordinator
         self.nodes = nodes
         self.job_group = job_group
         self.total_rows = total_rows

@@ -11,7 +11,7 @@ import pytest
 
 import node_functions as nf
 from sparkdl import TFCluster
-from sparkdl.driver.progress import TrainProgress
+from sparkdl.driver.progress import InferenceProgress, TrainProgress
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -67,6 +67,18 @@ def test_train_shows_rows_epochs_partitions_and_the_chief_loss(sc2, tmp_path, ca
     assert chief["step"] > 0 and chief["loss"] > 0 and chief["epoch"] == 2, chief
 
 
+def test_inference_shows_partitions_and_rows_scored_for_each_action(sc2, tmp_path, capsys):
+    cluster = TFCluster.run(sc2, nf.infer_times_ten, {"out": str(tmp_path)}, 2, input_mode=SPARK, progress=True)
+    results = cluster.inference(sc2.parallelize([[float(i)] for i in range(1000)], 5))
+    assert len(results.collect()) == 1000
+    assert results.count() == 1000  # a second action on the same RDD is a second pass
+    cluster.shutdown(timeout=120)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sparkdl inference")]
+    finals = [line for line in lines if line.startswith("sparkdl inference: 5/5 partitions, 1,000 rows scored")]
+    assert len(finals) == 2, lines
+    assert all(re.match(r"sparkdl inference: [1-5]/5 partitions, [\d,]+ rows scored", line) for line in lines)
+
+
 def test_progress_can_be_turned_off(sc2, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SPARKDL_PROGRESS", "0")
     cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
@@ -97,6 +109,22 @@ def test_a_terminal_gets_a_progress_bar(sc2):
     drawn = stream.getvalue()
     assert "sparkdl train" in drawn and "1.00k/1.00k" in drawn, drawn
     assert "chief:0: step 7, loss 0.25" in drawn
+
+
+def test_a_terminal_gets_an_inference_bar_per_action():
+    """InferenceProgress on a fake tty (no real terminal under pytest): one bar per Spark stage."""
+    progress = InferenceProgress(stream=_Terminal())
+    progress.watch("run1", partitions=2)
+    for stage in (7, 9):
+        for partition in (0, 1):
+            progress(None, {"run": "run1", "stage": stage, "partition": partition, "rows": 50})
+    progress(None, {"run": "unknown", "stage": 1, "partition": 0, "rows": 5})  # not watched: ignored
+    progress.close()
+    drawn = progress.stream.getvalue()
+    # A bar redraws itself after \r and ends its line when closed: two lines, each last drawn complete.
+    finals = [bar.rsplit("\r", 1)[-1] for bar in drawn.rstrip("\n").split("\n")]
+    assert len(finals) == 2 and all("2/2" in bar and "100 rows scored" in bar for bar in finals), drawn
+    assert "5 rows" not in drawn
 
 
 def test_spark_jobs_are_named_after_what_sparkdl_does(sc2, tmp_path):

@@ -20,7 +20,7 @@ from .. import roles as roles_mod
 from ..errors import ClusterError, ShutdownTimeout
 from . import preflight
 from .attempt import ClusterAttempt, ClusterRequest
-from .progress import NodeOutputPrinter, progress_enabled
+from .progress import InferenceProgress, NodeOutputPrinter, progress_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,8 @@ class TFCluster:
         self.max_restarts = max_restarts
         self.restarts = 0                        #: relaunches so far
         self.failures_survived: list[ClusterError] = []  #: the failures that caused them
-        self.progress = progress_enabled(progress)  #: show train() progress on the driver
+        self.progress = progress_enabled(progress)  #: show train() and inference progress on the driver
+        self._inference_progress = InferenceProgress() if self.progress else None
         self._request = request
         self._printer = NodeOutputPrinter() if request.stream_logs else None
         self._attempt = self._new_attempt(0)
@@ -81,6 +82,7 @@ class TFCluster:
     def _new_attempt(self, number: int) -> ClusterAttempt:
         attempt = ClusterAttempt(self.sc, self._request, self.cluster_id, number)
         attempt.coordinator.on_log = self._printer
+        attempt.coordinator.on_inferred = self._inference_progress
         return attempt
 
     @property
@@ -145,7 +147,11 @@ class TFCluster:
         fails with FeedError; no row is ever dropped or duplicated silently.
         """
         self._require_spark_mode("inference")
-        return self._attempt.feeder.inference(dataRDD, feed_timeout, qname)
+        run = uuid.uuid4().hex[:8]
+        results = self._attempt.feeder.inference(dataRDD, feed_timeout, qname, run)
+        if self._inference_progress is not None:
+            self._inference_progress.watch(run, results.getNumPartitions())
+        return results
 
     def _require_spark_mode(self, what: str) -> None:
         if self.input_mode != InputMode.SPARK:
@@ -180,6 +186,7 @@ class TFCluster:
         finally:
             self._closed = True
             self._attempt.close()
+            self._close_displays()
 
     def _finish_attempt(self, grace_secs: float, timeout: float) -> None:
         attempt, coordinator = self._attempt, self._coordinator
@@ -249,6 +256,11 @@ class TFCluster:
             return
         self._closed = True
         self._attempt.abort(reason)
+        self._close_displays()
+
+    def _close_displays(self) -> None:
+        if self._inference_progress is not None:
+            self._inference_progress.close()
 
 
 def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
@@ -286,7 +298,8 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
 
     What the driver shows: ``progress`` (default on unless ``SPARKDL_PROGRESS=0``) displays
     ``cluster.train``'s rows, epochs, partitions and the chief's step/loss (from
-    ``ctx.progress_callback()``); ``log_to_driver`` prints every line of each node's
+    ``ctx.progress_callback()``), and the partitions and rows scored by each action on an RDD
+    from ``cluster.inference``; ``log_to_driver`` prints every line of each node's
     stdout/stderr (and Python logging) on the driver's stdout prefixed ``[role:index]``.
     Either way each node's full log stays in the file named by ``cluster_info[i]['log_path']``.
 

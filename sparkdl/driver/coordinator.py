@@ -65,7 +65,7 @@ class Coordinator:
         self.failures: list[NodeFailure] = []
         self.stall_timeout = stall_timeout
         self.feed_timeout: float | None = None  # set while cluster.train feeds: a stalled reader fails
-        self.on_progress = None                 # called with (node, metrics) on each progress report
+        self.on_inferred = None                 # called with (node, event) for each inference partition answered
         self.on_log = None                      # called with (node, lines) for the node's output
         self._closed = False
         self._cond = threading.Condition()
@@ -140,15 +140,12 @@ class Coordinator:
 
     def _on_message(self, node: NodeState, message: dict) -> None:
         kind = message.get("type")
-        progress = None
         with self._cond:
             if kind == "started":
                 node.status, node.pid, node.last_progress = "running", int(message.get("pid", 0)), time.monotonic()
             elif kind == "status" and message.get("event") == "progress":
                 node.last_progress = time.monotonic()
-                progress = {k: v for k, v in message.items() if k not in ("type", "event")}
-                if progress:
-                    node.metrics.update(progress)
+                node.metrics.update({k: v for k, v in message.items() if k not in ("type", "event")})
             elif kind == "tensorboard":
                 self.tensorboard_url = message["url"]
             elif kind == "status" and message.get("event") == "serving":
@@ -160,8 +157,8 @@ class Coordinator:
             elif kind == "warning":
                 logger.warning("%s: %s", node.role.label, message.get("message"))
             self._cond.notify_all()
-        if progress and self.on_progress is not None:
-            self.on_progress(node, progress)
+        if kind == "status" and message.get("event") == "inferred" and self.on_inferred is not None:
+            self.on_inferred(node, message)
         if kind == "log" and self.on_log is not None:
             self.on_log(node, message.get("lines", []))
         if kind == "exited":

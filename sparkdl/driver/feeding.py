@@ -10,6 +10,7 @@ is raised at once instead of waiting for ``feed_timeout``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 from typing import Callable
@@ -138,9 +139,12 @@ class ClusterFeeder:
 
     # -- inference --
 
-    def inference(self, data: RDD | DataFrame, feed_timeout: float, qname: str) -> RDD:
-        """An RDD of results, one per input row, partition by partition (lazy, like any RDD)."""
-        target = self._target(feed_timeout, qname)
+    def inference(self, data: RDD | DataFrame, feed_timeout: float, qname: str, run: str = "") -> RDD:
+        """An RDD of results, one per input row, partition by partition (lazy, like any RDD).
+
+        ``run`` names this call in the nodes' reports of answered partitions (the driver's progress).
+        """
+        target = dataclasses.replace(self._target(feed_timeout, qname), run=run)
         count = len(target.addresses)
         if isinstance(data, DataFrame):
             check_spark_schema(data.schema)

@@ -1,4 +1,5 @@
-"""What the driver shows while ``cluster.train`` feeds: rows fed and read, epochs, partitions, the chief's loss.
+"""What the driver shows while ``cluster.train`` feeds (rows fed and read, epochs, partitions, the
+chief's loss) and while an action runs on an RDD from ``cluster.inference`` (partitions and rows scored).
 
 In a terminal it is a tqdm progress bar; anywhere else (Jupyter, spark-submit logs redirected
 to a file) it is one plain, readable line every ``interval_s`` seconds and at the end of each
@@ -158,6 +159,87 @@ class TrainProgress:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         self.close(exc_type is None)
+
+
+class InferenceProgress:
+    """Shows how far actions on the RDDs returned by ``cluster.inference`` have got.
+
+    Those RDDs are lazy: their partitions are scored whenever the user runs an action, in the
+    user's own Spark job. So this display has no thread of its own; it is driven by the nodes,
+    which report each inference partition they have answered in full, with the Spark stage
+    that asked (``watch`` registers a ``cluster.inference`` call and its partition count). Each
+    stage is one pass over the partitions: in a terminal a tqdm bar, elsewhere a plain line on
+    the first partition, at most every ``interval_s`` seconds after that, and on the last.
+    """
+
+    def __init__(self, stream: TextIO | None = None, interval_s: float | None = None):
+        self.stream = stream
+        self.interval_s = interval_s
+        self._partitions: dict[str, int] = {}
+        self._passes: dict[tuple[str, int], _InferencePass] = {}
+        self._lock = threading.Lock()
+
+    def watch(self, run: str, partitions: int) -> None:
+        """Follow the partitions of the ``cluster.inference`` call identified by ``run``."""
+        with self._lock:
+            self._partitions[run] = partitions
+
+    def __call__(self, node: NodeState, event: dict) -> None:
+        """A node answered one partition in full (its ``inferred`` event)."""
+        run = event.get("run", "")
+        with self._lock:
+            if run not in self._partitions:
+                return
+            key = (run, int(event.get("stage", 0)))
+            if key not in self._passes:
+                self._passes[key] = _InferencePass(self._partitions[run])
+            self._passes[key].add(event.get("partition"), int(event.get("rows", 0)),
+                                  self.stream or sys.stdout, self.interval_s)
+
+    def close(self) -> None:
+        """Close any bar still open (an action that did not read every partition)."""
+        with self._lock:
+            for current in self._passes.values():
+                current.close()
+            self._passes.clear()
+            self._partitions.clear()
+
+
+class _InferencePass:
+    """One Spark stage's pass over the partitions of an inference RDD."""
+
+    def __init__(self, partitions: int):
+        self.partitions = partitions
+        self.rows: dict = {}  # rows answered per partition (a retried task counts once)
+        self._started = time.monotonic()
+        self._printed_at: float | None = None
+        self._bar = None
+
+    def add(self, partition, rows: int, stream: TextIO, interval_s: float | None) -> None:
+        self.rows[partition] = rows
+        done, scored = len(self.rows), sum(self.rows.values())
+        complete = done >= self.partitions
+        if _is_terminal(stream):
+            if self._bar is None:
+                from tqdm import tqdm
+
+                self._bar = tqdm(total=self.partitions, unit="partitions", desc="sparkdl inference", file=stream,
+                                 dynamic_ncols=True)
+            self._bar.n = done
+            self._bar.set_postfix_str(f"{scored:,} rows scored", refresh=True)
+            if complete:
+                self.close()
+            return
+        now = time.monotonic()
+        if self._printed_at is None or complete or now - self._printed_at >= (interval_s or PLAIN_INTERVAL_S):
+            self._printed_at = now
+            print(f"sparkdl inference: {done}/{self.partitions} partitions, {scored:,} rows scored · "
+                  f"{now - self._started:.0f} s", file=stream, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
 
 
 class NodeOutputPrinter:

@@ -41,6 +41,7 @@ class FeedTarget:
     labels: tuple[str, ...]
     feed_timeout: float
     qname: str
+    run: str = ""  # which cluster.inference() call the partitions belong to (for the driver's progress)
 
 
 def _frames(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
@@ -175,10 +176,19 @@ def _mask(nodes: set[int]) -> int:
     return sum(1 << node for node in nodes)
 
 
+def _stage_id() -> int:
+    """The Spark stage of the running task (0 outside Spark): one stage is one action's pass."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.stageId() if context is not None else 0
+
+
 def infer_partition(target: FeedTarget, node: int, partition: int,
                     batches: Iterable[pa.RecordBatch]) -> Iterator[list]:
     """Send one partition to ``node`` and yield its results, one list per result frame, in order."""
-    link = _NodeLink(target, node, {"type": "infer", "partition": partition, "qname": target.qname}, partition)
+    link = _NodeLink(target, node, {"type": "infer", "partition": partition, "qname": target.qname,
+                                               "run": target.run, "stage": _stage_id()}, partition)
     failure: list[BaseException] = []
 
     def produce() -> None:

@@ -156,7 +156,7 @@ class FeedServer:
 
     def __init__(self, secret: bytes, host: str, max_queue_bytes: int = DEFAULT_QUEUE_BYTES, notify=None):
         self.max_queue_bytes = max_queue_bytes
-        self.notify = notify or (lambda event: None)  # tells the driver (through the supervisor)
+        self.notify = notify or (lambda event, **fields: None)  # tells the driver (through the supervisor)
         self.progress = lambda: None  # a heartbeat to the driver: the node reads its feed
         self.rows_received = 0        # rows queued by feeders so far (all training runs)
         self.rows_read = 0            # rows handed to map_fun so far
@@ -227,6 +227,9 @@ class FeedServer:
                 rows = self._receive(channel, self.queue(qname), stream=stream)
                 if rows is not None:
                     self._await_results(stream)
+                if stream.finished.is_set():  # answered in full: the driver counts it for its progress
+                    self.notify("inferred", run=message.get("run", ""), stage=message.get("stage", 0),
+                                partition=message.get("partition"), rows=stream.delivered)
 
     def _receive(self, channel: Channel, queue: BoundedQueue, session: int | None = None,
                  stream: InferenceStream | None = None) -> int | None:

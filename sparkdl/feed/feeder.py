@@ -187,8 +187,9 @@ def _stage_id() -> int:
 def infer_partition(target: FeedTarget, node: int, partition: int,
                     batches: Iterable[pa.RecordBatch]) -> Iterator[list]:
     """Send one partition to ``node`` and yield its results, one list per result frame, in order."""
-    link = _NodeLink(target, node, {"type": "infer", "partition": partition, "qname": target.qname,
-                                               "run": target.run, "stage": _stage_id()}, partition)
+    header = {"type": "infer", "partition": partition, "qname": target.qname, "run": target.run,
+              "stage": _stage_id()}
+    link = _NodeLink(target, node, header, partition)
     failure: list[BaseException] = []
 
     def produce() -> None:

@@ -99,3 +99,11 @@ def tf_config(cluster_spec: dict[str, list[str]], job_name: str, task_index: int
 def count_workers(cluster_spec: dict[str, list[str]]) -> int:
     """Nodes that train in the collective: chief/master plus workers (TFoS's ``num_workers``)."""
     return sum(len(cluster_spec.get(job, [])) for job in COLLECTIVE_ROLES)
+
+
+def is_chief(cluster_spec: dict[str, list[str]], job_name: str, task_index: int) -> bool:
+    """Whether this node is the one that writes checkpoints and exports under MWMS: the chief
+    (or TFoS's master), else worker 0 of a cluster without one (TensorFlow's own rule)."""
+    if job_name in ("chief", "master"):
+        return True
+    return job_name == "worker" and task_index == 0 and not (cluster_spec.get("chief") or cluster_spec.get("master"))

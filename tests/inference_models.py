@@ -148,8 +148,6 @@ def observed(score_partition):
 def estimator_train_fn(args, ctx):
     """A ``TFEstimator`` train_fn: MWMS over the fed ``pixels``/``label`` columns (tf-keras, sparkdl's
     node default), the chief saves a SavedModel to ``args.export_dir``."""
-    import tempfile
-
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -167,5 +165,5 @@ def estimator_train_fn(args, ctx):
                       loss="sparse_categorical_crossentropy")
     model.fit(dataset, epochs=args.epochs, verbose=0)
     # Every MWMS node takes part in saving; only the chief writes to the real location.
-    chief = ctx.job_name == "chief"
-    model.save(args.export_dir if chief else tempfile.mkdtemp(prefix="sparkdl-test-export-"))
+    with ctx.export_path(args.export_dir) as target:
+        model.save(target)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from sparkdl.roles import (NodeRole, build_cluster_spec, cluster_template, count_workers, roles_from_template,
-                           tf_config, validate_layout)
+from sparkdl.roles import (NodeRole, build_cluster_spec, cluster_template, count_workers, is_chief,
+                           roles_from_template, tf_config, validate_layout)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,3 +100,16 @@ def test_tf_config_evaluator_is_outside_the_cluster_but_knows_its_task():
 ])
 def test_count_workers(spec, expected):
     assert count_workers(spec) == expected
+
+
+@pytest.mark.parametrize("spec, job, index, expected", [
+    ({"chief": ["a"], "worker": ["b"]}, "chief", 0, True),
+    ({"chief": ["a"], "worker": ["b"]}, "worker", 0, False),
+    ({"master": ["a"], "worker": ["b"]}, "master", 0, True),
+    ({"worker": ["a", "b"]}, "worker", 0, True),    # no chief: worker 0 writes, as in TensorFlow
+    ({"worker": ["a", "b"]}, "worker", 1, False),
+    ({"ps": ["p"], "worker": ["a"]}, "ps", 0, False),
+    ({"chief": ["a"], "evaluator": ["e"]}, "evaluator", 0, False),
+])
+def test_is_chief_follows_tensorflows_rule(spec, job, index, expected):
+    assert is_chief(spec, job, index) is expected

@@ -8,9 +8,11 @@ import base64
 import json
 import os
 import pickle
+import shutil
 import socket
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -20,7 +22,7 @@ import node_functions as nf
 from sparkdl import ClusterError, TFCluster
 from sparkdl.channel import AuthenticationError, connect, new_secret
 from sparkdl.feed.feeder import FeedTarget
-from sparkdl.node.launch import user_root
+from sparkdl.node.launch import prune_old_clusters, user_root
 from test_faults import cluster_processes
 
 pytestmark = pytest.mark.timeout(240)
@@ -152,3 +154,39 @@ def test_user_root_is_private_and_refuses_a_foreign_or_linked_directory(tmp_path
         os.chown(root, 65534, 65534)
         with pytest.raises(PermissionError, match="not a directory owned by this user"):
             user_root()
+
+
+def _plant_cluster_dir(root: Path, cluster_id: str, age_days: float) -> Path:
+    """A fake earlier cluster's node directory whose files were last changed ``age_days`` ago."""
+    node = root / cluster_id / "node0-chief0"
+    node.mkdir(parents=True)
+    (node / "node.log").write_text("an earlier cluster's log\n")
+    stamp = time.time() - age_days * 86400
+    for path in (node / "node.log", node, node.parent):
+        os.utime(path, (stamp, stamp))
+    return node.parent
+
+
+def test_old_cluster_directories_are_pruned_and_recent_or_live_ones_kept(tmp_path):
+    root = tmp_path / "sparkdl-user"
+    old, recent = _plant_cluster_dir(root, "old", 30), _plant_cluster_dir(root, "recent", 1)
+    live = _plant_cluster_dir(root, "live", 30)
+    (live / "node0-chief0" / "node.log").write_text("still writing\n")  # a running node keeps its cluster
+    current = _plant_cluster_dir(root, "current", 30)
+    assert prune_old_clusters(root, None, "current") == [] and old.exists()
+    assert prune_old_clusters(root, 7, "current") == ["old"]
+    assert not old.exists() and recent.exists() and live.exists() and current.exists()
+
+
+def test_a_starting_cluster_prunes_this_users_old_node_directories(sc2, tmp_path):
+    planted = _plant_cluster_dir(user_root(), f"old{os.getpid()}", 30)
+    kept = _plant_cluster_dir(user_root(), f"kept{os.getpid()}", 1)
+    try:
+        TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2).shutdown(timeout=120)
+        assert not planted.exists(), "nodes remove earlier clusters' directories older than keep_node_files_days"
+        assert kept.exists()
+        with pytest.raises(ValueError, match="keep_node_files_days"):
+            TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2, keep_node_files_days=0)
+    finally:
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.rmtree(planted, ignore_errors=True)

@@ -107,16 +107,15 @@ def fit_and_export(strategy, dataset, ctx, args) -> None:
     with strategy.scope():
         model = build_model(tf)
     # ctx.progress_callback() shows the chief's step and loss in the driver's progress display.
-    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.job_name == "chief" else 0,
+    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.is_chief else 0,
               callbacks=[ctx.progress_callback()])
     export(model, ctx, args.export_dir)
 
 
 def export(model, ctx, export_dir: str) -> None:
-    """Save the model: every MWMS node must take part; only the chief writes to ``export_dir``."""
-    import tempfile
-
-    is_chief = ctx.job_name == "chief"
-    target = export_dir if is_chief else tempfile.mkdtemp(prefix=f"export-{ctx.job_name}{ctx.task_index}-")
-    model.save(target)
-    print(f"{ctx.job_name}:{ctx.task_index} saved the model to {target}", flush=True)
+    """Save the model: every MWMS node must take part; only the chief writes to ``export_dir``
+    (the others save to a scratch path that ``ctx.export_path`` removes afterwards)."""
+    with ctx.export_path(export_dir) as target:
+        model.save(target)
+    if ctx.is_chief:
+        print(f"{ctx.job_name}:{ctx.task_index} saved the model to {target}", flush=True)

@@ -36,7 +36,8 @@ class InputMode:
 
 
 def _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node, eval_node,
-                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts) -> None:
+                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts,
+                        keep_node_files_days) -> None:
     if not callable(map_fun):
         raise ValueError(f"map_fun must be callable, got {type(map_fun).__name__}")
     roles_mod.validate_layout(num_executors, num_ps, master_node, eval_node)
@@ -55,6 +56,8 @@ def _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node,
         raise ValueError(f"max_restarts must be a non-negative integer, got {max_restarts!r}")
     if max_restarts and driver_ps_nodes:
         raise ValueError("max_restarts cannot relaunch ps nodes hosted by the driver (driver_ps_nodes=True)")
+    if keep_node_files_days is not None and not keep_node_files_days > 0:
+        raise ValueError(f"keep_node_files_days must be positive days or None, got {keep_node_files_days!r}")
 
 
 class TFCluster:
@@ -270,7 +273,8 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         release_port: bool = True, *, num_gpus: int | None = None, env: dict[str, str] | None = None,
         use_barrier: bool = True, executor_wait_timeout: float = 30.0, set_tf_config: bool = True,
         feed_queue_bytes: int = 64 * 1024 * 1024, stall_timeout: float | None = None,
-        max_restarts: int = 0, progress: bool | None = None, log_to_driver: bool = True) -> TFCluster:
+        max_restarts: int = 0, progress: bool | None = None, log_to_driver: bool = True,
+        keep_node_files_days: float | None = 7) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
     Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
@@ -301,14 +305,17 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
     ``ctx.progress_callback()``), and the partitions and rows scored by each action on an RDD
     from ``cluster.inference``; ``log_to_driver`` prints every line of each node's
     stdout/stderr (and Python logging) on the driver's stdout prefixed ``[role:index]``.
-    Either way each node's full log stays in the file named by ``cluster_info[i]['log_path']``.
+    Either way each node's full log stays in the file named by ``cluster_info[i]['log_path']``,
+    under ``$TMPDIR/sparkdl-$USER/<cluster id>/`` on its host; a starting node removes the
+    directories of this user's earlier clusters on that host once nothing in them has changed
+    for ``keep_node_files_days`` (None keeps them for good).
 
     Returns once every node has registered; raises PreflightError or ReservationTimeout
     (naming the missing nodes) otherwise.
     """
     del queues  # sparkdl has no multiprocessing-manager queues
     _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node, eval_node,
-                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts)
+                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts, keep_node_files_days)
     template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
     node_roles = roles_mod.roles_from_template(template)
     first_spark_node = num_ps if driver_ps_nodes else 0
@@ -327,7 +334,8 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         tensorboard_executor=chief_like[0] if tensorboard and chief_like else None, log_dir=log_dir,
         reservation_timeout=float(reservation_timeout), release_port=release_port, num_gpus=num_gpus,
         use_barrier=use_barrier, set_tf_config=set_tf_config, feed_queue_bytes=int(feed_queue_bytes),
-        stall_timeout=stall_timeout, stream_logs=bool(log_to_driver), env=dict(env or {}))
+        stall_timeout=stall_timeout, stream_logs=bool(log_to_driver), env=dict(env or {}),
+        keep_node_files_days=keep_node_files_days)
     cluster = TFCluster(sc, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
     cluster._start()
     return cluster

@@ -6,8 +6,11 @@ unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import tempfile
 import socket
 import time
 from typing import Any
@@ -139,6 +142,33 @@ class NodeContext:
         import tensorflow as tf
 
         return tf.keras.callbacks.BackupAndRestore(backup_dir=self.absolute_path(backup_dir), **kwargs)
+
+    @property
+    def is_chief(self) -> bool:
+        """Whether this node writes what the cluster saves: the chief (or master), else worker 0."""
+        return roles.is_chief(self.cluster_spec, self.job_name, self.task_index)
+
+    @contextlib.contextmanager
+    def export_path(self, path: str):
+        """Where this node saves what every MWMS node must save but only the chief keeps.
+
+        ``model.save`` (and checkpoint writes) under MultiWorkerMirroredStrategy are collective:
+        every node must call them. Use ``with ctx.export_path(export_dir) as target:
+        model.save(target)``: the chief gets ``path`` unchanged, the other nodes a scratch path of the same file name in this cluster's private directory,
+        removed when the block ends, so nothing is left behind on their executors.
+        """
+        if self.is_chief:
+            yield path
+            return
+        from .launch import user_root
+
+        private = user_root() / self.cluster_id
+        private.mkdir(mode=0o700, exist_ok=True)
+        scratch = tempfile.mkdtemp(prefix=f"export-{self.job_name}{self.task_index}-", dir=private)
+        try:
+            yield os.path.join(scratch, os.path.basename(path.rstrip("/")) or "export")
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def start_server(self):
         """Start and return a ``tf.distribute.Server`` for this node from its TF_CONFIG.

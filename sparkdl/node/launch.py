@@ -15,9 +15,11 @@ from __future__ import annotations
 import getpass
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -53,6 +55,7 @@ class LaunchSpec:
     feed_queue_bytes: int = 64 * 1024 * 1024
     attempt: int = 0               # relaunch number (TFCluster.run(max_restarts=N))
     stream_logs: bool = True       # forward the node's output to the driver
+    keep_node_files_days: float | None = 7  # see prune_old_clusters
 
 
 def user_root() -> Path:
@@ -80,6 +83,31 @@ def node_dir(cluster_id: str, role: NodeRole, attempt: int = 0) -> Path:
     return path
 
 
+def prune_old_clusters(root: Path, keep_days: float | None, current: str) -> list[str]:
+    """Remove the directories of earlier clusters under ``root`` in which nothing changed for
+    ``keep_days`` (None: keep everything); returns the cluster ids removed.
+
+    The newest modification time of anything inside counts, so a node still writing its log
+    keeps its cluster's directory. Several nodes on one host may prune at once: whatever
+    another one removed first is simply skipped.
+    """
+    if keep_days is None:
+        return []
+    cutoff = time.time() - keep_days * 86400
+    removed = []
+    for cluster in root.iterdir():
+        if cluster.name == current or cluster.is_symlink() or not cluster.is_dir():
+            continue
+        try:
+            newest = max((entry.lstat().st_mtime for entry in cluster.rglob("*")), default=cluster.lstat().st_mtime)
+            if newest < cutoff:
+                shutil.rmtree(cluster)
+                removed.append(cluster.name)
+        except OSError:
+            continue  # best effort: another node of this host pruned it first, or it is not ours to remove
+    return removed
+
+
 def executor_jvm_pid() -> int:
     """The pid of the executor JVM hosting this Python worker (falls back to our parent)."""
     for parent in psutil.Process().parents():
@@ -100,6 +128,7 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
     """
     role = spec.roles[executor_id]
     directory = node_dir(spec.cluster_id, role, spec.attempt)
+    prune_old_clusters(directory.parent.parent, spec.keep_node_files_days, spec.cluster_id)
     label = f"{role.label} on host {os.uname().nodename}"
     assignment = gpus.select_gpus(spec.num_gpus, spark_gpu_addresses, os.environ.get("CUDA_VISIBLE_DEVICES"),
                                   slot=executor_id, node_label=label)

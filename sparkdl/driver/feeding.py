@@ -10,7 +10,6 @@ is raised at once instead of waiting for ``feed_timeout``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import re
 from typing import Callable
@@ -59,10 +58,10 @@ class ClusterFeeder:
         nodes = [n for n in self._coordinator.nodes.values() if n.role.job_name in COLLECTIVE_ROLES]
         return sorted(nodes, key=lambda n: n.role.executor_id)
 
-    def _target(self, feed_timeout: float, qname: str) -> FeedTarget:
+    def _target(self, feed_timeout: float, qname: str, run: str = "") -> FeedTarget:
         nodes = self.data_nodes()
         return FeedTarget(self._secret, tuple((n.host, n.feed_port) for n in nodes),
-                          tuple(n.role.label for n in nodes), float(feed_timeout), qname)
+                          tuple(n.role.label for n in nodes), float(feed_timeout), qname, run)
 
     def _tell_nodes(self, message: dict, timeout: float, nodes: list[NodeState] | None = None,
                     need_ack: bool = True) -> None:
@@ -144,7 +143,7 @@ class ClusterFeeder:
 
         ``run`` names this call in the nodes' reports of answered partitions (the driver's progress).
         """
-        target = dataclasses.replace(self._target(feed_timeout, qname), run=run)
+        target = self._target(feed_timeout, qname, run)
         count = len(target.addresses)
         if isinstance(data, DataFrame):
             check_spark_schema(data.schema)

@@ -10,8 +10,8 @@ import contextlib
 import json
 import os
 import shutil
-import tempfile
 import socket
+import tempfile
 import time
 from typing import Any
 
@@ -154,17 +154,16 @@ class NodeContext:
 
         ``model.save`` (and checkpoint writes) under MultiWorkerMirroredStrategy are collective:
         every node must call them. Use ``with ctx.export_path(export_dir) as target:
-        model.save(target)``: the chief gets ``path`` unchanged, the other nodes a scratch path of the same file name in this cluster's private directory,
-        removed when the block ends, so nothing is left behind on their executors.
+        model.save(target)``: the chief gets ``path`` unchanged, the other nodes a scratch path
+        of the same file name in this cluster's private directory, removed when the block ends,
+        so nothing is left behind on their executors.
         """
         if self.is_chief:
             yield path
             return
-        from .launch import user_root
+        from .launch import cluster_dir
 
-        private = user_root() / self.cluster_id
-        private.mkdir(mode=0o700, exist_ok=True)
-        scratch = tempfile.mkdtemp(prefix=f"export-{self.job_name}{self.task_index}-", dir=private)
+        scratch = tempfile.mkdtemp(prefix=f"export-{self.job_name}{self.task_index}-", dir=cluster_dir(self.cluster_id))
         try:
             yield os.path.join(scratch, os.path.basename(path.rstrip("/")) or "export")
         finally:

@@ -75,11 +75,18 @@ def user_root() -> Path:
     return root
 
 
+def cluster_dir(cluster_id: str) -> Path:
+    """This user's private directory for one cluster's files on this host (created if missing)."""
+    path = user_root() / cluster_id
+    path.mkdir(exist_ok=True, mode=0o700)
+    return path
+
+
 def node_dir(cluster_id: str, role: NodeRole, attempt: int = 0) -> Path:
     """A private per-user, per-cluster, per-node (and per-relaunch) directory for logs and status."""
     name = f"node{role.executor_id}-{role.job_name}{role.task_index}" + (f"-attempt{attempt}" if attempt else "")
-    path = user_root() / cluster_id / name
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = cluster_dir(cluster_id) / name
+    path.mkdir(exist_ok=True, mode=0o700)
     return path
 
 
@@ -99,8 +106,10 @@ def prune_old_clusters(root: Path, keep_days: float | None, current: str) -> lis
         if cluster.name == current or cluster.is_symlink() or not cluster.is_dir():
             continue
         try:
-            newest = max((entry.lstat().st_mtime for entry in cluster.rglob("*")), default=cluster.lstat().st_mtime)
-            if newest < cutoff:
+            # A directory changed recently needs no walk; otherwise its newest entry decides.
+            if cluster.lstat().st_mtime >= cutoff:
+                continue
+            if max((entry.lstat().st_mtime for entry in cluster.rglob("*")), default=0.0) < cutoff:
                 shutil.rmtree(cluster)
                 removed.append(cluster.name)
         except OSError:
@@ -128,7 +137,7 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
     """
     role = spec.roles[executor_id]
     directory = node_dir(spec.cluster_id, role, spec.attempt)
-    prune_old_clusters(directory.parent.parent, spec.keep_node_files_days, spec.cluster_id)
+    prune_old_clusters(user_root(), spec.keep_node_files_days, spec.cluster_id)
     label = f"{role.label} on host {os.uname().nodename}"
     assignment = gpus.select_gpus(spec.num_gpus, spark_gpu_addresses, os.environ.get("CUDA_VISIBLE_DEVICES"),
                                   slot=executor_id, node_label=label)

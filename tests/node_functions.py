@@ -315,6 +315,22 @@ def fail_after_first_batch(args, ctx):
     raise RuntimeError("model exploded while training (sentinel 91c2)")
 
 
+def read_after_flag(args, ctx):
+    """Wait for the test's flag (created once the feeding job has ended), then read every fed row;
+    with ``fail``, raise after reading them, else wait for the end of the feed."""
+    feed = ctx.get_data_feed()
+    if not wait_for_file(_arg(args, "flag")):
+        raise TimeoutError("the test never created the flag file")
+    rows = 0
+    while rows < args["rows"]:
+        rows += len(feed.next_batch(64))
+    if args.get("fail"):
+        raise RuntimeError("failed after reading the last rows (sentinel 5e7a)")
+    _write(args, ctx, {"rows": rows})
+    while not feed.should_stop():
+        feed.next_batch(64)
+
+
 def tfos_style_feed(args, ctx):
     """TensorFlowOnSpark-style code, unchanged: TFNode.DataFeed(ctx.mgr, ...)."""
     from sparkdl import TFNode

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -149,6 +150,44 @@ def test_node_failure_during_feeding_surfaces_quickly(sc2, tmp_path):
     assert elapsed < 30, f"took {elapsed:.1f} s to report the failure"
     assert "model exploded while training (sentinel 91c2)" in str(caught.value)
     cluster.shutdown(timeout=60)  # train() already stopped the failed cluster: nothing left to raise
+
+
+def flag_when_feeding_jobs_end(sc, cluster, jobs: int, flag, timeout_s: float = 120.0) -> threading.Thread:
+    """Create ``flag`` once ``jobs`` Spark jobs of the cluster's feeding (count + epochs) have
+    succeeded: the rows are then queued in the nodes, not yet read."""
+    def watch():
+        group, tracker = f"sparkdl-{cluster.cluster_id}-feed", sc.statusTracker()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            infos = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(group)]
+            if sum(1 for info in infos if info and info.status == "SUCCEEDED") >= jobs:
+                break
+            time.sleep(0.05)
+        flag.touch()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["reads", "fails"])
+def test_train_returns_once_every_node_has_read_its_rows(sc2, tmp_path, fail):
+    # 1,000 small rows fit in the nodes' queues: the feeding job ends before map_fun reads them.
+    flag = tmp_path / "flag"
+    cluster = TFCluster.run(sc2, nf.read_after_flag, {"out": str(tmp_path), "flag": str(flag), "rows": 500,
+                                                      "fail": fail}, 2, input_mode=SPARK)
+    watcher = flag_when_feeding_jobs_end(sc2, cluster, jobs=2, flag=flag)
+    if fail:
+        with pytest.raises(ClusterError, match="sentinel 5e7a"):
+            cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 2), 1)
+        cluster.shutdown(timeout=60)  # train() already stopped the failed cluster
+    else:
+        cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 2), 1)
+        assert flag.exists(), "train returned before its feeding job ended"
+        assert [n.metrics.get("rows_read") for n in cluster._attempt.feeder.data_nodes()] == [500, 500]
+        cluster.shutdown(timeout=120)
+        assert [n["rows"] for n in read_json_files(tmp_path).values()] == [500, 500]
+    watcher.join(5)
 
 
 def test_feeding_needs_spark_mode(sc2, tmp_path):

@@ -121,8 +121,10 @@ class TFCluster:
         """Feed an RDD or DataFrame to the chief and workers ``num_epochs`` times (InputMode.SPARK).
 
         Rows are balanced so every node gets the same number per epoch (at most N-1 rows per
-        epoch are repeated to make the counts equal; none are dropped). Blocks until everything
-        is fed. Raises ClusterError with the node's traceback as soon as a node fails,
+        epoch are repeated to make the counts equal; none are dropped). Blocks until every
+        chief and worker has read all of its rows (or called ``DataFeed.terminate()``, or
+        returned from ``map_fun``), as in TensorFlowOnSpark, so a node failing on the last rows
+        fails this call. Raises ClusterError with the node's traceback as soon as a node fails,
         NodeStalled when a node reads nothing for ``feed_timeout`` seconds (naming it, with
         its Python stacks), and FeedDataError for data that cannot become tensors (naming
         the column). ``num_epochs=0`` means 1, as in TFoS. With ``max_restarts``, a failed

@@ -36,6 +36,7 @@ class NodeState:
     serving: bool = False          # the node declared itself a long-running server
     feed_port: int = 0             # its feed server's port (InputMode.SPARK)
     feed_terminated: bool = False  # map_fun called DataFeed.terminate()
+    feed_consumed: dict = field(default_factory=dict)  # qname -> the last cluster.train session read in full
     pid: int = 0                   # the TF process
     supervisor_pid: int = 0
     anchor_pid: int = 0            # the Spark task (or executor JVM) the node lives and dies with
@@ -154,6 +155,11 @@ class Coordinator:
                 node.feed_port = int(message["port"])
             elif kind == "status" and message.get("event") == "feed_terminated":
                 node.feed_terminated = True
+            elif kind == "status" and message.get("event") == "feed_consumed":
+                qname = message.get("qname", "input")
+                node.feed_consumed[qname] = max(node.feed_consumed.get(qname, 0), int(message.get("session", 0)))
+                node.metrics.update({k: message[k] for k in ("rows_read", "rows_received") if k in message})
+                node.last_progress = time.monotonic()
             elif kind == "warning":
                 logger.warning("%s: %s", node.role.label, message.get("message"))
             self._cond.notify_all()

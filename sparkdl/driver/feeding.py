@@ -78,7 +78,8 @@ class ClusterFeeder:
 
     def train(self, data: RDD | DataFrame, num_epochs: int, feed_timeout: float, qname: str,
               show_progress: bool = False) -> None:
-        """Feed ``data`` ``num_epochs`` times, balanced over the data nodes; blocks until fed.
+        """Feed ``data`` ``num_epochs`` times, balanced over the data nodes; blocks until every data
+        node has read its rows (or ended its feed).
 
         ``show_progress`` displays rows fed/read, epochs, partitions and the chief's metrics.
         """
@@ -116,8 +117,26 @@ class ClusterFeeder:
                         return
                     if progress:
                         progress.epoch_done(epoch)
+                self._await_read(nodes, qname, session)
         finally:
             self._coordinator.feed_timeout = None
+
+    def _await_read(self, nodes: list[NodeState], qname: str, session: int) -> None:
+        """Wait until every data node has read all its rows of ``session`` (or ended its feed).
+
+        The last rows may still sit in a node's queue when the feeding job ends; waiting here
+        makes a failure while they are read surface from ``train`` rather than ``shutdown``. A
+        node that stops reading is stopped by the stall watch (``feed_timeout``), so this ends.
+        """
+        def done(node: NodeState) -> bool:
+            return (node.feed_consumed.get(qname, 0) >= session or node.feed_terminated or node.finished)
+
+        self._coordinator.wait_until(lambda c: bool(c.failures) or c.aborted or all(done(n) for n in nodes), None)
+        if self._coordinator.failures:
+            raise self._node_failed("cluster.train: the nodes reading their last rows")
+        if self._coordinator.aborted:
+            raise FeedError(f"cluster.train: the cluster was stopped before its nodes read their rows "
+                            f"({self._coordinator.aborted})")
 
     def _check_skipped(self, nodes: list[NodeState], skipped_mask: int, description: str) -> bool:
         """Accept nodes skipped because they ended their feed; raise for any other loss.

@@ -160,6 +160,7 @@ class FeedServer:
         self.progress = lambda: None  # a heartbeat to the driver: the node reads its feed
         self.rows_received = 0        # rows queued by feeders so far (all training runs)
         self.rows_read = 0            # rows handed to map_fun so far
+        self._session_rows_read: dict[tuple[str, int], int] = {}
         self.terminated = threading.Event()
         self._queues: dict[str, BoundedQueue] = {}
         self._plans: dict[tuple[str, int], SessionPlan] = {}
@@ -196,6 +197,17 @@ class FeedServer:
         """The plan of ``session`` if it has arrived, without waiting."""
         with self._cond:
             return self._plans.get((qname, session))
+
+    def count_read(self, qname: str, session: int, rows: int) -> None:
+        """Count ``rows`` of training run ``session`` as read; tell the driver when the run's last
+        row is read (``cluster.train`` returns once every data node has read all of its rows)."""
+        key = (qname, session)
+        with self._cond:
+            self._session_rows_read[key] = read = self._session_rows_read.get(key, 0) + rows
+            plan = self._plans.get(key)
+        if plan is not None and read >= plan.rows_per_epoch * plan.epochs > read - rows:
+            self.notify("feed_consumed", qname=qname, session=session, rows_read=self.rows_read,
+                        rows_received=self.rows_received)
 
     def close(self) -> None:
         """Stop serving."""
@@ -527,6 +539,8 @@ class DataFeed:
         if not pieces:
             return {}, [], 0
         first = pieces[0][0]
+        if first.session is not None:
+            self._server.count_read(self.qname_in, first.session, count)
         if first.stream is not None:
             self._pending.append([first.stream, count])
         if self.train_mode and first.session is not None:

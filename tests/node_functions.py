@@ -316,16 +316,16 @@ def fail_after_first_batch(args, ctx):
 
 
 def read_after_flag(args, ctx):
-    """Wait for the test's flag (created once the feeding job has ended), then read every fed row;
-    with ``fail``, raise after reading them, else wait for the end of the feed."""
+    """Wait for the test's flag (created once the feeding job has ended), then read every fed row
+    (with ``fail``: raise half-way through them); then wait for the end of the feed."""
     feed = ctx.get_data_feed()
     if not wait_for_file(_arg(args, "flag")):
         raise TimeoutError("the test never created the flag file")
     rows = 0
     while rows < args["rows"]:
         rows += len(feed.next_batch(64))
-    if args.get("fail"):
-        raise RuntimeError("failed after reading the last rows (sentinel 5e7a)")
+        if args.get("fail") and rows >= args["rows"] // 2:
+            raise RuntimeError("failed while reading the queued rows (sentinel 5e7a)")
     _write(args, ctx, {"rows": rows})
     while not feed.should_stop():
         feed.next_batch(64)

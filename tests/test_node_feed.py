@@ -186,6 +186,37 @@ def test_runs_end_their_last_batch_and_never_mix(server, secret):
     assert labels == [[100, 101, 102, 103], [104, 105, 106], [200, 201, 202]]
 
 
+def test_a_read_waiting_when_the_plan_arrives_ends_at_the_run_end(server, secret):
+    # map_fun loops on next_batch(64) between two cluster.train calls: the read starts before the
+    # second run's plan. It must still return that run's 7 rows without waiting for more (the
+    # driver's train() waits for this node to read them: waiting here would deadlock both).
+    tgt = target(secret, server)
+    send_plan(server, secret, 1, 3)
+    feed_rows(tgt, labelled(3), session=1)
+    feed = DataFeed(server, feed_timeout=10)
+    assert len(feed.next_batch(64)) == 3
+    reader = Worker(feed.next_batch, 64)
+    send_plan(server, secret, 2, 7)
+    feed_rows(tgt, labelled(4, start=100), session=2, partition=0)
+    feed_rows(tgt, labelled(3, start=104), session=2, partition=1)
+    assert [label for _, label in reader.outcome(timeout=8)] == list(range(100, 107))
+
+
+def test_the_driver_hears_once_when_a_run_is_read_in_full(make_server, secret):
+    events = []
+    server = make_server()
+    server.notify = lambda event, **fields: events.append((event, fields.get("session")))
+    send_plan(server, secret, 1, 5, epochs=2)
+    feed_rows(target(secret, server), labelled(5), session=1, epoch=0)
+    feed_rows(target(secret, server), labelled(5), session=1, epoch=1)
+    feed = DataFeed(server, feed_timeout=10)
+    assert len(feed.next_batch(6)) == 6 and events == []
+    assert len(feed.next_batch(6)) == 4
+    assert events == [("feed_consumed", 1)]
+    send_end(server, secret)
+    assert feed.next_batch(6) == [] and events == [("feed_consumed", 1)]
+
+
 def test_runs_never_mix_without_plans(server, secret):
     tgt = target(secret, server)
     feed_rows(tgt, labelled(5), session=1)

@@ -198,6 +198,13 @@ class FeedServer:
         with self._cond:
             return self._plans.get((qname, session))
 
+    def rows_left(self, qname: str, session: int) -> int | None:
+        """Rows of training run ``session`` not yet read (None until its plan arrives)."""
+        with self._cond:
+            plan = self._plans.get((qname, session))
+            return None if plan is None else plan.rows_per_epoch * plan.epochs - self._session_rows_read.get(
+                (qname, session), 0)
+
     def count_read(self, qname: str, session: int, rows: int) -> None:
         """Count ``rows`` of training run ``session`` as read; tell the driver when the run's last
         row is read (``cluster.train`` returns once every data node has read all of its rows)."""
@@ -316,7 +323,6 @@ class DataFeed:
         self._pending: deque[list] = deque()  # [stream, rows awaiting results]
         self._stopped = False
         self._session = 1   # the training run (cluster.train call) being read
-        self._consumed = 0  # rows read from it so far
 
     # -- TensorFlowOnSpark API --
 
@@ -481,15 +487,13 @@ class DataFeed:
         return plan
 
     def _session_rows_left(self) -> int | None:
-        plan = self._server.known_plan(self.qname_in, self._session)
-        return None if plan is None else plan.rows_per_epoch * plan.epochs - self._consumed
+        return self._server.rows_left(self.qname_in, self._session)
 
     def _advance_session(self) -> None:
         """Move on to the next training run once this one's rows were all read."""
         left = self._session_rows_left()
         if left is not None and left <= 0:
             self._session += 1
-            self._consumed = 0
 
     def _peek_chunk(self) -> Chunk:
         if self._chunk is not None and self._chunk.left:
@@ -534,19 +538,22 @@ class DataFeed:
             pieces.append((chunk, chunk.offset, chunk.offset + take))
             chunk.offset += take
             count += take
+            if chunk.session is not None:
+                # The run's plan may have arrived while this call waited: never wait past its end.
+                left = self._server.rows_left(self.qname_in, chunk.session)
+                if left is not None:
+                    max_rows = min(max_rows, left)
         self._server.rows_read += count
         self._server.progress()
         if not pieces:
             return {}, [], 0
         first = pieces[0][0]
-        if first.session is not None:
-            self._server.count_read(self.qname_in, first.session, count)
         if first.stream is not None:
             self._pending.append([first.stream, count])
-        if self.train_mode and first.session is not None:
-            if first.session != self._session:  # a run cut short (terminate) is skipped
-                self._session, self._consumed = first.session, 0
-            self._consumed += count
+        if first.session is not None:
+            self._server.count_read(self.qname_in, first.session, count)
+            if self.train_mode:
+                self._session = first.session  # a run cut short (terminate) is skipped
         names = first.names
         if len(pieces) == 1:
             chunk, start, stop = pieces[0]

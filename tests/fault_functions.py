@@ -35,6 +35,17 @@ def _inject(args, ctx) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if fault == "hang":
         stuck_inside_a_training_step()
+    if fault == "hang_deaf":  # as a node wedged in C code, whose Python-level handlers never run
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        stuck_inside_a_training_step()
+    if fault == "hang_dies_dumping":  # as a node whose stack dump crashed it (seen once in CI)
+        signal.signal(signal.SIGUSR2, _dump_a_little_then_crash)
+        stuck_inside_a_training_step()
+
+
+def _dump_a_little_then_crash(signum, frame) -> None:
+    os.write(2, b"Thread 0x1 (partial stack dump, sentinel 7d1f)\n")
+    os.kill(os.getpid(), signal.SIGSEGV)
 
 
 def stuck_inside_a_training_step() -> None:

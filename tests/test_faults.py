@@ -158,20 +158,36 @@ def test_node_that_stops_reading_its_feed_is_stopped_by_feed_timeout(sc2, tmp_pa
     failure = caught.value.failures[0]
     assert "made no progress for" in failure.cause and "feed_timeout" in failure.cause
     assert "stuck_inside_a_training_step" in failure.traceback, "the stall report must show the node's stack"
+    # The feed server thread is busy decoding batches: only the GIL-holding Python-level dump is
+    # safe then (faulthandler's all-threads dump once crashed such a node with SIGSEGV in CI).
+    assert "(MainThread, most recent call last)" in failure.traceback
     assert_nothing_left(cluster, sc2, tmp_path)
 
 
-def test_hung_node_is_stopped_by_stall_timeout_in_tensorflow_mode(sc2, tmp_path):
-    args = {"out": str(tmp_path), "victim": 0, "fault": "hang"}
+HANG_DUMPS = {  # fault -> what the stall report's traceback must show
+    "hang": ["stuck_inside_a_training_step", "(MainThread, most recent call last)"],
+    # ignores SIGUSR2, as a node wedged in C code cannot run Python-level signal handlers: the
+    # supervisor falls back to faulthandler's dump, written from C
+    "hang_deaf": ["stuck_inside_a_training_step", "most recent call first"],
+    # dies (SIGSEGV) half-way through its dump: still a stall, with the part that was written
+    "hang_dies_dumping": ["sentinel 7d1f"],
+}
+
+
+@pytest.mark.parametrize("fault", list(HANG_DUMPS))
+def test_hung_node_is_stopped_by_stall_timeout_in_tensorflow_mode(sc2, tmp_path, fault):
+    args = {"out": str(tmp_path), "victim": 0, "fault": fault}
     cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, stall_timeout=5)
     with pytest.raises(NodeStalled) as caught:
         cluster.shutdown(timeout=120)
     late = time.time() - _read(tmp_path, "fault")["time"] - 5
-    _report("TENSORFLOW mode, node hangs (after stall_timeout=5 s)", late)
+    _report(f"TENSORFLOW mode, node hangs ({fault}, after stall_timeout=5 s)", late)
     assert late < DETECTION_LIMIT_S
     assert_names_the_node(caught.value, "chief:0")
-    assert "stall_timeout=5 s" in caught.value.failures[0].cause
-    assert "stuck_inside_a_training_step" in caught.value.failures[0].traceback
+    failure = caught.value.failures[0]
+    assert "stall_timeout=5 s" in failure.cause and failure.stalled
+    for shown in HANG_DUMPS[fault]:
+        assert shown in failure.traceback, failure.traceback
     assert_nothing_left(cluster, sc2, tmp_path)
 
 

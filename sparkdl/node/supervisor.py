@@ -32,6 +32,7 @@ from .logs import NodeLog, log_tail
 TENSORBOARD_START_TIMEOUT_S = 90.0
 STOP_GRACE_MIN_S = 3.0
 STACK_DUMP_WAIT_S = 2.0  # how long a stalled node's stack dump may take to reach its log
+PYTHON_DUMP_WAIT_S = 1.0  # of which the safe Python-level dump (SIGUSR2) gets this long
 
 
 def reserve_port(host: str) -> socket.socket:
@@ -73,6 +74,7 @@ class Supervisor:
         self.failure_cause: str | None = None   # why this supervisor killed the node, if it was a failure
         self.stalled = False
         self.stack_dump = ""  # the stalled node's Python stacks, from its log
+        self.stack_dump_offset: int | None = None  # where the dump starts in the log
 
     # -- talking to the launching task (stdout) and to the driver (channel) --
 
@@ -226,18 +228,23 @@ class Supervisor:
         if child is None or child.poll() is not None:
             return
         self.stalled = True
-        size_before = self._log_size()
-        try:
-            os.kill(child.pid, signal.SIGUSR1)  # faulthandler in the TF process writes every thread's stack
-        except ProcessLookupError:
-            pass
+        self.failure_cause = self.failure_cause or reason  # even if the node dies during the dump
+        self.stack_dump_offset = self._log_size()
         # The dump is written by a signal handler in the node, so there is no event to wait on:
         # poll (bounded) until the log grows, then give the handler a moment to finish.
         deadline = time.monotonic() + STACK_DUMP_WAIT_S
-        while time.monotonic() < deadline and self._log_size() == size_before:
-            time.sleep(0.05)
+        for sig, wait_s in ((signal.SIGUSR2, PYTHON_DUMP_WAIT_S), (signal.SIGUSR1, STACK_DUMP_WAIT_S)):
+            try:
+                os.kill(child.pid, sig)
+            except ProcessLookupError:
+                break
+            answer_by = min(deadline, time.monotonic() + wait_s)
+            while time.monotonic() < answer_by and self._log_size() == self.stack_dump_offset:
+                time.sleep(0.05)
+            if self._log_size() != self.stack_dump_offset:
+                break
         time.sleep(0.2)
-        self.stack_dump = self._read_log_from(size_before)
+        self.stack_dump = self._read_log_from(self.stack_dump_offset)
         self.kill_child(reason, failure=True)
 
     def _read_log_from(self, offset: int, max_bytes: int = 16384) -> str:
@@ -310,6 +317,8 @@ class Supervisor:
             try:
                 report["traceback"] = json.loads(self.error_path.read_text())["traceback"]
             except (OSError, ValueError, KeyError):
+                if self.stalled and not self.stack_dump and self.stack_dump_offset is not None:
+                    self.stack_dump = self._read_log_from(self.stack_dump_offset)  # it died while dumping
                 report["traceback"] = f"Python stacks of the node when it was stopped:\n{self.stack_dump}" \
                     if self.stack_dump else ""
             report["log_tail"] = log_tail(self.log_path)

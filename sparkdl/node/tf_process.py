@@ -40,6 +40,23 @@ def _status_writer(fd: int):
     return write
 
 
+def _dump_stacks(signum, frame) -> None:
+    """Write every thread's Python stack to stderr (the node log): SIGUSR2's handler.
+
+    A Python-level handler holds the GIL, so unlike faulthandler it never reads a running
+    thread's state (faulthandler's all-threads dump can crash the node when other threads run,
+    e.g. the feed server decoding batches). It runs as soon as the main thread executes
+    bytecode or is in an interruptible wait (sleep, lock, I/O).
+    """
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    parts = []
+    for ident, top in sys._current_frames().items():
+        parts.append(f"Thread {ident:#x} ({names.get(ident, 'unnamed')}, most recent call last):\n")
+        parts.extend(traceback.format_stack(top))
+    # os.write, not sys.stderr: the interrupted code may be inside a write to sys.stderr.
+    os.write(2, "".join(parts).encode(errors="replace"))
+
+
 def _write_error(path: str, text: str, exc: BaseException) -> None:
     with open(path, "w") as out:
         json.dump({"traceback": text, "type": type(exc).__name__}, out)
@@ -50,8 +67,10 @@ def main() -> int:
     watchdog.die_with_parent()
     parent = os.getppid()
     watchdog.watch_pid(parent, lambda: os._exit(70))
-    # The supervisor sends SIGUSR1 before stopping a stalled node: every thread's Python stack
-    # goes to the node log (written from the signal handler, so even a wedged node answers).
+    # Before stopping a stalled node, the supervisor asks for every thread's Python stack in the
+    # node log: SIGUSR2 first (safe), then SIGUSR1 (faulthandler, from C, so even a node wedged in
+    # C code with the main thread never returning to Python answers) if SIGUSR2 got no answer.
+    signal.signal(signal.SIGUSR2, _dump_stacks)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     if not logging.getLogger().handlers:  # map_fun's logging reaches the node log (and the driver)
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,

@@ -28,20 +28,12 @@ from ..channel import Channel, ChannelError, connect
 from . import keras_policy, watchdog
 from .launch import FAILED, READY
 from .logs import NodeLog, log_tail
+from .ports import reserve_port
 
 TENSORBOARD_START_TIMEOUT_S = 90.0
 STOP_GRACE_MIN_S = 3.0
 STACK_DUMP_WAIT_S = 2.0  # how long a stalled node's stack dump may take to reach its log
 PYTHON_DUMP_WAIT_S = 1.0  # of which the safe Python-level dump (SIGUSR2) gets this long
-
-
-def reserve_port(host: str) -> socket.socket:
-    """Bind (without listening) a free port on ``host`` and keep it until released."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, 0))
-    sock.set_inheritable(True)
-    return sock
 
 
 def wait_for_port(host: str, port: int, process: subprocess.Popen, timeout_s: float) -> bool:

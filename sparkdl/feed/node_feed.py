@@ -150,6 +150,11 @@ class SessionPlan:
     rows_per_epoch: int
     epochs: int
 
+    @property
+    def total_rows(self) -> int:
+        """Rows of the whole call (every epoch)."""
+        return self.rows_per_epoch * self.epochs
+
 
 class FeedServer:
     """Receives feed streams for this node (one per TF process, InputMode.SPARK only)."""
@@ -193,17 +198,11 @@ class FeedServer:
                                    "cluster.train()?")
             return self._plans.get((qname, session))
 
-    def known_plan(self, qname: str, session: int) -> SessionPlan | None:
-        """The plan of ``session`` if it has arrived, without waiting."""
-        with self._cond:
-            return self._plans.get((qname, session))
-
     def rows_left(self, qname: str, session: int) -> int | None:
         """Rows of training run ``session`` not yet read (None until its plan arrives)."""
         with self._cond:
             plan = self._plans.get((qname, session))
-            return None if plan is None else plan.rows_per_epoch * plan.epochs - self._session_rows_read.get(
-                (qname, session), 0)
+            return None if plan is None else plan.total_rows - self._session_rows_read.get((qname, session), 0)
 
     def count_read(self, qname: str, session: int, rows: int) -> None:
         """Count ``rows`` of training run ``session`` as read; tell the driver when the run's last
@@ -212,7 +211,7 @@ class FeedServer:
         with self._cond:
             self._session_rows_read[key] = read = self._session_rows_read.get(key, 0) + rows
             plan = self._plans.get(key)
-        if plan is not None and read >= plan.rows_per_epoch * plan.epochs > read - rows:
+        if plan is not None and read - rows < plan.total_rows <= read:  # this read took the last row
             self.notify("feed_consumed", qname=qname, session=session, rows_read=self.rows_read,
                         rows_received=self.rows_received)
 

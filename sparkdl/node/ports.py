@@ -11,6 +11,7 @@ below that range, where only explicit binds land, and checked free by binding th
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 from pathlib import Path
@@ -57,16 +58,20 @@ def candidate_ports(ephemeral: tuple[int, int] | None, reserved: set[int]) -> li
 def reserve_port(host: str) -> socket.socket:
     """Bind (without listening) a free port on ``host``, outside the ephemeral range when the
     kernel says where that is, and keep it until the socket is closed (inheritable)."""
-    for port in [*candidate_ports(ephemeral_range(), reserved_ports()), 0]:  # 0: any free port
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    for port in candidate_ports(ephemeral_range(), reserved_ports()):
+        with contextlib.suppress(OSError):  # taken: try the next one
+            return _bind(host, port)
+    return _bind(host, 0)  # no free port below the range (or no range known): any free port
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """An inheritable socket bound to ``host:port``; raises OSError if the port is taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            sock.close()
-            if port == 0:
-                raise
-            continue
-        sock.set_inheritable(True)
-        return sock
-    raise AssertionError("unreachable: binding port 0 either succeeds or raises")
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock

@@ -39,7 +39,7 @@ LINE_WIDTH = 100
 NOT_CONSTRUCTED_BY_USERS = frozenset({
     "sparkdl.driver.cluster.TFCluster",
     "sparkdl.node.context.NodeContext",
-    "sparkdl.feed.node_feed.DataFeed",
+    "sparkdl.feed.data_feed.DataFeed",
 })
 
 
@@ -59,7 +59,7 @@ SECTIONS = (
             intro="`from sparkdl import TFCluster`, as with TensorFlowOnSpark's `tensorflowonspark.TFCluster`."),
     Section("sparkdl.node.context", "Node context (`ctx`)", names=("NodeContext",),
             intro="The `ctx` argument of `map_fun(args, ctx)`."),
-    Section("sparkdl.feed.node_feed", "Data feed (InputMode.SPARK)", names=("DataFeed",),
+    Section("sparkdl.feed.data_feed", "Data feed (InputMode.SPARK)", names=("DataFeed",),
             intro="What `ctx.get_data_feed()` and `TFNode.DataFeed(ctx.mgr)` return inside a node."),
     Section("sparkdl.TFNode", "Node helpers", intro="`from sparkdl import TFNode`."),
     Section("sparkdl.TFParallel", "Independent nodes", intro="`from sparkdl import TFParallel`."),

@@ -33,9 +33,10 @@ def DataFeed(mgr, train_mode: bool = True, qname_in: str = "input", qname_out: s
              input_mapping: dict[str, str] | None = None):
     """TensorFlowOnSpark's ``TFNode.DataFeed(ctx.mgr, ...)``: the node's data feed (InputMode.SPARK).
 
-    Same as ``ctx.get_data_feed(...)``; see :class:`sparkdl.feed.node_feed.DataFeed`.
+    Same as ``ctx.get_data_feed(...)``; see :class:`sparkdl.feed.data_feed.DataFeed`.
     """
-    from .feed.node_feed import DataFeed as _DataFeed, FeedServer
+    from .feed.data_feed import DataFeed as _DataFeed
+    from .feed.server import FeedServer
 
     if not isinstance(mgr, FeedServer):
         raise RuntimeError("TFNode.DataFeed(ctx.mgr) needs TFCluster.run(..., input_mode=InputMode.SPARK)")

@@ -160,7 +160,10 @@ class TFEstimator(Estimator, _TFParams):
     ``args.export_dir``...), or ``tf_argv`` when given. After ``shutdown``, the optional
     ``export_fn(args, argv)`` runs once on an executor. Returns a :class:`TFModel` carrying the
     shared Params (``input_mapping``, ``output_mapping``, ``batch_size``, ``model_dir``,
-    ``export_dir``); ``train_fn`` should save the model there (chief only). Unlike ``TFModel``,
+    ``export_dir``); ``train_fn`` should save the model there (chief only). With
+    ``validation_indicator_col`` (Spark ML's convention), rows where that boolean column is true
+    are fed as ``cluster.train``'s ``validation_data`` instead of training rows; the returned
+    model's ``history`` holds the chief's metrics per epoch. Unlike ``TFModel``,
     the estimator is not saved with a pipeline: ``train_fn`` is code, not a Param.
     """
 
@@ -176,6 +179,10 @@ class TFEstimator(Estimator, _TFParams):
                      TypeConverters.toInt)
     steps = _param("steps", "Maximum number of steps to train (passed to train_fn as args.steps)",
                    TypeConverters.toInt)
+    validation_indicator_col = _param(
+        "validation_indicator_col", "Name of a boolean column marking the rows fed as validation data (read "
+        "with feed.as_dataset(..., split='validation')); the other rows are the training data",
+        _to_optional_string)
 
     def __init__(self, train_fn: Callable | None = None, tf_args: Any = None, tf_argv: list[str] | None = None,
                  export_fn: Callable | None = None, **params: Any):
@@ -188,7 +195,8 @@ class TFEstimator(Estimator, _TFParams):
 
         self._setDefault(input_mapping={}, output_mapping={}, cluster_size=1, num_ps=0,
                          input_mode=InputMode.SPARK, protocol="grpc", tensorboard=False, model_dir=None,
-                         export_dir=None, tfrecord_dir=None, batch_size=100, epochs=1, readers=1, steps=1000)
+                         export_dir=None, tfrecord_dir=None, batch_size=100, epochs=1, readers=1, steps=1000,
+                         validation_indicator_col=None)
         if params:
             self._set(**params)
 
@@ -217,9 +225,11 @@ class TFEstimator(Estimator, _TFParams):
         logger.info("sparkdl TFEstimator: training with %s", args)
         cluster = cluster_mod.run(sc, self.train_fn, self.argv or args, args.cluster_size, args.num_ps,
                                   args.tensorboard, args.input_mode)
+        history: dict = {}
         try:
             if spark_mode:
-                cluster.train(dataset.select(*columns), args.epochs)
+                train, validation = self._split(dataset, columns)
+                history = cluster.train(train, args.epochs, validation_data=validation)
         finally:
             cluster.shutdown()
         if self.export_fn is not None:
@@ -231,4 +241,19 @@ class TFEstimator(Estimator, _TFParams):
         if location and "://" not in location and not os.path.exists(location):
             logger.warning("sparkdl TFEstimator: %s does not exist after training; train_fn (chief) or export_fn "
                            "should save the model there for TFModel to use", location)
-        return self._copyValues(TFModel(self.args, self.argv))
+        model = self._copyValues(TFModel(self.args, self.argv))
+        model.history = history  # the chief's metrics per epoch (with ctx.progress_callback()); not saved
+        return model
+
+    def _split(self, dataset, columns: list[str]):
+        """The fed columns of the training rows, and of the validation rows (or None)."""
+        indicator = self.getOrDefault("validation_indicator_col")
+        if not indicator:
+            return dataset.select(*columns), None
+        if indicator not in dataset.columns:
+            raise ValueError(f"validation_indicator_col names a column {indicator!r} that the DataFrame does not "
+                             f"have; its columns are {dataset.columns}")
+        from pyspark.sql import functions as F
+
+        marked = F.coalesce(F.col(indicator).cast("boolean"), F.lit(False))
+        return dataset.where(~marked).select(*columns), dataset.where(marked).select(*columns)

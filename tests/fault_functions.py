@@ -107,6 +107,10 @@ def resumable_fit(args, ctx):
     import tensorflow as tf
 
     _, model, dataset = nf.mwms_classifier(rows=256, hidden=8)
+    if args.get("from_feed"):  # InputMode.SPARK: rows of 8 floats "x" and an int label "y"
+        feed = ctx.get_data_feed()
+        _record(args, f"plan-attempt{ctx.attempt}-node{ctx.executor_id}", epochs=feed.num_epochs)
+        dataset = feed.as_dataset(64, features="x", label="y")
     crash_after = args["crash_after_epoch"]
     backup_dir = args["backup_dir"]
 
@@ -126,8 +130,10 @@ def resumable_fit(args, ctx):
                 _record(args, "fault", fault="exit", node=f"{ctx.job_name}:{ctx.task_index}")
                 os._exit(1)
 
-    # BackupAndRestore must run before Observe at each epoch end, so the backup exists first.
-    model.fit(dataset, epochs=args["epochs"], verbose=0, callbacks=[ctx.backup_and_restore(backup_dir), Observe()])
+    # BackupAndRestore must run before Observe (and the driver's progress report) at each epoch
+    # end, so the backup exists first.
+    callbacks = [ctx.backup_and_restore(backup_dir), ctx.progress_callback(), Observe()]
+    model.fit(dataset, epochs=args["epochs"], verbose=0, callbacks=callbacks)
     _record(args, f"done-attempt{ctx.attempt}-node{ctx.executor_id}")
 
 

@@ -163,7 +163,10 @@ def estimator_train_fn(args, ctx):
         ])
         model.compile(optimizer=tf.keras.optimizers.Adam(args.learning_rate),
                       loss="sparse_categorical_crossentropy")
-    model.fit(dataset, epochs=args.epochs, verbose=0)
+    validation = feed.as_dataset(args.batch_size * ctx.num_workers, features="pixels", label="label",
+                                 shapes={"pixels": IMAGE_SHAPE}, split="validation") \
+        if args.validation_indicator_col else None
+    model.fit(dataset, validation_data=validation, epochs=args.epochs, verbose=0, callbacks=[ctx.progress_callback()])
     # Every MWMS node takes part in saving; only the chief writes to the real location.
     with ctx.export_path(args.export_dir) as target:
         model.save(target)

@@ -98,7 +98,7 @@ def wait_for_flag(args, ctx):
     _write(args, ctx, {"log_dir": ctx.log_dir})
 
 
-def mwms_classifier(rows: int = 512, hidden: int = 16):
+def mwms_classifier(rows: int = 512, hidden: int = 16, metrics: tuple = ()):
     """(strategy, compiled classifier, dataset) for MultiWorkerMirroredStrategy model.fit tests."""
     import numpy as np
     import tensorflow as tf
@@ -114,7 +114,7 @@ def mwms_classifier(rows: int = 512, hidden: int = 16):
         model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(hidden, activation="relu"),
                                      tf.keras.layers.Dense(2)])
         model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=list(metrics))
     return strategy, model, dataset
 
 
@@ -129,6 +129,25 @@ def mwms_fit(args, ctx):
     np.savez(out / f"weights{ctx.executor_id}.npz", *model.get_weights())
     _write(args, ctx, {"replicas": strategy.num_replicas_in_sync, "keras": tf.keras.__name__,
                        "loss": [float(v) for v in history.history["loss"]], "job_name": ctx.job_name})
+
+
+def mwms_fit_with_progress(args, ctx):
+    """MWMS tf.keras fit of 3 epochs with validation data, reporting each epoch to the driver."""
+    import numpy as np
+    import tensorflow as tf
+
+    _, model, dataset = mwms_classifier(rows=256, hidden=8, metrics=("accuracy",))
+    rng = np.random.default_rng(1)
+    features = rng.normal(size=(128, 8)).astype("float32")
+    labels = (features.sum(axis=1) > 0).astype("int64")
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    options.autotune.enabled = False
+    validation = tf.data.Dataset.from_tensor_slices((features, labels)).batch(32).with_options(options)
+    history = model.fit(dataset, epochs=3, validation_data=validation, validation_steps=4, verbose=0,
+                        callbacks=[ctx.progress_callback()])
+    _write(args, ctx, {"job_name": ctx.job_name, "history": {k: [float(v) for v in values]
+                                                             for k, values in history.history.items()}})
 
 
 def parameter_server_model(learning_rate: float):
@@ -270,6 +289,8 @@ def fit_from_feed(args, ctx):
     feed = ctx.get_data_feed()
     steps = feed.steps_per_epoch(args["batch"])
     dataset = feed.as_dataset(args["batch"], features="x", label="y")
+    validation = feed.as_dataset(args["batch"], features="x", label="y", split="validation") \
+        if args.get("validation") else None
     with strategy.scope():
         model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
                                      tf.keras.layers.Dense(1)])
@@ -282,10 +303,11 @@ def fit_from_feed(args, ctx):
             CountBatches.seen += 1
 
     callbacks = [CountBatches()] + ([ctx.progress_callback()] if args.get("progress_callback") else [])
-    history = model.fit(dataset, epochs=args["epochs"], verbose=0, callbacks=callbacks)
+    history = model.fit(dataset, validation_data=validation, epochs=args["epochs"], verbose=0, callbacks=callbacks)
     np.savez(Path(args["out"]) / f"weights{ctx.executor_id}.npz", *model.get_weights())
     _write(args, ctx, {"steps_per_epoch": steps, "keras_steps": CountBatches.seen,
-                       "loss": [float(v) for v in history.history["loss"]]})
+                       "loss": [float(v) for v in history.history["loss"]],
+                       "val_loss": [float(v) for v in history.history.get("val_loss", [])]})
 
 
 def terminate_early(args, ctx):
@@ -350,3 +372,38 @@ def infer_wrong_count(args, ctx):
         if batch:
             answers = [row[0] for row in batch]
             feed.batch_results(answers[:-1] if args["answer"] == "fewer" else answers * 2)
+
+
+# -- epoch cache, shuffle and validation --
+
+def record_epoch_orders(args, ctx):
+    """Read ``args['runs']`` training runs with next_batch; record each epoch's label order."""
+    feed = ctx.get_data_feed()
+    runs = []
+    for _ in range(args["runs"]):
+        per_epoch, epochs = feed.steps_per_epoch(1), feed.num_epochs  # rows of this node per epoch
+        labels = []
+        while len(labels) < per_epoch * epochs:
+            batch = feed.next_batch(args.get("batch", 37))
+            if not batch:
+                break
+            labels.extend(float(row[-1]) for row in batch)
+        runs.append([labels[e * per_epoch:(e + 1) * per_epoch] for e in range(epochs)])
+    _write(args, ctx, {"runs": runs})
+
+
+def iterate_train_and_validation(args, ctx):
+    """Iterate the training and validation datasets epoch by epoch, as model.fit does; record rows."""
+    feed = ctx.get_data_feed()
+    train = feed.as_dataset(args["batch"], features="x", label="y")
+    validation = feed.as_dataset(args["batch"], features="x", label="y", split="validation")
+    record = {"train_rows": [], "validation_labels": []}
+    for _ in range(args["epochs"]):
+        record["train_rows"].append(sum(int(y.shape[0]) for _, y in train))
+        record["validation_labels"].append(sorted(float(v) for _, y in validation for v in y.numpy()))
+    _write(args, ctx, record)
+
+
+def ask_for_missing_validation(args, ctx):
+    """Ask for the validation split of a run that has none (the node must fail, naming the call)."""
+    ctx.get_data_feed().as_dataset(16, features="x", label="y", split="validation")

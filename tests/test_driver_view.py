@@ -129,7 +129,7 @@ def test_a_terminal_gets_an_inference_bar_per_action():
 
 def test_spark_jobs_are_named_after_what_sparkdl_does(sc2, tmp_path):
     cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK, progress=False)
-    cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 2)
+    cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 2, cache=False)  # every epoch a Spark job
     cluster.shutdown(timeout=120)
     store = sc2._jsc.sc().statusStore()
     jobs = store.jobsList(None)

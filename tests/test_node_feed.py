@@ -12,7 +12,8 @@ from sparkdl.channel import AuthenticationError, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.feeder import FeedError, FeedTarget
-from sparkdl.feed.node_feed import DataFeed, FeedServer
+from sparkdl.feed.data_feed import DataFeed
+from sparkdl.feed.server import FeedServer
 from sparkdl.feed.plan import balanced_plan
 
 pytestmark = pytest.mark.timeout(120)

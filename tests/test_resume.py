@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import fault_functions as ff
@@ -46,7 +47,8 @@ def test_restarts_are_bounded_then_the_failure_is_raised(sc2, tmp_path):
     assert cluster.restarts == 1 and len(cluster.failures_survived) == 1
 
 
-def test_spark_mode_relaunch_feeds_the_whole_train_call_again(sc2, tmp_path):
+def test_spark_mode_relaunch_feeds_every_epoch_of_an_unfinished_read_again(sc2, tmp_path):
+    """Without epoch reports (no ctx.progress_callback), a relaunch feeds the whole call again."""
     args = {"out": str(tmp_path), "batch": 50, "fail_on_attempt": 0, "victim": 1}
     cluster = TFCluster.run(sc2, nf.count_feed_failing_once, args, 2, input_mode=TFCluster.InputMode.SPARK,
                             max_restarts=1)
@@ -55,6 +57,31 @@ def test_spark_mode_relaunch_feeds_the_whole_train_call_again(sc2, tmp_path):
     assert cluster.restarts == 1
     rows = [json.loads(p.read_text())["rows"] for p in tmp_path.glob("node*-attempt1.json")]
     assert rows == [1000, 1000], "after the relaunch each node reads its full share of every epoch"
+
+
+def test_spark_mode_relaunch_feeds_only_the_epochs_not_yet_completed(sc2, tmp_path):
+    from pyspark.sql import SparkSession
+
+    epochs, crash_after = 6, 2
+    spark = SparkSession.builder.getOrCreate()
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(256, 8)).astype("float32")
+    frame = spark.createDataFrame([(row.tolist(), int(row.sum() > 0)) for row in features],
+                                  "x array<float>, y long").repartition(3).cache()
+    args = {"out": str(tmp_path), "backup_dir": str(tmp_path / "backup"), "epochs": epochs,
+            "crash_after_epoch": crash_after, "chief": 0, "from_feed": True}
+    cluster = TFCluster.run(sc2, ff.resumable_fit, args, 2, input_mode=TFCluster.InputMode.SPARK, max_restarts=1)
+    history = cluster.train(frame, num_epochs=epochs)
+    cluster.shutdown(timeout=240)
+
+    assert cluster.restarts == 1
+    for node in (0, 1):
+        assert _read(tmp_path, f"plan-attempt0-node{node}")["epochs"] == epochs
+        # Epochs 0..2 were completed and backed up: the relaunch is fed epochs 3..5 only.
+        assert _read(tmp_path, f"plan-attempt1-node{node}")["epochs"] == epochs - crash_after - 1
+        assert _read(tmp_path, f"start-attempt1-node{node}")["epoch"] == crash_after + 1
+        assert (tmp_path / f"done-attempt1-node{node}.json").exists()
+    assert len(history["loss"]) == epochs and all(np.isfinite(history["loss"]))
 
 
 def test_max_restarts_is_validated(sc2, tmp_path):

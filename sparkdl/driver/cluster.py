@@ -20,6 +20,7 @@ from .. import roles as roles_mod
 from ..errors import ClusterError, ShutdownTimeout
 from . import preflight
 from .attempt import ClusterAttempt, ClusterRequest
+from .history import TrainingHistory
 from .progress import InferenceProgress, NodeOutputPrinter, progress_enabled
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class TFCluster:
         self._inference_progress = InferenceProgress() if self.progress else None
         self._request = request
         self._printer = NodeOutputPrinter() if request.stream_logs else None
+        self._history = TrainingHistory()        # the chief's epoch logs, kept across relaunches
         self._attempt = self._new_attempt(0)
         self._closed = False
 
@@ -86,6 +88,13 @@ class TFCluster:
         attempt = ClusterAttempt(self.sc, self._request, self.cluster_id, number)
         attempt.coordinator.on_log = self._printer
         attempt.coordinator.on_inferred = self._inference_progress
+        coordinator = attempt.coordinator
+
+        def chief_epoch_end(node, report) -> None:  # only the chief's logs make the history
+            if roles_mod.is_chief(coordinator.cluster_spec or {}, node.role.job_name, node.role.task_index):
+                self._history.record(report)
+
+        coordinator.on_epoch_end = chief_epoch_end
         return attempt
 
     @property
@@ -110,6 +119,17 @@ class TFCluster:
         """``{job: ["host:port", ...]}`` of the running cluster."""
         return dict(self._coordinator.cluster_spec or {})
 
+    @property
+    def history(self) -> dict[str, list[float]]:
+        """The chief's Keras metrics per epoch, shaped like Keras ``History.history``.
+
+        ``{"loss": [epoch 0, epoch 1, ...], "val_loss": [...], ...}`` from the epoch ends the chief
+        reported through ``ctx.progress_callback()`` (empty without it). Epochs re-run after a
+        relaunch replace the earlier reports; an epoch or metric never reported is NaN, so entry
+        ``i`` of every list is epoch ``i``. A snapshot: read it again for later epochs.
+        """
+        return self._history.as_dict()
+
     def tensorboard_url(self, timeout: float = 90.0) -> str | None:
         """TensorBoard's URL, waiting (bounded) for it to answer; None when not requested."""
         if self._request.tensorboard_executor is None:
@@ -117,30 +137,58 @@ class TFCluster:
         self._coordinator.wait_until(lambda c: c.tensorboard_url is not None or c.failures, timeout)
         return self._coordinator.tensorboard_url
 
-    def train(self, dataRDD, num_epochs: int = 1, feed_timeout: float = 600, qname: str = "input") -> None:
+    def train(self, dataRDD, num_epochs: int = 1, feed_timeout: float = 600, qname: str = "input", *,
+              validation_data=None, cache: bool = True, cache_max_bytes: int | None = None, shuffle: bool = True,
+              seed: int | None = None) -> dict[str, list[float]]:
         """Feed an RDD or DataFrame to the chief and workers ``num_epochs`` times (InputMode.SPARK).
 
-        Rows are balanced so every node gets the same number per epoch (at most N-1 rows per
-        epoch are repeated to make the counts equal; none are dropped). Blocks until every
-        chief and worker has read all of its rows (or called ``DataFeed.terminate()``, or
-        returned from ``map_fun``), as in TensorFlowOnSpark, so a node failing on the last rows
-        fails this call. Raises ClusterError with the node's traceback as soon as a node fails,
-        NodeStalled when a node reads nothing for ``feed_timeout`` seconds (naming it, with
-        its Python stacks), and FeedDataError for data that cannot become tensors (naming
-        the column). ``num_epochs=0`` means 1, as in TFoS. With ``max_restarts``, a failed
-        node relaunches the cluster and the whole call is fed again (nodes resume from their
-        checkpoints, see ``ctx.backup_and_restore``).
+        Rows are balanced so every node gets the same number per epoch (rows are striped over
+        the nodes; at most N-1 rows per epoch are repeated to make the counts equal; none are
+        dropped). Blocks until every chief and worker has read all of its rows (or called
+        ``DataFeed.terminate()``, or returned from ``map_fun``), as in TensorFlowOnSpark, so a
+        node failing on the last rows fails this call. Returns :attr:`history` (the chief's
+        metrics per epoch, when ``map_fun`` passes ``ctx.progress_callback()`` to ``fit``).
+
+        ``validation_data`` (a DataFrame or RDD like ``dataRDD``, same columns and types) is
+        shared out by the same rule and read in the node with ``feed.as_dataset(...,
+        split="validation")``, once per epoch. ``cache`` keeps each node's rows of the first
+        epoch on its executor's local disk and serves epochs 2..N from there without Spark jobs
+        (at most ``cache_max_bytes`` per node, and never filling the disk; a node whose share
+        does not fit says so in its log and the whole call is fed from Spark every epoch).
+        ``shuffle`` gives each node its rows in a new order every epoch, within its own share:
+        epoch 1 as Spark delivers it with each arriving frame permuted, later epochs a full
+        permutation of the node's share, reproducible with ``seed`` (None: a new seed per call).
+
+        Raises ClusterError with the node's traceback as soon as a node fails, NodeStalled
+        when a node reads nothing for ``feed_timeout`` seconds (naming it, with its Python
+        stacks), and FeedDataError for data that cannot become tensors, or validation data
+        that differs from the training data (naming the column). ``num_epochs=0`` means 1, as
+        in TFoS. With ``max_restarts``, a failed node relaunches the cluster and the call goes
+        on: with ``ctx.backup_and_restore(dir)`` and ``ctx.progress_callback()`` (after it in
+        the callbacks list) only the epochs not yet completed are fed again, else all of them.
         """
         self._require_spark_mode("train")
+        num_epochs = num_epochs or 1
+        reports_before = self._history.reports
+        epochs_left = num_epochs
         while True:
             try:
-                self._attempt.feeder.train(dataRDD, num_epochs or 1, feed_timeout, qname, self.progress)
-                return
+                self._attempt.feeder.train(dataRDD, epochs_left, feed_timeout, qname, self.progress,
+                                           validation_data=validation_data, cache=cache,
+                                           cache_max_bytes=cache_max_bytes, shuffle=shuffle, seed=seed,
+                                           history=self._history, history_reports=reports_before + num_epochs)
+                break
             except ClusterError as error:
                 if not self._relaunch(error):
                     # Nothing of a failed cluster may linger: stop it all now; shutdown() is then a no-op.
                     self._abort("a node failed during cluster.train")
                     raise
+                # The relaunched nodes resume from their last completed epoch: feed only the rest.
+                done = self._history.reports - reports_before
+                epochs_left = max(1, num_epochs - max(0, done))
+                logger.info("sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id,
+                            epochs_left)
+        return self.history
 
     def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input"):
         """An RDD with one result per input row, in input order partition by partition (lazy).

@@ -68,6 +68,7 @@ class Coordinator:
         self.feed_timeout: float | None = None  # set while cluster.train feeds: a stalled reader fails
         self.on_inferred = None                 # called with (node, event) for each inference partition answered
         self.on_log = None                      # called with (node, lines) for the node's output
+        self.on_epoch_end = None                # called with (node, report) for each epoch-end progress report
         self._closed = False
         self._cond = threading.Condition()
         self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-coordinator")
@@ -165,6 +166,9 @@ class Coordinator:
             self._cond.notify_all()
         if kind == "status" and message.get("event") == "inferred" and self.on_inferred is not None:
             self.on_inferred(node, message)
+        if (kind == "status" and message.get("event") == "progress" and message.get("epoch_end")
+                and self.on_epoch_end is not None):
+            self.on_epoch_end(node, message)
         if kind == "log" and self.on_log is not None:
             self.on_log(node, message.get("lines", []))
         if kind == "exited":

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import secrets
+import time
 from typing import Callable
 
 from pyspark import InheritableThread, RDD, SparkContext
@@ -19,17 +21,22 @@ from pyspark.sql import DataFrame
 
 from ..channel import ChannelError, connect
 from ..errors import ClusterError
-from ..feed.columns import FeedDataError, check_spark_schema
+from ..feed.columns import FeedDataError, check_same_columns, check_spark_schema
 from ..feed.feeder import FeedError, FeedTarget, feed_training_partition, infer_partition, rdd_batches
 from ..feed.plan import balanced_plan
+from ..feed.wire import TRAIN_SPLIT, VALIDATION_SPLIT
 from ..roles import COLLECTIVE_ROLES
 from .coordinator import Coordinator, NodeState
+from .history import TrainingHistory
+from .partitions import stable_partitions
 from .progress import TrainProgress
 
 logger = logging.getLogger(__name__)
 
 #: How long a failed feeding job waits for the node failure that may have caused it.
 CAUSE_WAIT_S = 10.0
+#: How long train() waits for the chief's report of its last epoch once every row was read.
+LAST_EPOCH_WAIT_S = 30.0
 
 
 def _spark_error_summary(exc: BaseException) -> str:
@@ -77,49 +84,126 @@ class ClusterFeeder:
     # -- training --
 
     def train(self, data: RDD | DataFrame, num_epochs: int, feed_timeout: float, qname: str,
-              show_progress: bool = False) -> None:
-        """Feed ``data`` ``num_epochs`` times, balanced over the data nodes; blocks until every data
-        node has read its rows (or ended its feed).
+              show_progress: bool = False, *, validation_data: RDD | DataFrame | None = None, cache: bool = True,
+              cache_max_bytes: int | None = None, shuffle: bool = True, seed: int | None = None,
+              history: TrainingHistory | None = None, history_reports: int = 0) -> None:
+        """Feed ``data`` (and ``validation_data``) ``num_epochs`` times, balanced over the data nodes;
+        blocks until every data node has read its rows (or ended its feed).
 
-        ``show_progress`` displays rows fed/read, epochs, partitions and the chief's metrics.
+        With ``cache``, epoch 1 is also kept on each node's disk and, when every node holds its
+        whole share, epochs 2..N are served from there without Spark jobs. ``shuffle`` permutes
+        each node's rows every epoch (seeded by ``seed``). ``show_progress`` displays rows
+        fed/read, epochs, partitions and the chief's metrics, and ends with ``history``'s epoch
+        lines once it holds ``history_reports`` epoch reports (the chief reports an epoch after
+        its validation, so shortly after the rows were read).
         """
+        self._check_train_arguments(data, num_epochs, validation_data, cache_max_bytes)
+        self.qnames.add(qname)
+        with contextlib.ExitStack() as pinned:
+            data = pinned.enter_context(stable_partitions(data))
+            if validation_data is not None:
+                validation_data = pinned.enter_context(stable_partitions(validation_data))
+            self._train(data, num_epochs, feed_timeout, qname, show_progress, validation_data,
+                        cache and num_epochs > 1, cache_max_bytes, shuffle, seed, history, history_reports)
+
+    @staticmethod
+    def _check_train_arguments(data, num_epochs, validation_data, cache_max_bytes) -> None:
+        """Reject bad arguments and unfeedable data before any Spark job runs."""
         if not isinstance(num_epochs, int) or num_epochs < 1:
             raise ValueError(f"num_epochs must be a positive integer, got {num_epochs!r}")
+        if cache_max_bytes is not None and not (isinstance(cache_max_bytes, int) and cache_max_bytes > 0):
+            raise ValueError(f"cache_max_bytes must be a positive number of bytes or None, got {cache_max_bytes!r}")
+        for name, frame in (("cluster.train", data), ("validation_data", validation_data)):
+            if isinstance(frame, DataFrame):
+                check_spark_schema(frame.schema)
+            elif not isinstance(frame, RDD) and not (frame is None and name == "validation_data"):
+                raise TypeError(f"{name} needs an RDD or a DataFrame, got {type(frame).__name__}")
+        if validation_data is not None and isinstance(validation_data, DataFrame) != isinstance(data, DataFrame):
+            raise FeedDataError("validation_data must be of the same kind as the training data (both DataFrames "
+                                "or both RDDs)")
+        if isinstance(data, DataFrame):
+            check_same_columns(data.schema, validation_data.schema if validation_data is not None else None)
+
+    def _train(self, data, num_epochs, feed_timeout, qname, show_progress, validation_data, cache,
+               cache_max_bytes, shuffle, seed, history, history_reports) -> None:
         is_frame = isinstance(data, DataFrame)
-        if is_frame:
-            check_spark_schema(data.schema)
-        elif not isinstance(data, RDD):
-            raise TypeError(f"cluster.train needs an RDD or a DataFrame, got {type(data).__name__}")
-        self.qnames.add(qname)
         counts = self._run_job(lambda: _count_rows(data), "sparkdl: count rows per partition")
         if sum(counts) == 0:
             raise FeedDataError(f"cluster.train got an empty {'DataFrame' if is_frame else 'RDD'}: there is "
                                 "nothing to feed")
         nodes = self.data_nodes()
         plan = balanced_plan(counts, len(nodes))
+        splits = [(TRAIN_SPLIT, data, plan)]
+        if validation_data is not None:
+            validation_counts = self._run_job(lambda: _count_rows(validation_data),
+                                              "sparkdl: count validation rows per partition")
+            if sum(validation_counts) == 0:
+                raise FeedDataError("cluster.train got empty validation_data: drop it or give it rows")
+            splits.append((VALIDATION_SPLIT, validation_data, balanced_plan(validation_counts, len(nodes))))
         session = self._sessions.get(qname, 0) + 1
         self._sessions[qname] = session
-        self._tell_nodes({"type": "plan", "qname": qname, "session": session, "epochs": num_epochs,
-                          "rows_per_epoch": plan.rows_per_node}, min(feed_timeout, 60))
+        seed = secrets.randbits(63) if seed is None else int(seed)
+        for index, node in enumerate(nodes):
+            self._tell_nodes({"type": "plan", "qname": qname, "session": session, "epochs": num_epochs,
+                              "rows_per_epoch": plan.rows_per_node,
+                              "validation_rows": splits[1][2].rows_per_node if len(splits) > 1 else 0,
+                              "cache": cache, "cache_max_bytes": cache_max_bytes, "shuffle": bool(shuffle),
+                              "seed": seed, "node": index}, min(feed_timeout, 60), [node])
         target = self._target(feed_timeout, qname)
         logger.info("sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
                     plan.total_rows, num_epochs, len(nodes), plan.rows_per_node)
-        progress = TrainProgress(self.sc, nodes, self.job_group,
-                                 plan.rows_per_node * len(nodes) * num_epochs, num_epochs) if show_progress else None
+        total = sum(p.rows_per_node for _, _, p in splits) * len(nodes) * num_epochs
+        progress = TrainProgress(self.sc, nodes, self.job_group, total, num_epochs,
+                                 history=history) if show_progress else None
         self._coordinator.feed_timeout = float(feed_timeout)  # a node that stops reading is a stall
         try:
             with progress or contextlib.nullcontext():
+                replaying = False
                 for epoch in range(num_epochs):
-                    description = f"sparkdl: feed epoch {epoch + 1}/{num_epochs} to {len(nodes)} TF nodes"
-                    skipped = self._run_job(lambda e=epoch: _feed_epoch(data, target, session, e, plan), description)
-                    if self._check_skipped(nodes, skipped, description):
-                        logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
-                        return
-                    if progress:
-                        progress.epoch_done(epoch)
+                    if not replaying:
+                        for split, frame, split_plan in splits:
+                            description = (f"sparkdl: feed {'' if split == TRAIN_SPLIT else 'validation '}epoch "
+                                           f"{epoch + 1}/{num_epochs} to {len(nodes)} TF nodes")
+                            skipped = self._run_job(
+                                lambda e=epoch, f=frame, p=split_plan, s=split: _feed_epoch(
+                                    f, target, session, e, p, s, seed if shuffle else None), description)
+                            if self._check_skipped(nodes, skipped, description):
+                                logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
+                                return
+                        if progress:
+                            progress.epoch_done(epoch)
+                        if epoch == 0 and cache:
+                            replaying = self._settle_cache(nodes, qname, session, feed_timeout)
                 self._await_read(nodes, qname, session)
+                if history is not None:
+                    self._await_epoch_reports(history, history_reports, nodes[0])
         finally:
             self._coordinator.feed_timeout = None
+
+    def _settle_cache(self, nodes: list[NodeState], qname: str, session: int, feed_timeout: float) -> bool:
+        """After epoch 1: replay the nodes' caches if every node holds its whole share, else drop them."""
+        timeout = min(feed_timeout, 60)
+        live = [n for n in nodes if not (n.finished or n.feed_terminated)]
+        problems = {}
+        try:
+            for node in live:
+                with connect((node.host, node.feed_port), self._secret, timeout=timeout) as channel:
+                    channel.send({"type": "cache_seal", "qname": qname, "session": session})
+                    problem = channel.recv(timeout).get("problem")
+                if problem:
+                    problems[node.role.label] = str(problem)
+            use = not problems
+            self._tell_nodes({"type": "cache_use", "qname": qname, "session": session, "use": use}, timeout, live)
+        except (OSError, ChannelError) as exc:
+            if self._coordinator.wait_until(lambda c: bool(c.failures), CAUSE_WAIT_S):
+                raise self._node_failed("settling the nodes' epoch caches") from exc
+            raise FeedError(f"cluster.train: lost contact with a node while settling the epoch caches: {exc}") from exc
+        if use:
+            logger.info("sparkdl: epochs 2+ of training run %d are served from the nodes' caches", session)
+        else:
+            logger.info("sparkdl: not every node could cache its rows (%s); feeding every epoch from Spark",
+                        "; ".join(f"{label}: {problem}" for label, problem in problems.items()))
+        return use
 
     def _await_read(self, nodes: list[NodeState], qname: str, session: int) -> None:
         """Wait until every data node has read all its rows of ``session`` (or ended its feed).
@@ -137,6 +221,17 @@ class ClusterFeeder:
         if self._coordinator.aborted:
             raise FeedError(f"cluster.train: the cluster was stopped before its nodes read their rows "
                             f"({self._coordinator.aborted})")
+
+    @staticmethod
+    def _await_epoch_reports(history: TrainingHistory, reports: int, chief: NodeState) -> None:
+        """Give the chief's last epoch report (sent after its last validation) a moment to arrive,
+        when ``map_fun`` reports epochs at all (``ctx.progress_callback()``)."""
+        if not history.as_dict():
+            return
+        deadline = time.monotonic() + LAST_EPOCH_WAIT_S
+        while time.monotonic() < deadline and not chief.finished:
+            if history.wait_for_reports(reports, 0.5):
+                return
 
     def _check_skipped(self, nodes: list[NodeState], skipped_mask: int, description: str) -> bool:
         """Accept nodes skipped because they ended their feed; raise for any other loss.
@@ -251,7 +346,8 @@ def _count_rows(data: RDD | DataFrame) -> list[int]:
         lambda index, rows: [(index, sum(1 for _ in rows))]).collect())]
 
 
-def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, plan) -> int:
+def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, plan, split: str,
+                shuffle_seed: int | None) -> int:
     """One feeding job: every partition sends its planned slices; returns the mask of skipped nodes."""
     if isinstance(data, DataFrame):
         import pyarrow as pa
@@ -260,13 +356,14 @@ def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: 
             from pyspark import TaskContext
 
             partition = TaskContext.get().partitionId()
-            rows, skipped = feed_training_partition(target, session, epoch, partition, plan, batches)
+            rows, skipped = feed_training_partition(target, session, epoch, partition, plan, batches, split,
+                                                    shuffle_seed)
             yield pa.RecordBatch.from_pydict({"rows": [rows], "skipped": [skipped]})
 
         results = [tuple(row) for row in data.mapInArrow(feed, "rows long, skipped long").collect()]
     else:
         def feed_rdd(index, rows):
-            yield feed_training_partition(target, session, epoch, index, plan, rdd_batches(rows))
+            yield feed_training_partition(target, session, epoch, index, plan, rdd_batches(rows), split, shuffle_seed)
 
         results = data.mapPartitionsWithIndex(feed_rdd).collect()
     skipped = 0

@@ -21,6 +21,7 @@ from typing import TextIO
 from pyspark import SparkContext
 
 from .coordinator import NodeState
+from .history import TrainingHistory
 
 PLAIN_INTERVAL_S = 10.0
 BAR_INTERVAL_S = 0.5
@@ -51,13 +52,15 @@ class TrainProgress:
     """Shows one ``cluster.train`` call's progress until closed (a context manager)."""
 
     def __init__(self, sc: SparkContext, nodes: list[NodeState], job_group: str,
-                 total_rows: int, epochs: int, stream: TextIO | None = None, interval_s: float | None = None):
+                 total_rows: int, epochs: int, stream: TextIO | None = None, interval_s: float | None = None,
+                 *, history: TrainingHistory | None = None):
         self.sc = sc
         self.nodes = nodes
         self.job_group = job_group
         self.total_rows = total_rows
         self.epochs = epochs
         self.epoch = 0
+        self.history = history  # the chief's epoch logs, one line per epoch when the call succeeds
         self.stream = stream or sys.stdout
         self.terminal = _is_terminal(self.stream)
         self.interval_s = interval_s or (BAR_INTERVAL_S if self.terminal else PLAIN_INTERVAL_S)
@@ -100,7 +103,10 @@ class TrainProgress:
     def describe(self) -> str:
         """The status line (without the bar)."""
         done, total = self.partitions()
-        parts = [f"epoch {min(self.epoch + 1, self.epochs)}/{self.epochs}", f"partitions {done}/{total}"]
+        # Epochs replayed from the nodes' caches run no Spark job: count them by the rows read.
+        per_epoch = self.total_rows // self.epochs if self.epochs else 0
+        epoch = max(self.epoch, self.rows()[1] // per_epoch if per_epoch else 0)
+        parts = [f"epoch {min(epoch + 1, self.epochs)}/{self.epochs}", f"partitions {done}/{total}"]
         chief = self.chief_metrics()
         if chief:
             shown = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
@@ -127,6 +133,7 @@ class TrainProgress:
     def render(self, final: bool = False) -> None:
         """Draw the bar, or print a plain line."""
         fed, read = self.rows()
+        fed = max(fed, read)  # rows replayed from a node's cache were delivered without feeding
         fed = self.total_rows if final else min(fed, self.total_rows)
         if self._bar is not None:
             self._bar.n = fed
@@ -145,7 +152,8 @@ class TrainProgress:
             self.render()
 
     def close(self, succeeded: bool) -> None:
-        """Stop the display; a final line (or bar refresh) when the call succeeded."""
+        """Stop the display; when the call succeeded, a final line (or bar refresh), then the
+        chief's metrics of each epoch if a ``history`` was given."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(5)
@@ -153,6 +161,9 @@ class TrainProgress:
             self.render(final=True)
         if self._bar is not None:
             self._bar.close()
+        if succeeded and self.history is not None:
+            for line in self.history.epoch_lines(self.epochs):
+                print(line, file=self.stream, flush=True)
 
     def __enter__(self) -> "TrainProgress":
         return self.start()

@@ -36,6 +36,27 @@ def check_spark_schema(schema) -> None:
             f"Select or convert it first (e.g. df.drop({field.name!r})).")
 
 
+def check_same_columns(training, validation) -> None:
+    """Reject validation data whose columns or types differ from the training data's, naming the column."""
+    if validation is None:
+        return
+    expected = {f.name: f.dataType for f in training.fields}
+    given = {f.name: f.dataType for f in validation.fields}
+    for name in list(expected) + [n for n in given if n not in expected]:
+        if name not in given:
+            raise FeedDataError(f"validation_data has no column {name!r}, which the training data has; "
+                                "give both the same columns")
+        if name not in expected:
+            raise FeedDataError(f"validation_data has a column {name!r} that the training data does not have; "
+                                "give both the same columns")
+        if expected[name] != given[name]:
+            raise FeedDataError(f"validation_data column {name!r} is {given[name].simpleString()} but the training "
+                                f"column is {expected[name].simpleString()}; cast one of them")
+    if list(expected) != list(given):
+        raise FeedDataError(f"validation_data has the training data's columns in another order ({list(given)} vs "
+                            f"{list(expected)}); select them in the same order")
+
+
 def _values_2d(values: pa.Array, lengths: np.ndarray, name: str) -> np.ndarray:
     widths = np.unique(lengths)
     if len(widths) > 1:

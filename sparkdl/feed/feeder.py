@@ -13,12 +13,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from ..channel import AuthenticationError, Channel, ChannelError, connect
 from .columns import FeedDataError, rows_to_record_batch
 from .plan import FeedPlan
-from .wire import batch_to_results, decode_batch, encode_batch
+from .wire import TRAIN_SPLIT, batch_to_results, decode_batch, encode_batch
 
 FRAME_TARGET_BYTES = 4 * 1024 * 1024
 RDD_CHUNK_ROWS = 1024
@@ -127,25 +128,34 @@ class _NodeLink:
 
 
 def feed_training_partition(target: FeedTarget, session: int, epoch: int, partition: int, plan: FeedPlan,
-                            batches: Iterable[pa.RecordBatch]) -> tuple[int, int]:
+                            batches: Iterable[pa.RecordBatch], split: str = TRAIN_SPLIT,
+                            shuffle_seed: int | None = None) -> tuple[int, int]:
     """Send this partition's rows to their nodes per the plan, interleaved frame by frame.
 
-    Returns ``(rows read, bitmask of nodes skipped)``: a node that terminated its feed or whose
-    feed server is gone is skipped, and the driver decides whether that is an error.
+    With ``shuffle_seed``, each frame's rows go out in a permuted order (seeded by the seed,
+    epoch, partition and frame: the same data gives the same order). Returns ``(rows read,
+    bitmask of nodes skipped)``: a node that terminated its feed or whose feed server is gone
+    is skipped, and the driver decides whether that is an error.
     """
     links: dict[int, _NodeLink] = {}
     skipped: set[int] = set()
-    header = {"type": "train", "session": session, "epoch": epoch, "partition": partition, "qname": target.qname}
+    header = {"type": "train", "session": session, "epoch": epoch, "partition": partition, "split": split,
+              "qname": target.qname}
     offset = 0
     expected_rows = plan.partition_rows[partition]
     try:
         for batch in batches:
             for piece in _frames(batch):
                 end = offset + piece.num_rows
+                rng = (np.random.default_rng([shuffle_seed, epoch, partition, offset])
+                       if shuffle_seed is not None else None)
                 for node, rows in plan.assignments(partition, offset, end).items():
                     if node in skipped:
                         continue
-                    part = piece if plan.num_nodes == 1 and len(rows) == piece.num_rows else piece.take(rows)
+                    if rng is not None:
+                        rows = rng.permutation(rows)
+                    part = piece if plan.num_nodes == 1 and len(rows) == piece.num_rows and rng is None \
+                        else piece.take(rows)
                     try:
                         if node not in links:
                             links[node] = _NodeLink(target, node, header, partition)

@@ -5,9 +5,15 @@ authenticated ``Channel``; control messages are JSON. Nothing here unpickles any
 
 Feed protocol (first message names the stream):
 
-- driver -> node ``{"type": "plan", "session", "rows_per_epoch", "epochs", "qname"}`` -> ``ack``
-- feeder -> node ``{"type": "train", "session", "partition", "epoch", "qname"}``, binary data
-  frames, ``{"type": "done", "rows"}`` -> ``{"type": "ack", "rows"}`` or ``{"type": "terminated"}``
+- driver -> node ``{"type": "plan", "session", "rows_per_epoch", "epochs", "qname", "validation_rows",
+  "cache", "cache_max_bytes", "shuffle", "seed", "node"}`` -> ``ack`` (one training run)
+- feeder -> node ``{"type": "train", "session", "partition", "epoch", "split", "qname"}``, binary
+  data frames, ``{"type": "done", "rows"}`` -> ``{"type": "ack", "rows"}``, ``{"type": "terminated"}``
+  or ``{"type": "error", "message"}`` (rows that cannot be fed, e.g. validation columns that differ)
+- driver -> node ``{"type": "cache_seal", "session", "qname"}`` after epoch 1 ->
+  ``{"type": "cache_status", "problem"}`` (None: the node holds its whole share), then
+  ``{"type": "cache_use", "session", "qname", "use"}`` -> ``ack``: epochs 2..N replay the cache
+  (no more feeding jobs) or are fed from Spark again
 - feeder -> node ``{"type": "infer", "partition", "qname"}``, data frames, ``done``; the node
   answers with result frames, then ``{"type": "complete", "rows"}``
 - driver -> node ``{"type": "end", "qname"}``: no more data will come (shutdown)
@@ -19,6 +25,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+TRAIN_SPLIT = "train"
+VALIDATION_SPLIT = "validation"
 
 
 def encode_batch(batch: pa.RecordBatch) -> pa.Buffer:

@@ -196,7 +196,7 @@ class NodeContext:
 
     def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
                       input_mapping: dict[str, str] | None = None, feed_timeout: float = 600.0):
-        """This node's :class:`~sparkdl.feed.node_feed.DataFeed` (InputMode.SPARK only).
+        """This node's :class:`~sparkdl.feed.data_feed.DataFeed` (InputMode.SPARK only).
 
         ``train_mode=False`` for ``cluster.inference`` (batches never mix partitions, and
         ``batch_results`` returns one result per row). ``input_mapping`` (``{column: tensor}``)
@@ -206,7 +206,7 @@ class NodeContext:
         if self._feed_server is None:
             raise RuntimeError("ctx.get_data_feed() needs TFCluster.run(..., input_mode=InputMode.SPARK); in "
                                "InputMode.TENSORFLOW each node reads its own data")
-        from ..feed.node_feed import DataFeed
+        from ..feed.data_feed import DataFeed
 
         return DataFeed(self._feed_server, train_mode, qname_in, qname_out, input_mapping, feed_timeout)
 

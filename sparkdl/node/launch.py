@@ -90,6 +90,12 @@ def node_dir(cluster_id: str, role: NodeRole, attempt: int = 0) -> Path:
     return path
 
 
+def feed_cache_dir(node_directory: str | os.PathLike) -> Path:
+    """Where a node keeps the epoch caches of its training runs (``feed/cache.py``); the
+    supervisor removes it when the TF process ends, however it ended."""
+    return Path(node_directory) / "feed-cache"
+
+
 def prune_old_clusters(root: Path, keep_days: float | None, current: str) -> list[str]:
     """Remove the directories of earlier clusters under ``root`` in which nothing changed for
     ``keep_days`` (None: keep everything); returns the cluster ids removed.

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,7 +27,7 @@ from pathlib import Path
 from .. import roles
 from ..channel import Channel, ChannelError, connect
 from . import keras_policy, watchdog
-from .launch import FAILED, READY
+from .launch import FAILED, READY, feed_cache_dir
 from .logs import NodeLog, log_tail
 from .ports import reserve_port
 
@@ -161,6 +162,7 @@ class Supervisor:
             "fn": self.cfg["fn"], "error_path": str(self.error_path), "release_port": self.cfg["release_port"],
             "socket_fd": tf_socket.fileno(), "status_fd": status_write,
             "feed": self.cfg["feed"], "secret": self.cfg["secret"], "feed_queue_bytes": self.cfg["feed_queue_bytes"],
+            "node_dir": str(self.node_dir),
             "ctx": {"executor_id": self.role.executor_id, "job_name": self.role.job_name,
                     "task_index": self.role.task_index, "cluster_spec": cluster_spec,
                     "default_fs": self.cfg["default_fs"], "working_dir": self.cfg["working_dir"],
@@ -296,6 +298,7 @@ class Supervisor:
             os.killpg(self.child.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        shutil.rmtree(feed_cache_dir(self.node_dir), ignore_errors=True)  # however the node ended
         if self.tensorboard is not None:
             self.tensorboard.terminate()
         self.node_log.finish()  # every line in the file and at the driver before the end is reported

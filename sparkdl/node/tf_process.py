@@ -22,6 +22,7 @@ import traceback
 
 from . import keras_policy, watchdog
 from .context import NodeContext
+from .launch import feed_cache_dir
 
 
 def _status_writer(fd: int):
@@ -86,9 +87,10 @@ def main() -> int:
                       if payload["socket_fd"] is not None else None)
         feed_server = None
         if payload["feed"]:
-            from ..feed.node_feed import FeedServer
+            from ..feed.server import FeedServer
 
-            feed_server = FeedServer(payload["secret"], payload["ctx"]["host"], payload["feed_queue_bytes"])
+            feed_server = FeedServer(payload["secret"], payload["ctx"]["host"], payload["feed_queue_bytes"],
+                                     cache_dir=feed_cache_dir(payload["node_dir"]))
         ctx = NodeContext(tmp_socket=tmp_socket, status_writer=_status_writer(payload["status_fd"]),
                           feed_server=feed_server, **payload["ctx"])
         if feed_server is not None:

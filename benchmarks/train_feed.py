@@ -1,0 +1,373 @@
+"""InputMode.SPARK training with the node-side epoch cache, against in-memory MWMS and TFoS 2.2.5.
+
+All on local-cluster[2,1,1024], 2 TF nodes, rows of 784 float32 features + an int label
+(``--rows`` 60,000, ``--partitions`` 8, global batch ``--batch`` 256), medians of ``--runs``
+runs, every reference measured in this same script:
+
+(a) Fit fed from a cached DataFrame vs in-memory MWMS. Both nodes run
+    MultiWorkerMirroredStrategy ``model.fit(dataset, epochs=--epochs)`` on the
+    feed_throughput MLP (after the same small warm-up fit, so tracing is outside the timing):
+    - SPARK-fed: ``dataset = feed.as_dataset(batch, features="features", label="label")``, fed by
+      ``cluster.train(frame, num_epochs=E)`` from a DataFrame cached and materialised in Spark
+      beforehand; once with ``cache=True`` (epochs 2..E from the nodes' epoch caches) and once
+      with ``cache=False`` (every epoch fed from Spark: the behaviour before the cache), the two
+      alternating on one cluster;
+    - in-memory: InputMode.TENSORFLOW, each node generates its half of the rows with numpy and
+      fits ``tf.data.Dataset.from_tensor_slices(...).batch(batch)`` with auto-sharding off.
+    rows/s = all nodes' rows x E / the slowest node's fit time (timed inside the nodes, from
+    the moment the feed's first rows arrived); ratio (a) = SPARK-fed / in-memory (goal >= 0.9).
+    Also the driver's wall time of ``cluster.train`` (its counting job and feed start included).
+(b) Epochs 2..N vs epoch 1 from the cache. Nodes only iterate ``as_dataset`` (no model) for
+    ``--cache_epochs`` (4) epochs of one ``cluster.train``; each epoch's rows/s is both nodes'
+    rows / the slower node's time for one full pass. Ratio = median of epochs 2..N / epoch 1
+    (goal >= 10x).
+(c) Memory of a node serving from its cache, in (b)'s node function: the TF process's RSS at the
+    start of epoch 2 and its peak during epochs 2..N (VmRSS sampled after every batch), reported
+    as peak - start in MiB (the largest over nodes and runs) next to ``feed_queue_bytes`` (64 MiB)
+    and one batch's size (goal: within the queue bound plus a few batches).
+(d) First-epoch feed vs TensorFlowOnSpark 2.2.5 with the same node code: one function reads every
+    row with TFoS's row API, ``TFNode.DataFeed(ctx.mgr, True).next_batch(batch)`` (row tuples,
+    no input_mapping), and takes ``TFNode`` from sparkdl or from tensorflowonspark by a name
+    passed in its args. rows/s = ``--tfos_rows`` (20,000; TFoS is slow) / wall time of a 1-epoch
+    ``cluster.train``, for an RDD of (numpy row, label) tuples and for a DataFrame (sparkdl: the
+    DataFrame itself, as Arrow; TFoS 2.2.5's ``train`` only takes RDDs/DStreams, so it gets
+    ``df.rdd``, which is what its own TFEstimator feeds). Skipped, saying how to install
+    it, when ``import tensorflowonspark`` fails (``pip install --no-deps tensorflowonspark==2.2.5``).
+
+    .venv/bin/python benchmarks/train_feed.py [--runs 3] [--rows 60000] [--json results.json]
+    .venv/bin/python benchmarks/train_feed.py --rows 6000 --tfos_rows 2000 --runs 1   # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+# The shared helpers; start_local_spark ships feed_throughput.py to the executors (addPyFile), where
+# the node functions below import build_mlp and FEATURES from it.
+from feed_throughput import FEATURES, build_mlp, make_frame, make_rdd, start_local_spark  # noqa: E402
+
+MIB = 1 << 20
+#: (d): where each library's TFoS-style ``TFNode`` module lives; node code picks one by name.
+TFNODE_MODULES = {"sparkdl": "sparkdl.TFNode", "tfos": "tensorflowonspark.TFNode"}
+TFOS_INSTALL = "pip install --no-deps tensorflowonspark==2.2.5"
+#: sparkdl clusters here: no progress display, node output stays in the node logs (failures still
+#: raise with the node's traceback; the cache decisions are read from the driver's log, see CacheLog).
+SPARKDL_RUN = {"progress": False, "log_to_driver": False}
+
+
+# -- node functions (module level: executors get them from this file) --
+
+def _mlp(tf):
+    """The feed_throughput MLP under MultiWorkerMirroredStrategy."""
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    with strategy.scope():
+        return build_mlp(tf)
+
+
+def fit_spark_fed(args, ctx):
+    """(a) One ``model.fit(feed.as_dataset(...), epochs=E)`` per ``cluster.train`` call, timed.
+
+    The first call (a small frame, untimed) warms up: TF start-up, MWMS set-up and tracing.
+    """
+    import tensorflow as tf
+
+    model = _mlp(tf)
+    feed = ctx.get_data_feed()
+    fits = []
+    for run in range(args["fits"] + 1):
+        # Keras under MWMS treats a dataset batch as the global batch (batch / 2 rows per node per step).
+        dataset = feed.as_dataset(args["batch"], features="features", label="label")  # waits for the first rows
+        epochs, rows = feed.num_epochs, feed.steps_per_epoch(1)
+        started = time.perf_counter()
+        model.fit(dataset, epochs=epochs, verbose=0)
+        if run:
+            fits.append({"rows": rows * epochs, "seconds": time.perf_counter() - started})
+    Path(args["out"], f"fit_spark{ctx.executor_id}.json").write_text(json.dumps(fits))
+
+
+def fit_in_memory(args, ctx):
+    """(a) The reference: the same MWMS fit from this node's half of the rows, held in numpy."""
+    import numpy as np
+    import tensorflow as tf
+
+    model = _mlp(tf)
+    rows = args["rows"] // ctx.num_workers
+    x = np.random.default_rng(ctx.executor_id).random((rows, FEATURES), dtype=np.float32)
+    y = np.arange(rows, dtype=np.int64) % 10
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(args["batch"]).with_options(options)
+    model.fit(dataset.take(4), epochs=1, verbose=0)  # warm-up, as the SPARK-fed nodes' first call
+    fits = []
+    for _ in range(args["fits"]):
+        started = time.perf_counter()
+        model.fit(dataset, epochs=args["epochs"], verbose=0)
+        fits.append({"rows": rows * args["epochs"], "seconds": time.perf_counter() - started})
+    Path(args["out"], f"fit_memory{ctx.executor_id}.json").write_text(json.dumps(fits))
+
+
+def iterate_epochs(args, ctx):
+    """(b) and (c): time each epoch's full pass over ``as_dataset``; sample RSS per batch from epoch 2.
+
+    Epoch 1's clock starts once the run's plan has arrived (the driver has counted the rows and
+    starts the feed job), so it includes the feed job's start. The first call is a warm-up.
+    """
+    import psutil
+    import tensorflow as tf  # noqa: F401  (imported here, outside the timings)
+
+    process = psutil.Process()
+    feed = ctx.get_data_feed()
+    runs = []
+    for run in range(args["fits"] + 1):
+        epochs, rows = feed.num_epochs, feed.steps_per_epoch(1)  # wait for the run's plan
+        started = time.perf_counter()
+        dataset = feed.as_dataset(args["batch"], features="features", label="label")  # waits for the first rows
+        seconds, rss_start, rss_peak = [], 0, 0
+        for epoch in range(epochs):
+            if epoch:
+                rss_start = rss_start or process.memory_info().rss
+                rss_peak = max(rss_peak, rss_start)
+                started = time.perf_counter()
+            for _ in dataset:
+                if epoch:
+                    rss_peak = max(rss_peak, process.memory_info().rss)
+            seconds.append(time.perf_counter() - started)
+        if run:
+            runs.append({"rows": rows, "epoch_seconds": seconds, "rss_start": rss_start, "rss_peak": rss_peak})
+    Path(args["out"], f"epochs{ctx.executor_id}.json").write_text(json.dumps(runs))
+
+
+def read_rows(args, ctx):
+    """(d) Read every row with TFoS's row API; the same body runs under sparkdl and TFoS 2.2.5."""
+    TFNode = importlib.import_module(TFNODE_MODULES[args["library"]])
+    feed = TFNode.DataFeed(ctx.mgr, True)
+    while not feed.should_stop():
+        feed.next_batch(args["batch"])
+
+
+# -- driver --
+
+class CacheLog(logging.Handler):
+    """Counts the driver's "epochs 2+ ... served from the nodes' caches" decisions (and refusals)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.used = 0
+        self.refused: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "served from the nodes' caches" in message:
+            self.used += 1
+        elif "could cache its rows" in message:
+            self.refused.append(message)
+
+
+def node_results(out: Path, stem: str) -> list[list[dict]]:
+    """Each node's list of per-run records."""
+    return [json.loads(path.read_text()) for path in sorted(out.glob(f"{stem}*.json"))]
+
+
+def fit_rates(per_node: list[list[dict]]) -> list[float]:
+    """rows/s of each run: all nodes' rows / the slowest node's seconds."""
+    return [sum(r["rows"] for r in run) / max(r["seconds"] for r in run) for run in zip(*per_node)]
+
+
+def timed(action) -> float:
+    """Seconds taken by ``action()``."""
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def measure_fits(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) -> dict:
+    """(a): SPARK-fed fits (cache on and off, alternating) and the in-memory reference."""
+    from sparkdl import TFCluster
+
+    args = {"out": str(out), "batch": opts.batch, "fits": 2 * opts.runs, "rows": opts.rows, "epochs": opts.epochs}
+    cluster = TFCluster.run(sc, fit_spark_fed, args, 2, input_mode=TFCluster.InputMode.SPARK, **SPARKDL_RUN)
+    cluster.train(warm_frame, 1)  # the nodes' warm-up fit: keeps TF start-up out of the timed calls
+    walls: dict[bool, list[float]] = {True: [], False: []}
+    used_before = cache_log.used
+    for _ in range(opts.runs):
+        for cache in (True, False):
+            walls[cache].append(timed(lambda c=cache: cluster.train(frame, num_epochs=opts.epochs, cache=c)))
+    cluster.shutdown(timeout=900)
+    cached_fits = cache_log.used - used_before
+    spark_fits = node_results(out, "fit_spark")
+    spark_rates = fit_rates(spark_fits)
+    args["fits"] = opts.runs
+    cluster = TFCluster.run(sc, fit_in_memory, args, 2, **SPARKDL_RUN)  # InputMode.TENSORFLOW
+    cluster.shutdown(timeout=900)
+    memory_fits = node_results(out, "fit_memory")
+    med = statistics.median
+    return {"cached": med(spark_rates[0::2]), "uncached": med(spark_rates[1::2]),
+            "memory": med(fit_rates(memory_fits)), "wall_cached": med(walls[True]),
+            "wall_uncached": med(walls[False]), "cache_used": f"{cached_fits}/{opts.runs}",
+            "raw": {"spark_fed_per_node": spark_fits, "in_memory_per_node": memory_fits, "train_wall_s": {
+                "cache": walls[True], "no_cache": walls[False]}}}
+
+
+def measure_epochs(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) -> dict:
+    """(b) and (c): per-epoch rates of drain-only nodes, and their RSS while serving from the cache."""
+    from sparkdl import TFCluster
+
+    args = {"out": str(out), "batch": opts.batch, "fits": opts.runs}
+    cluster = TFCluster.run(sc, iterate_epochs, args, 2, input_mode=TFCluster.InputMode.SPARK, **SPARKDL_RUN)
+    cluster.train(warm_frame, 1)  # warm-up
+    used_before = cache_log.used
+    for _ in range(opts.runs):
+        cluster.train(frame, num_epochs=opts.cache_epochs)
+    cluster.shutdown(timeout=900)
+    per_node = node_results(out, "epochs")
+    firsts, laters, growth = [], [], []
+    for run in zip(*per_node):
+        rows = sum(node["rows"] for node in run)
+        rates = [rows / max(seconds) for seconds in zip(*(node["epoch_seconds"] for node in run))]
+        firsts.append(rates[0])
+        laters.append(statistics.median(rates[1:]))
+        growth += [(node["rss_peak"] - node["rss_start"]) / MIB for node in run]
+    return {"first": statistics.median(firsts), "later": statistics.median(laters), "rss_growth_mib": max(growth),
+            "cache_used": f"{cache_log.used - used_before}/{opts.runs}", "raw": {"per_node": per_node}}
+
+
+def measure_row_feed(sc, spark, opts) -> dict:
+    """(d): 1-epoch ``cluster.train`` wall time of the same row-reading nodes, sparkdl and TFoS."""
+    from sparkdl import TFCluster
+
+    rdd = make_rdd(sc, opts.tfos_rows, opts.partitions).cache()
+    frame = make_frame(spark, opts.tfos_rows, opts.partitions).cache()
+    warm_rdd = make_rdd(sc, 2 * opts.batch, 2)
+    rows = rdd.count()
+    frame.count()
+    result: dict = {"rows": rows}
+    cluster = TFCluster.run(sc, read_rows, {"library": "sparkdl", "batch": opts.batch}, 2,
+                            input_mode=TFCluster.InputMode.SPARK, **SPARKDL_RUN)
+    cluster.train(warm_rdd, 1)  # warm-up: the nodes are up and reading
+    seconds = {"rdd": [], "df": []}
+    for _ in range(opts.runs):
+        seconds["rdd"].append(timed(lambda: cluster.train(rdd, 1)))
+        seconds["df"].append(timed(lambda: cluster.train(frame, 1)))
+    cluster.shutdown(timeout=600)
+    result.update({f"sparkdl_{k}": rows / statistics.median(v) for k, v in seconds.items()})
+    result["raw"] = {"sparkdl_train_wall_s": seconds}
+    try:
+        from tensorflowonspark import TFCluster as TFoSCluster
+    except ImportError as exc:
+        result["tfos_skipped"] = f"tensorflowonspark is not importable ({exc}); install it with: {TFOS_INSTALL}"
+        return result
+    try:
+        cluster = TFoSCluster.run(sc, read_rows, {"library": "tfos", "batch": opts.batch}, 2, 0, False,
+                                  TFoSCluster.InputMode.SPARK, reservation_timeout=300)
+        cluster.train(warm_rdd, 1)
+        seconds = {"rdd": [], "df": []}
+        for _ in range(opts.runs):
+            seconds["rdd"].append(timed(lambda: cluster.train(rdd, 1)))
+            # TFoS 2.2.5's train() does sc.union([dataRDD] * num_epochs): it takes RDDs (and
+            # DStreams), not DataFrames, so the DataFrame goes in as df.rdd (pyspark Rows, which
+            # are tuples), as TFoS's own TFEstimator feeds it (dataset.select(cols).rdd).
+            seconds["df"].append(timed(lambda: cluster.train(frame.rdd, 1)))
+        cluster.shutdown()
+        result.update({f"tfos_{k}": rows / statistics.median(v) for k, v in seconds.items()})
+        result["raw"]["tfos_train_wall_s"] = seconds
+    except Exception as exc:  # TFoS 2.2.5 predates Spark 4 and TF 2.21: say why, keep the other results
+        result["tfos_skipped"] = f"TFoS 2.2.5 failed on this stack: {type(exc).__name__}: {exc}"
+    return result
+
+
+def main() -> None:
+    """Run (a)-(d), print the table and ratios, write JSON if asked."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=60_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=256, help="global batch (as_dataset's batch_size)")
+    parser.add_argument("--epochs", type=int, default=3, help="epochs of the fits in (a)")
+    parser.add_argument("--cache_epochs", type=int, default=4, help="epochs of (b) and (c)")
+    parser.add_argument("--tfos_rows", type=int, default=20_000, help="rows of (d), for both libraries")
+    parser.add_argument("--json", help="also write the results to this file")
+    opts = parser.parse_args()
+    spark = start_local_spark("sparkdl-train-feed-bench")
+    sc = spark.sparkContext
+    sc.addPyFile(str(Path(__file__)))
+    cache_log = CacheLog()
+    feeding_log = logging.getLogger("sparkdl.driver.feeding")
+    feeding_log.setLevel(logging.INFO)
+    feeding_log.addHandler(cache_log)
+
+    frame = make_frame(spark, opts.rows, opts.partitions).cache()
+    frame.count()  # materialised in Spark's cache before any timing
+    warm_frame = make_frame(spark, 4 * opts.batch, 2).cache()  # for the nodes' untimed first call
+    warm_frame.count()
+    fits = measure_fits(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log)
+    epochs = measure_epochs(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log)
+    rows_feed = measure_row_feed(sc, spark, opts)
+    spark.stop()
+
+    batch_mib = opts.batch * (FEATURES * 4 + 8) / MIB
+    fed_rows = opts.rows * opts.epochs
+    table = [
+        ("(a) MWMS fit fed by cluster.train, cache=True", fits["cached"], "rows/s"),
+        ("(a)   wall time of cluster.train (cache=True)", fits["wall_cached"], "s"),
+        ("(a)   same, rows x epochs / wall time (cache=True)", fed_rows / fits["wall_cached"], "rows/s"),
+        ("(a) MWMS fit fed by cluster.train, cache=False", fits["uncached"], "rows/s"),
+        ("(a)   wall time of cluster.train (cache=False)", fits["wall_uncached"], "s"),
+        ("(a)   same, rows x epochs / wall time (cache=False)", fed_rows / fits["wall_uncached"], "rows/s"),
+        ("(a) MWMS fit, in-memory tf.data (InputMode.TENSORFLOW)", fits["memory"], "rows/s"),
+        ("(b) as_dataset pass, epoch 1 (fed from Spark)", epochs["first"], "rows/s"),
+        ("(b) as_dataset pass, epochs 2..N (median, from the cache)", epochs["later"], "rows/s"),
+        ("(c) node RSS growth while serving epochs 2..N (max)", epochs["rss_growth_mib"], "MiB"),
+        ("(c)   feed_queue_bytes (default)", 64.0, "MiB"),
+        ("(c)   one batch of features + labels", batch_mib, "MiB"),
+        ("(d) sparkdl first-epoch feed, next_batch rows, RDD", rows_feed["sparkdl_rdd"], "rows/s"),
+        ("(d) sparkdl first-epoch feed, next_batch rows, DataFrame", rows_feed["sparkdl_df"], "rows/s"),
+    ]
+    if "tfos_rdd" in rows_feed:
+        table += [("(d) TFoS 2.2.5 first-epoch feed, next_batch rows, RDD", rows_feed["tfos_rdd"], "rows/s"),
+                  ("(d) TFoS 2.2.5 first-epoch feed, DataFrame as df.rdd", rows_feed["tfos_df"], "rows/s")]
+    ratios = {
+        "(a) SPARK-fed fit / in-memory fit, cache=True (goal >= 0.9)": fits["cached"] / fits["memory"],
+        "(a) SPARK-fed fit / in-memory fit, cache=False (before the cache)": fits["uncached"] / fits["memory"],
+        "(b) epochs 2..N / epoch 1 (goal >= 10)": epochs["later"] / epochs["first"],
+        "(c) RSS growth / (feed_queue_bytes + 4 batches) (goal <= 1)": epochs["rss_growth_mib"] / (64 + 4 * batch_mib),
+    }
+    if "tfos_rdd" in rows_feed:
+        ratios["(d) sparkdl / TFoS, RDD"] = rows_feed["sparkdl_rdd"] / rows_feed["tfos_rdd"]
+        ratios["(d) sparkdl / TFoS, DataFrame"] = rows_feed["sparkdl_df"] / rows_feed["tfos_df"]
+    notes = [f"epoch cache used by cluster.train: (a) {fits['cache_used']} cache=True calls, "
+             f"(b) {epochs['cache_used']} calls"]
+    notes += [f"driver: {message}" for message in cache_log.refused]
+    if "tfos_skipped" in rows_feed:
+        notes.append(f"(d) TFoS skipped: {rows_feed['tfos_skipped']}")
+
+    print(f"\nlocal-cluster[2,1,1024], {os.cpu_count()} cores, 2 TF nodes, {opts.rows} rows x {FEATURES} float32 "
+          f"+ label, {opts.partitions} partitions, global batch {opts.batch}, (a) {opts.epochs} epochs, (b)/(c) "
+          f"{opts.cache_epochs} epochs, (d) {rows_feed['rows']} rows, medians of {opts.runs} runs")
+    width = max(len(name) for name, _, _ in table)
+    for name, value, unit in table:
+        print(f"{name.ljust(width)}  {value:>12,.{1 if unit in ('s', 'MiB') else 0}f} {unit}")
+    print("\nratios")
+    for name, value in ratios.items():
+        print(f"  {name}: {value:.2f}")
+    for note in notes:
+        print(f"note: {note}")
+    if opts.json:
+        Path(opts.json).write_text(json.dumps({
+            "config": {**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},
+            "measurements": {name: {"value": value, "unit": unit} for name, value, unit in table},
+            "ratios": ratios, "notes": notes,
+            "raw": {"a": fits["raw"], "b_c": epochs["raw"], "d": rows_feed["raw"]}}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The chief's per-epoch Keras logs, collected at the driver: what ``cluster.history`` returns.
+
+A node whose ``map_fun`` passes ``ctx.progress_callback()`` to ``model.fit`` reports its logs at
+each epoch end; the cluster records the chief's reports here. One ``TrainingHistory`` lives as
+long as its ``TFCluster``, across relaunches: a relaunched node that resumes re-runs epochs,
+and their later reports replace the earlier ones.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+#: Keys of a progress report that are sparkdl's bookkeeping, not Keras metrics.
+BOOKKEEPING_KEYS = frozenset({"epoch", "epoch_end", "step", "rows_read", "rows_received", "type", "event"})
+
+
+class TrainingHistory:
+    """Per-epoch metrics of one cluster's training, keyed by 0-based epoch (thread-safe)."""
+
+    def __init__(self):
+        self._epochs: dict[int, dict[str, float]] = {}
+        self._reports = 0  # epoch-end reports recorded, re-runs included
+        self._cond = threading.Condition()
+
+    def record(self, metrics: dict) -> None:
+        """Keep the logs of one epoch-end report (its ``epoch``), replacing any earlier report of it."""
+        if metrics.get("epoch") is None:
+            return
+        logs = {}
+        for key, value in metrics.items():
+            if key in BOOKKEEPING_KEYS or isinstance(value, bool):
+                continue
+            try:
+                logs[key] = float(value)
+            except (TypeError, ValueError):
+                continue
+        with self._cond:
+            self._epochs[int(metrics["epoch"])] = logs
+            self._reports += 1
+            self._cond.notify_all()
+
+    def as_dict(self) -> dict[str, list[float]]:
+        """Keras ``History.history``'s shape: ``{"loss": [epoch 0, epoch 1, ...], "val_loss": [...]}``.
+
+        Entry ``i`` of every list is epoch ``i``; an epoch (or a metric of it) never reported is NaN,
+        so the lists stay aligned. Metrics appear in the order they were first reported.
+        """
+        with self._cond:
+            epochs = dict(self._epochs)
+        names = list(dict.fromkeys(name for e in sorted(epochs) for name in epochs[e]))
+        span = range(max(epochs) + 1) if epochs else range(0)
+        return {name: [epochs.get(e, {}).get(name, math.nan) for e in span] for name in names}
+
+    def completed_epochs(self) -> int:
+        """How many epochs in a row, from epoch 0, have been recorded."""
+        with self._cond:
+            return self._completed()
+
+    def _completed(self) -> int:
+        count = 0
+        while count in self._epochs:
+            count += 1
+        return count
+
+    def epoch_lines(self, total: int | None = None) -> list[str]:
+        """One line per recorded epoch: ``epoch 1/3: loss 0.4123, accuracy 0.8810, ...``.
+
+        ``total``: the number of epochs shown after the slash (never less than those recorded).
+        """
+        with self._cond:
+            epochs = dict(self._epochs)
+        total = max(total or 0, max(epochs, default=-1) + 1)
+        return [f"epoch {e + 1}/{total}: " + ", ".join(f"{name} {value:.4f}" for name, value in epochs[e].items())
+                for e in sorted(epochs)]
+
+    def wait_for_epochs(self, n: int, timeout: float | None) -> bool:
+        """Block until ``n`` epochs in a row are recorded, or ``timeout`` seconds; whether they are."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._completed() >= n, timeout)
+
+    @property
+    def reports(self) -> int:
+        """Epoch-end reports recorded so far. A ``fit`` that resumes after a relaunch reports only
+        the epochs it runs, so the reports since a ``train`` call began count its completed epochs,
+        also when a later ``fit`` numbers its epochs from 0 again."""
+        with self._cond:
+            return self._reports
+
+    def wait_for_reports(self, n: int, timeout: float | None) -> bool:
+        """Block until ``n`` epoch-end reports were recorded in all, or ``timeout`` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._reports >= n, timeout)

@@ -1,0 +1,256 @@
+"""The node-side epoch cache: a training run's rows kept on the executor's disk after epoch 1.
+
+While the first epoch of a ``cluster.train`` call streams in, the node's feed server appends
+every Arrow IPC frame it receives to a file in the node's private directory (one file per split
+and Spark partition, so no two feeder threads share a file). If the driver then confirms that
+every node holds its whole share, epochs 2..N are served from these files instead of new Spark
+jobs: each file is memory-mapped (nothing is loaded), its frames decode zero-copy into numpy
+views, and rows are copied out a window (``WINDOW_BYTES``) at a time in file order. The pages a
+gather touched are dropped from the process (``MADV_DONTNEED``; they stay in the kernel's page
+cache), so a node serving from its cache holds about one window of it, not the whole share.
+
+Rows are numbered in a canonical order (partition, then arrival within the partition), which
+is the same run after run for the same data, so a seeded per-epoch permutation of that order is
+reproducible whatever order Spark's tasks delivered the first epoch in.
+
+Bounded: a run's cache stops (files deleted, one log line) once it would pass its byte limit or
+leave less than ``MIN_FREE_BYTES`` free on the disk; the driver then feeds that run from Spark
+every epoch, as without a cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .columns import batch_to_columns
+from .wire import decode_batch
+
+logger = logging.getLogger(__name__)
+
+#: A cache never leaves less than this free on its disk (nor 5% of it, whichever is larger).
+MIN_FREE_BYTES = 1 << 30
+#: Drop the mapped pages from the process after a gather went over about this many bytes.
+RELEASE_EVERY_BYTES = 16 << 20
+#: Rows are copied out of the cache about this many bytes at a time (a window of the epoch's order).
+WINDOW_BYTES = 32 << 20
+
+
+def free_bytes_floor(path: Path) -> int:
+    """Bytes that must stay free on ``path``'s disk."""
+    return max(MIN_FREE_BYTES, shutil.disk_usage(path).total // 20)
+
+
+@dataclass
+class _PartitionFile:
+    """The frames one Spark partition sent for one split, appended in arrival order."""
+
+    path: Path
+    handle: object
+    frames: list[tuple[int, int]] = field(default_factory=list)  # (offset, length) in the file
+    size: int = 0
+
+
+class RunCache:
+    """The cached rows of one training run (one ``cluster.train`` call) on one node.
+
+    Written by the feed server's receiving threads during epoch 1 (``append``), then either
+    dropped or opened for replay (``replay``) once the driver decides. Thread-safe.
+    """
+
+    def __init__(self, directory: Path, max_bytes: int | None, label: str):
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self.label = label  # names the run in log lines, e.g. "training run 2"
+        self.failure: str | None = None  # why this run is not cached (said once in the log)
+        self.bytes = 0
+        self.rows: dict[str, int] = {}
+        self._files: dict[tuple[str, int], _PartitionFile] = {}
+        self._replays: dict[str, CacheReplay] = {}
+        self._lock = threading.Lock()
+
+    def append(self, split: str, partition: int, frame, rows: int) -> None:
+        """Keep one received frame (the raw Arrow IPC bytes) of ``split`` from ``partition``."""
+        with self._lock:
+            if self.failure is not None:
+                return
+            reason = self._refusal(len(frame))
+            if reason:
+                self._fail(reason)
+                return
+            key = (split, partition)
+            if key not in self._files:
+                self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+                path = self.directory / f"{split}-p{partition}.arrows"
+                self._files[key] = _PartitionFile(path, open(path, "wb"))
+            part = self._files[key]
+            try:
+                part.handle.write(frame)
+            except OSError as exc:  # a full or failing disk: fall back to Spark, never fail the feed
+                self._fail(f"writing {part.path} failed: {exc}")
+                return
+            part.frames.append((part.size, len(frame)))
+            part.size += len(frame)
+            self.bytes += len(frame)
+            self.rows[split] = self.rows.get(split, 0) + rows
+
+    def _refusal(self, incoming: int) -> str | None:
+        if self.max_bytes is not None and self.bytes + incoming > self.max_bytes:
+            return f"this node's share is more than the cache limit of {self.max_bytes:,} bytes (cache_max_bytes)"
+        probe = self.directory if self.directory.exists() else self.directory.parent
+        probe.mkdir(parents=True, exist_ok=True, mode=0o700)
+        floor = free_bytes_floor(probe)
+        if shutil.disk_usage(probe).free - incoming < floor:
+            return f"caching it would leave less than {floor:,} bytes free on {probe}"
+        return None
+
+    def _fail(self, reason: str) -> None:
+        self.failure = reason
+        logger.warning("sparkdl: not caching %s on this node: %s; its epochs are fed from Spark each time",
+                       self.label, reason)
+        self._remove_files()
+
+    def seal(self, rows_per_epoch: dict[str, int]) -> str | None:
+        """Close the files once epoch 1 is in; returns why the cache is incomplete, or None."""
+        with self._lock:
+            for part in self._files.values():
+                if not part.handle.closed:
+                    part.handle.close()
+            if self.failure is None:
+                for split, rows in rows_per_epoch.items():
+                    if rows and self.rows.get(split, 0) != rows:
+                        self._fail(f"it holds {self.rows.get(split, 0)} of the {rows} {split} rows of an epoch")
+            return self.failure
+
+    def replay(self, split: str) -> "CacheReplay":
+        """The reader over ``split``'s cached rows (opened on first use)."""
+        with self._lock:
+            if split not in self._replays:
+                parts = sorted((p, f) for (s, p), f in self._files.items() if s == split)
+                self._replays[split] = CacheReplay([f for _, f in parts])
+            return self._replays[split]
+
+    def drop(self) -> None:
+        """Delete the files (the run ended, the driver chose not to use them, or shutdown)."""
+        with self._lock:
+            self._remove_files()
+
+    def _remove_files(self) -> None:
+        for part in self._files.values():
+            if not part.handle.closed:
+                part.handle.close()
+            part.path.unlink(missing_ok=True)  # mapped pages stay readable until unmapped
+        self._files.clear()
+        for replay in self._replays.values():
+            replay.close()
+        self._replays.clear()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class CacheReplay:
+    """Serves cached rows: ``take(order, start, count)`` gives rows ``order[start:start+count]``.
+
+    The files are memory-mapped and every frame is decoded once into numpy views over the
+    mapping (no copy). Rows are copied out a window at a time: the window's rows of ``order``
+    are gathered in file order (sequential reads, so the kernel's read-ahead and fault-around
+    work for us rather than against us) into one buffer of about ``window_bytes``, laid out in
+    ``order``'s order, and batches are slices of it. Mapped pages are dropped from the process
+    as the gather moves on, so a node holds about one window, not its whole share.
+    """
+
+    def __init__(self, parts: list[_PartitionFile], window_bytes: int = WINDOW_BYTES):
+        self._maps: list[mmap.mmap] = []
+        self.columns: list[dict[str, np.ndarray]] = []
+        self.names: list[str] = []
+        sizes = []
+        for part in parts:
+            if not part.size:
+                continue
+            with open(part.path, "rb") as handle:
+                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            self._maps.append(mapped)
+            view = memoryview(mapped)
+            for offset, length in part.frames:
+                batch = decode_batch(view[offset:offset + length])
+                self.columns.append(batch_to_columns(batch))
+                self.names = batch.schema.names
+                sizes.append(batch.num_rows)
+        self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        self.rows = int(self.starts[-1])
+        row_bytes = sum(c.itemsize * int(np.prod(c.shape[1:], dtype=np.int64))
+                        for c in (self.columns[0].values() if self.columns else ()))
+        self.window_rows = max(1, window_bytes // max(row_bytes, 1))
+        self._frame_bytes = [sum(c.nbytes for c in frame.values()) for frame in self.columns]
+        self._window: tuple[object, int, dict[str, np.ndarray]] | None = None  # (order, first row, columns)
+
+    def take(self, order: np.ndarray | None, start: int, count: int) -> dict[str, np.ndarray]:
+        """Rows ``start..start+count`` of ``order`` (a permutation; None: the cached order), as columns."""
+        pieces = []
+        count = min(count, self.rows - start)
+        while count > 0:
+            first = start - start % self.window_rows
+            if self._window is None or self._window[0] is not order or self._window[1] != first:
+                self._window = (order, first, self._load(order, first))
+            window = self._window[2]
+            take = min(count, first + self.window_rows - start)
+            pieces.append({n: c[start - first:start - first + take] for n, c in window.items()})
+            start, count = start + take, count - take
+        if len(pieces) == 1:
+            return pieces[0]
+        return {n: np.concatenate([p[n] for p in pieces]) for n in self.names}
+
+    def _load(self, order: np.ndarray | None, first: int) -> dict[str, np.ndarray]:
+        """The window of rows ``order[first:first + window_rows]``, gathered in file order."""
+        last = min(first + self.window_rows, self.rows)
+        wanted = np.arange(first, last, dtype=np.int64) if order is None else order[first:last]
+        by_position = np.argsort(wanted, kind="stable")
+        ordered = wanted[by_position]
+        frame_of = np.searchsorted(self.starts, ordered, side="right") - 1
+        bounds = np.searchsorted(frame_of, np.arange(len(self.columns) + 1))
+        window = {n: np.empty((last - first, *c.shape[1:]), dtype=c.dtype) for n, c in self.columns[0].items()}
+        self._window = None  # let the previous window go before this one fills
+        traversed = 0
+        for frame, columns in enumerate(self.columns):
+            low, high = bounds[frame], bounds[frame + 1]
+            if low == high:
+                continue
+            local, positions = ordered[low:high] - self.starts[frame], by_position[low:high]
+            for name, column in columns.items():
+                window[name][positions] = column[local]
+            traversed += self._frame_bytes[frame]
+            if traversed >= RELEASE_EVERY_BYTES:
+                self.release_pages()
+                traversed = 0
+        self.release_pages()
+        return window
+
+    def release_pages(self) -> None:
+        """Drop the mapped pages from this process (the kernel's page cache keeps them)."""
+        for mapped in self._maps:
+            try:
+                mapped.madvise(mmap.MADV_DONTNEED)
+            except (AttributeError, OSError, ValueError):  # not on this platform, or already closed
+                return
+
+    def close(self) -> None:
+        """Forget the views and unmap (mappings still referenced by a batch stay until it goes)."""
+        self.columns = []
+        self._window = None
+        for mapped in self._maps:
+            try:
+                mapped.close()
+            except BufferError:  # numpy views still point into it: unmapped when they are freed
+                pass
+        self._maps = []
+
+
+def epoch_order(rows: int, seed: int, node: int, epoch: int) -> np.ndarray:
+    """The row permutation of one epoch on one node: the same for the same seed, run after run."""
+    return np.random.default_rng([seed, node, epoch]).permutation(rows)
+

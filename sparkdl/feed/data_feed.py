@@ -1,0 +1,388 @@
+"""``DataFeed``: how ``map_fun`` reads the rows fed to its node (TensorFlowOnSpark's API, and tf.data).
+
+A training run (one ``cluster.train`` call) gives this node ``rows_per_epoch`` rows per epoch of
+each split (training, and validation when given). The first epoch is read from the feed
+server's queues as Spark streams it in; later epochs come from the node's epoch cache when the
+driver chose to replay it (a fresh permutation each epoch with ``shuffle``), else from the
+queues again. The reader never reads past a run's planned rows, so every node reads the same
+number of rows per epoch and ``model.fit`` under MultiWorkerMirroredStrategy never waits on a
+node that ran out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any, Sequence
+
+import numpy as np
+
+from .cache import epoch_order
+from .columns import FeedDataError, columns_to_rows
+from .server import END, END_PARTITION, Chunk, FeedServer, SessionPlan
+from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
+
+logger = logging.getLogger(__name__)
+
+Columns = dict[str, np.ndarray]
+
+
+class DataFeed:
+    """TensorFlowOnSpark's DataFeed: read fed rows in a node; also as a ``tf.data.Dataset``.
+
+    ``input_mapping`` (``{column: tensor_name}``) makes ``next_batch`` return a dict of numpy
+    arrays keyed by tensor name; without it, ``next_batch`` returns a list of row tuples.
+    """
+
+    def __init__(self, server: FeedServer, train_mode: bool = True, qname_in: str = "input",
+                 qname_out: str = "output", input_mapping: dict[str, str] | None = None,
+                 feed_timeout: float = 600.0):
+        self.train_mode = train_mode
+        self.qname_in = qname_in
+        self.qname_out = qname_out
+        self.input_mapping = dict(input_mapping) if input_mapping else None
+        self.feed_timeout = feed_timeout
+        self._server = server
+        self._queue = server.queue(qname_in)
+        self._chunks: dict[str, Chunk | None] = {}  # the queued chunk being read, per split
+        self._pending: deque[list] = deque()  # [stream, rows awaiting results]
+        self._stopped = False
+        self._session = 1   # the training run (cluster.train call) next_batch reads
+        self._order: tuple[tuple, np.ndarray] | None = None  # the current epoch's permutation
+
+    # -- TensorFlowOnSpark API --
+
+    def next_batch(self, batch_size: int):
+        """Up to ``batch_size`` rows; fewer at the end of an inference partition, a training run
+        (``cluster.train`` call) or the feed. Blocks until rows arrive or the feed ends."""
+        if self.train_mode:
+            session = self._reading_session()
+            columns, names, count = self._read_run(session, TRAIN_SPLIT, batch_size) if session else ({}, [], 0)
+        else:
+            columns, names, count = self._read_partition(batch_size)
+        if self.input_mapping:
+            return {tensor: columns.get(column, np.empty((0,))) for column, tensor in self.input_mapping.items()}
+        return columns_to_rows(columns, names) if count else []
+
+    def should_stop(self) -> bool:
+        """True once the feed has ended (``cluster.shutdown``) and every row was read, or after ``terminate``."""
+        if self._stopped or self._server.terminated.is_set():
+            return True
+        chunk = self._chunks.get(TRAIN_SPLIT)
+        if chunk is None or not chunk.left:
+            try:
+                item = self._queue.peek(timeout=0)
+            except TimeoutError:
+                return False
+            if item == END:
+                self._stopped = True
+        return self._stopped
+
+    def batch_results(self, results: Sequence[Any]) -> None:
+        """Return inference results, one per row, in the order the rows were read.
+
+        Each call answers whole batches: exactly the rows of the oldest unanswered batch (or of
+        several, in order). Any other count raises ValueError at once, instead of shifting
+        results onto the wrong rows.
+        """
+        results = results if isinstance(results, np.ndarray) else list(results)
+        self._check_result_count(len(results))
+        start = 0
+        while start < len(results):
+            if not self._pending:
+                raise ValueError(f"batch_results got {len(results) - start} more results than rows were read")
+            stream, waiting = self._pending[0]
+            part = results[start:start + waiting]
+            stream.send_results(part)
+            start += len(part)
+            self._pending[0][1] -= len(part)
+            if not self._pending[0][1]:
+                self._pending.popleft()
+
+    def _check_result_count(self, count: int) -> None:
+        covered = 0
+        for _, waiting in self._pending:
+            covered += waiting
+            if covered == count:
+                return
+            if covered > count:
+                raise ValueError(f"batch_results got {count} results for a batch of {self._pending[0][1]} rows: "
+                                 "return exactly one result per row read (whole batches, in order)")
+        raise ValueError(f"batch_results got {count - covered} more results than rows were read "
+                         f"({covered} rows await results)")
+
+    def terminate(self) -> None:
+        """Stop feeding early: the rest of the feed is skipped and ``should_stop()`` becomes True."""
+        if not self._server.terminated.is_set():
+            self._server.terminated.set()
+            self._server.notify("feed_terminated")
+        self._queue.drop_data()
+        self._server.queue(self.qname_in, VALIDATION_SPLIT).drop_data()
+        self._chunks.clear()
+
+    # -- sparkdl additions --
+
+    @property
+    def num_epochs(self) -> int:
+        """Epochs the current (or next) ``cluster.train`` call feeds; after a relaunch that
+        resumes, the epochs not yet completed."""
+        return self._current_plan().epochs
+
+    def steps_per_epoch(self, batch_size: int, split: str = TRAIN_SPLIT) -> int:
+        """Batches ``as_dataset(batch_size, split=split)`` yields per epoch of the next ``cluster.train`` call.
+
+        Equal on every node: sparkdl gives each node the same number of rows. Under
+        MultiWorkerMirroredStrategy, Keras splits each batch across the workers (it treats it
+        as the global batch), so ``model.fit`` runs ``num_workers`` times as many steps of
+        ``batch_size / num_workers`` rows; let ``fit`` find the epoch's end by itself.
+        """
+        plan = self._current_plan()
+        return -(-self._split_rows(plan, split, "steps_per_epoch") // batch_size)
+
+    def as_dataset(self, batch_size: int, features: str | int | list | None = None,
+                   label: str | int | None = None, shapes: dict | None = None, split: str = TRAIN_SPLIT):
+        """A ``tf.data.Dataset`` over this node's rows of the next ``cluster.train`` call.
+
+        Each iteration of the dataset (one Keras epoch) yields exactly one epoch of the node's
+        rows of ``split`` in batches of ``batch_size`` (the last one smaller if the rows do not
+        divide), the same number of batches on every node, so ``model.fit(ds, epochs=E)`` under
+        MultiWorkerMirroredStrategy never waits on a node that ran out. ``split="validation"``
+        reads the ``validation_data`` given to ``cluster.train`` (once per iteration, so
+        ``model.fit(train_ds, validation_data=val_ds, epochs=E)`` works).
+
+        Under MultiWorkerMirroredStrategy, Keras treats each batch as the *global* batch and
+        splits it across the workers: pass ``batch_size = per_worker_batch * ctx.num_workers``
+        to train ``per_worker_batch`` rows per worker per step. ``features``/``label`` name
+        columns (DataFrame names, or positions ``0, 1, ...`` for RDD tuples): the dataset
+        yields ``(features, label)``; with a list of features, a dict keyed by name (or by
+        ``input_mapping``). Without them it yields a dict of every column. ``shapes`` reshapes
+        columns per row, e.g. ``{"image": (28, 28, 1)}``. Auto-sharding is off (each node already
+        holds only its own rows) and tf.data autotuning is disabled.
+        """
+        import tensorflow as tf
+
+        plan = self._current_plan()
+        rows_per_epoch = self._split_rows(plan, split, "as_dataset")
+        session = plan.session
+        example, names = self._server.example(self.qname_in, session, self.feed_timeout)
+        shapes = {str(k): tuple(v) for k, v in (shapes or {}).items()}
+        select = self._selector(features, label, names)
+
+        def shaped(columns: Columns) -> Columns:
+            return {name: (columns[name].reshape((-1, *shapes[name])) if name in shapes else columns[name])
+                    for name in columns}
+
+        sample = select(shaped(example))
+        signature = tf.nest.map_structure(
+            lambda a: tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype) if a.dtype != object else tf.string),
+            sample)
+
+        def one_epoch():
+            left = rows_per_epoch
+            while left > 0:
+                columns, _, count = self._read_run(session, split, min(batch_size, left))
+                if not count:
+                    logger.warning("the feed ended %d rows before the end of the epoch", left)
+                    return
+                left -= count
+                yield select(shaped(columns))
+
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+        options.autotune.enabled = False
+        # A fixed prefetch overlaps reading the feed with training without the autotuner, whose
+        # thread can hold up the end of fit() for up to a minute.
+        return (tf.data.Dataset.from_generator(one_epoch, output_signature=signature).prefetch(2)
+                .with_options(options))
+
+    # -- internals: planning --
+
+    def _split_rows(self, plan: SessionPlan, split: str, call: str) -> int:
+        if split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
+            raise ValueError(f"feed.{call}(split={split!r}): split must be {TRAIN_SPLIT!r} or {VALIDATION_SPLIT!r}")
+        if split == VALIDATION_SPLIT and not plan.validation_rows:
+            raise ValueError(f"feed.{call}(split='validation') needs validation data, but training run "
+                             f"{plan.session} (cluster.train call {plan.session}) was given none: pass "
+                             "cluster.train(..., validation_data=df_or_rdd)")
+        return plan.split_rows(split)
+
+    def _selector(self, features, label, names: list[str]):
+        names_set = set(names)
+
+        def key(name) -> str:
+            name = str(name)
+            if name not in names_set:
+                raise FeedDataError(f"column {name!r} is not in the fed data; columns are {names}")
+            return name
+
+        if features is None and label is None:
+            mapping = self.input_mapping or {n: n for n in names}
+            return lambda cols: {tensor: cols[key(col)] for col, tensor in mapping.items()}
+        if isinstance(features, (list, tuple)):
+            feature_keys = [key(f) for f in features]
+            mapping = self.input_mapping or {}
+            x = lambda cols: {mapping.get(k, k): cols[k] for k in feature_keys}  # noqa: E731
+        else:
+            feature_key = key(features)
+            x = lambda cols: cols[feature_key]  # noqa: E731
+        if label is None:
+            return x
+        label_key = key(label)
+        return lambda cols: (x(cols), cols[label_key])
+
+    def _current_plan(self) -> SessionPlan:
+        """The plan of the training run being read (or about to be), waiting for it if needed."""
+        self._advance_session()
+        plan = self._server.plan(self.qname_in, self._session, self.feed_timeout)
+        if plan is None:
+            raise EOFError("the feed has ended (cluster.shutdown was called) before any more training data")
+        return plan
+
+    def _advance_session(self) -> None:
+        """Move on to the next training run once this one's training rows were all read."""
+        left = self._server.rows_left(self.qname_in, self._session)
+        if left is not None and left <= 0:
+            self._session += 1
+
+    def _reading_session(self) -> int | None:
+        """The training run ``next_batch`` reads now (waiting for its plan); None once the feed ended."""
+        while not (self._stopped or self._server.terminated.is_set()):
+            self._advance_session()
+            if self._server.known_plan(self.qname_in, self._session) is not None:
+                return self._session
+            chunk = self._chunks.get(TRAIN_SPLIT)
+            item = chunk if chunk is not None and chunk.left else self._queue.peek(self.feed_timeout,
+                                                                                    self._server.progress)
+            if item == END:
+                self._stopped = True
+            elif not isinstance(item, Chunk) or (item.session or 0) < self._session:
+                self._queue.get(0)  # a marker, or rows of a run cut short
+            else:  # rows that came without a plan (a feeder driven by hand): read them unbounded
+                self._session = item.session or self._session
+                return self._session
+        return None
+
+    # -- internals: reading a training run --
+
+    def _read_run(self, session: int, split: str, max_rows: int) -> tuple[Columns, list[str], int]:
+        """Up to ``max_rows`` rows of ``split`` of training run ``session``, never past its plan."""
+        plan = self._server.known_plan(self.qname_in, session)
+        if plan is None:  # rows fed without a plan: one open-ended epoch
+            plan = SessionPlan(session, rows_per_epoch=1 << 62, epochs=1)
+        per_epoch = plan.split_rows(split)
+        done = self._server.rows_read_of(self.qname_in, session, split)
+        max_rows = min(max_rows, plan.total_rows(split) - done)
+        pieces: list[Columns] = []
+        names: list[str] = []
+        count = 0
+        while count < max_rows and not self._stopped and not self._server.terminated.is_set():
+            epoch, offset = divmod(done + count, per_epoch)
+            wanted = min(max_rows - count, per_epoch - offset)
+            if epoch and plan.cache and self._server.replay_decision(self.qname_in, session, self.feed_timeout):
+                replay = self._server.run_cache(self.qname_in, session).replay(split)
+                columns, piece_names, got = replay.take(self._epoch_order(plan, split, epoch, replay.rows), offset,
+                                                        wanted), replay.names, wanted
+            else:
+                columns, piece_names, got = self._from_queue(session, split, wanted)
+                if not got:
+                    break
+            pieces.append(columns)
+            names = piece_names
+            count += got
+        self._server.rows_read += count
+        self._server.progress()
+        if count:
+            self._server.count_read(self.qname_in, session, count, split)
+        return _join(pieces, names), names, count
+
+    def _epoch_order(self, plan: SessionPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
+        """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""
+        if not plan.shuffle or split != TRAIN_SPLIT:
+            return None
+        key = (plan.session, split, epoch)
+        if self._order is None or self._order[0] != key:
+            self._order = (key, epoch_order(rows, plan.seed, plan.node, epoch))
+        return self._order[1]
+
+    def _from_queue(self, session: int, split: str, max_rows: int) -> tuple[Columns, list[str], int]:
+        """Up to ``max_rows`` queued rows of ``split`` of run ``session`` (0 once the feed ended)."""
+        queue = self._server.queue(self.qname_in, split)
+        pieces: list[tuple[Chunk, int, int]] = []
+        count = 0
+        while count < max_rows and not self._server.terminated.is_set():
+            chunk = self._chunks.get(split)
+            if chunk is None or not chunk.left:
+                item = queue.get(self.feed_timeout, self._server.progress)
+                if item == END:
+                    self._stopped = True
+                    queue.put(END)  # keep the end visible to later reads
+                    break
+                if item == END_PARTITION or (item.session is not None and item.session < session):
+                    continue  # rows of a run cut short
+                self._chunks[split] = chunk = item
+            if chunk.session != session:
+                break  # a later run's rows: this run has no more queued rows
+            take = min(chunk.left, max_rows - count)
+            pieces.append((chunk, chunk.offset, chunk.offset + take))
+            chunk.offset += take
+            count += take
+        return _slices(pieces)
+
+    # -- internals: reading an inference partition --
+
+    def _read_partition(self, max_rows: int) -> tuple[Columns, list[str], int]:
+        """Up to ``max_rows`` rows of the current inference partition (fewer at its end)."""
+        pieces: list[tuple[Chunk, int, int]] = []
+        count = 0
+        while count < max_rows and not self._stopped and not self._server.terminated.is_set():
+            chunk = self._chunks.get(TRAIN_SPLIT)
+            if chunk is None or not chunk.left:
+                item = self._queue.get(self.feed_timeout, self._server.progress)
+                if item == END:
+                    self._stopped = True
+                    self._queue.put(END)
+                    break
+                if item == END_PARTITION:
+                    if count:
+                        break
+                    continue
+                self._chunks[TRAIN_SPLIT] = chunk = item
+            if pieces and chunk.stream is not pieces[0][0].stream:
+                break
+            take = min(chunk.left, max_rows - count)
+            pieces.append((chunk, chunk.offset, chunk.offset + take))
+            chunk.offset += take
+            count += take
+        self._server.rows_read += count
+        self._server.progress()
+        if pieces and pieces[0][0].stream is not None:
+            self._pending.append([pieces[0][0].stream, count])
+        return _slices(pieces)
+
+
+def _slices(pieces: list[tuple[Chunk, int, int]]) -> tuple[Columns, list[str], int]:
+    """The rows ``[start, stop)`` of each chunk, joined into columns."""
+    if not pieces:
+        return {}, [], 0
+    names = pieces[0][0].names
+    parts = [{n: chunk.columns[n][start:stop] for n in names} for chunk, start, stop in pieces]
+    return _join(parts, names), names, sum(stop - start for _, start, stop in pieces)
+
+
+def _join(parts: list[Columns], names: list[str]) -> Columns:
+    """Concatenate per-column pieces (no copy for a single piece)."""
+    if not parts:
+        return {}
+    if len(parts) == 1:
+        return parts[0]
+    return {n: _concatenate(n, [part[n] for part in parts]) for n in names}
+
+
+def _concatenate(name: str, parts: list[np.ndarray]) -> np.ndarray:
+    """Join one column's pieces from several chunks, naming the column if their shapes differ."""
+    try:
+        return np.concatenate(parts)
+    except ValueError as exc:
+        shapes = sorted({part.shape[1:] for part in parts})
+        raise FeedDataError(f"column {name!r} has rows of different shapes {shapes} in one batch; "
+                            "pad or filter them before feeding") from exc

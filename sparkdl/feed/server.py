@@ -1,0 +1,471 @@
+"""The node's feed server: receives fed rows into bounded queues and keeps each run's plan and cache.
+
+Feeding Spark tasks connect to the ``FeedServer`` in the TF process over the authenticated
+channel and stream Arrow record batches into a bounded queue per (queue name, split): when
+``map_fun`` consumes slowly, the queue fills, the server stops reading, TCP backs up, and the
+feeding task blocks (backpressure, so memory stays bounded). The driver sends each training
+run's plan first; during a run's first epoch the server also writes what it receives to the
+run's epoch cache (``cache.py``), and the driver later tells it whether epochs 2..N come from
+that cache. Reading is ``DataFeed``'s job (``data_feed.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..channel import Channel, ChannelError, ChannelServer
+from .cache import RunCache
+from .columns import FeedDataError, batch_to_columns
+from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch, encode_batch, results_to_batch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
+END = "end"                 # no more data will ever come (shutdown)
+END_PARTITION = "end-partition"
+WAIT_HEARTBEAT_S = 1.0       # how often a node waiting for data tells the driver it is alive
+
+
+@dataclass
+class InferenceStream:
+    """One inference partition being served: results go back on its channel, in order."""
+
+    channel: Channel
+    expected: int | None = None
+    delivered: int = 0
+    finished: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send_results(self, results: Any) -> None:
+        """Return results for the next ``len(results)`` rows of this stream."""
+        self.channel.send_bytes(encode_batch(results_to_batch(results)))
+        self.delivered += len(results)
+        self.maybe_complete()
+
+    def maybe_complete(self) -> None:
+        """Tell the feeder the partition is fully answered, once it is."""
+        with self.lock:  # the reader thread and map_fun's thread may both get here
+            if self.expected is not None and self.delivered >= self.expected and not self.finished.is_set():
+                self.channel.send({"type": "complete", "rows": self.delivered})
+                self.finished.set()
+
+
+@dataclass
+class Chunk:
+    """Rows received from a feeder, as dense numpy columns."""
+
+    columns: dict[str, np.ndarray]
+    names: list[str]
+    rows: int
+    session: int | None = None
+    stream: InferenceStream | None = None
+    offset: int = 0
+
+    @property
+    def left(self) -> int:
+        """Rows not yet handed out."""
+        return self.rows - self.offset
+
+
+def wait_with_heartbeat(cond: threading.Condition, ready, timeout: float | None, heartbeat=None) -> bool:
+    """``cond.wait_for(ready, timeout)`` (lock held) that calls ``heartbeat`` about once a second
+    while it waits; returns whether ``ready()`` became true."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not ready():
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return False
+        if not cond.wait(WAIT_HEARTBEAT_S if remaining is None else min(remaining, WAIT_HEARTBEAT_S)) and heartbeat:
+            heartbeat()
+    return True
+
+
+class BoundedQueue:
+    """A FIFO bounded by bytes: ``put`` blocks while it is full (backpressure)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._items: deque = deque()
+        self._bytes = 0
+        self._dropping = False
+        self._cond = threading.Condition()
+
+    def put(self, item, nbytes: int = 0) -> None:
+        """Append, waiting while the queue holds ``max_bytes`` or more (markers never wait)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._bytes < self.max_bytes or self._dropping or nbytes == 0)
+            if self._dropping and nbytes:
+                return
+            self._items.append((item, nbytes))
+            self._bytes += nbytes
+            self._cond.notify_all()
+
+    def get(self, timeout: float | None = None, while_waiting=None):
+        """Pop the oldest item; raises TimeoutError after ``timeout`` seconds without one.
+
+        ``while_waiting`` is called about once a second during the wait (a heartbeat: waiting
+        for data is not a stall).
+        """
+        with self._cond:
+            self._wait_for_item(timeout, while_waiting)
+            item, nbytes = self._items.popleft()
+            self._bytes -= nbytes
+            self._cond.notify_all()
+            return item
+
+    def peek(self, timeout: float | None = None, while_waiting=None):
+        """The oldest item without removing it (waits like ``get``)."""
+        with self._cond:
+            self._wait_for_item(timeout, while_waiting)
+            return self._items[0][0]
+
+    def _wait_for_item(self, timeout: float | None, while_waiting) -> None:
+        if not wait_with_heartbeat(self._cond, lambda: self._items, timeout, while_waiting):
+            raise TimeoutError(f"no data arrived within {timeout} s")
+
+    def drop_data(self) -> None:
+        """Discard queued data and accept no more (after ``terminate()``); markers stay."""
+        with self._cond:
+            self._dropping = True
+            self._items = deque((item, 0) for item, nbytes in self._items if not nbytes)
+            self._bytes = 0
+            self._cond.notify_all()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes currently queued."""
+        return self._bytes
+
+
+@dataclass(frozen=True)
+class SessionPlan:
+    """What one ``cluster.train`` call (a training run, numbered ``session``) gives this node."""
+
+    session: int
+    rows_per_epoch: int
+    epochs: int
+    validation_rows: int = 0      # validation rows per epoch (0: no validation data)
+    cache: bool = False           # keep epoch 1 on disk and, if the driver agrees, replay it
+    cache_max_bytes: int | None = None
+    shuffle: bool = False         # permute the cached rows every epoch
+    seed: int = 0
+    node: int = 0                 # this node's position among the data nodes (for the permutation)
+
+    @classmethod
+    def from_message(cls, message: dict) -> "SessionPlan":
+        """The plan in a driver's ``plan`` message."""
+        return cls(int(message["session"]), int(message["rows_per_epoch"]), int(message["epochs"]),
+                   int(message.get("validation_rows", 0)), bool(message.get("cache", False)),
+                   message.get("cache_max_bytes"), bool(message.get("shuffle", False)),
+                   int(message.get("seed", 0)), int(message.get("node", 0)))
+
+    def split_rows(self, split: str) -> int:
+        """Rows per epoch of ``split``."""
+        return self.rows_per_epoch if split == TRAIN_SPLIT else self.validation_rows
+
+    def total_rows(self, split: str = TRAIN_SPLIT) -> int:
+        """Rows of ``split`` over the whole call (every epoch)."""
+        return self.split_rows(split) * self.epochs
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits this run feeds."""
+        return (TRAIN_SPLIT, VALIDATION_SPLIT) if self.validation_rows else (TRAIN_SPLIT,)
+
+
+@dataclass
+class _Run:
+    """The server's state of one training run: plan, rows read, the first rows' schema, cache."""
+
+    plan: SessionPlan
+    cache: RunCache | None
+    read: dict[str, int] = field(default_factory=dict)
+    example: dict[str, np.ndarray] | None = None   # the first training row, as columns (the schema)
+    names: list[str] | None = None
+    replay: bool | None = None                     # the driver's decision (None: not yet told)
+    consumed: bool = False
+
+
+class FeedServer:
+    """Receives feed streams for this node (one per TF process, InputMode.SPARK only).
+
+    ``cache_dir`` is where training runs keep their epoch caches (a temporary directory when
+    not given); it is removed by ``close()``.
+    """
+
+    def __init__(self, secret: bytes, host: str, max_queue_bytes: int = DEFAULT_QUEUE_BYTES, notify=None,
+                 cache_dir: str | Path | None = None):
+        self.max_queue_bytes = max_queue_bytes
+        self.notify = notify or (lambda event, **fields: None)  # tells the driver (through the supervisor)
+        self.progress = lambda: None  # a heartbeat to the driver: the node reads its feed
+        self.rows_received = 0        # rows queued by feeders so far (all training runs)
+        self.rows_read = 0            # rows handed to map_fun so far
+        self.terminated = threading.Event()
+        self._cache_dir = Path(cache_dir) if cache_dir else Path(tempfile.mkdtemp(prefix="sparkdl-feed-cache-"))
+        self._queues: dict[tuple[str, str], BoundedQueue] = {}
+        self._runs: dict[tuple[str, int], _Run] = {}
+        self._ended = False
+        self._cond = threading.Condition()
+        self._inference_turn = threading.Lock()  # one inference partition at a time per node
+        self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-feed")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where feeders connect."""
+        return self._server.address
+
+    @property
+    def ended(self) -> bool:
+        """Whether the driver said no more data will come (shutdown)."""
+        return self._ended
+
+    def queue(self, qname: str, split: str = TRAIN_SPLIT) -> BoundedQueue:
+        """The queue of ``split`` rows for ``qname`` (created on first use)."""
+        with self._cond:
+            key = (qname, split)
+            if key not in self._queues:
+                self._queues[key] = BoundedQueue(self.max_queue_bytes)
+                if self._ended:
+                    self._queues[key].put(END)
+            return self._queues[key]
+
+    def plan(self, qname: str, session: int, timeout: float | None) -> SessionPlan | None:
+        """The plan of ``session`` on ``qname``, waiting (bounded) for the driver to send it;
+        None when the feed ended first."""
+        with self._cond:
+            # waiting for the driver is not a stall: heartbeat meanwhile
+            if not wait_with_heartbeat(self._cond, lambda: (qname, session) in self._runs or self._ended,
+                                       timeout, self.progress):
+                raise TimeoutError(f"no feeding plan arrived within {timeout} s: has the driver called "
+                                   "cluster.train()?")
+            run = self._runs.get((qname, session))
+            return None if run is None else run.plan
+
+    def known_plan(self, qname: str, session: int) -> SessionPlan | None:
+        """The plan of ``session`` if it has arrived (never waits)."""
+        with self._cond:
+            run = self._runs.get((qname, session))
+            return None if run is None else run.plan
+
+    def rows_read_of(self, qname: str, session: int, split: str = TRAIN_SPLIT) -> int:
+        """Rows of ``split`` of training run ``session`` read so far."""
+        with self._cond:
+            run = self._runs.get((qname, session))
+            return 0 if run is None else run.read.get(split, 0)
+
+    def rows_left(self, qname: str, session: int, split: str = TRAIN_SPLIT) -> int | None:
+        """Rows of training run ``session`` not yet read (None until its plan arrives)."""
+        with self._cond:
+            run = self._runs.get((qname, session))
+            return None if run is None else run.plan.total_rows(split) - run.read.get(split, 0)
+
+    def example(self, qname: str, session: int, timeout: float | None) -> tuple[dict[str, np.ndarray], list[str]]:
+        """The first training row of ``session`` as columns, and the column names (waits for it)."""
+        with self._cond:
+            ready = lambda: self._ended or ((qname, session) in self._runs  # noqa: E731
+                                            and self._runs[(qname, session)].example is not None)
+            if not wait_with_heartbeat(self._cond, ready, timeout, self.progress):
+                raise TimeoutError(f"no data arrived within {timeout} s")
+            run = self._runs.get((qname, session))
+            if run is None or run.example is None:
+                raise EOFError("the feed ended before any data arrived")
+            return run.example, run.names
+
+    def count_read(self, qname: str, session: int, rows: int, split: str = TRAIN_SPLIT) -> None:
+        """Count ``rows`` of ``split`` of training run ``session`` as read; when every split of the
+        run is read in full, delete its cache and tell the driver (``cluster.train`` returns once
+        every data node has read all of its rows)."""
+        with self._cond:
+            run = self._runs.get((qname, session))
+            if run is None:
+                return
+            run.read[split] = run.read.get(split, 0) + rows
+            done = not run.consumed and all(run.read.get(s, 0) >= run.plan.total_rows(s) for s in run.plan.splits)
+            run.consumed = run.consumed or done
+        if done:
+            if run.cache is not None:
+                run.cache.drop()
+            self.notify("feed_consumed", qname=qname, session=session, rows_read=self.rows_read,
+                        rows_received=self.rows_received)
+
+    def replay_decision(self, qname: str, session: int, timeout: float | None) -> bool:
+        """Whether epochs 2..N of ``session`` come from the node's cache (waits for the driver)."""
+        with self._cond:
+            run = self._runs[(qname, session)]
+            if not run.plan.cache:
+                return False
+            if not wait_with_heartbeat(self._cond, lambda: run.replay is not None or self._ended, timeout,
+                                       self.progress):
+                raise TimeoutError(f"the driver did not say within {timeout} s whether training run {session} "
+                                   "is served from the node's cache")
+            return bool(run.replay)
+
+    def run_cache(self, qname: str, session: int) -> RunCache:
+        """The epoch cache of ``session`` (only once the driver chose to replay it)."""
+        with self._cond:
+            return self._runs[(qname, session)].cache
+
+    def close(self) -> None:
+        """Stop serving and delete every cache."""
+        self._server.close()
+        with self._cond:
+            caches = [run.cache for run in self._runs.values() if run.cache is not None]
+        for cache in caches:
+            cache.drop()
+        shutil.rmtree(self._cache_dir, ignore_errors=True)
+
+    # -- streams --
+
+    def _handle(self, channel: Channel) -> None:
+        message = channel.recv(timeout=60)
+        kind, qname = message.get("type"), message.get("qname", "input")
+        if kind == "plan":
+            self._add_plan(qname, SessionPlan.from_message(message))
+            channel.send({"type": "ack"})
+        elif kind == "cache_seal":
+            channel.send({"type": "cache_status", "problem": self._seal(qname, int(message["session"]))})
+        elif kind == "cache_use":
+            self._decide(qname, int(message["session"]), bool(message["use"]))
+            channel.send({"type": "ack"})
+        elif kind == "end":
+            with self._cond:
+                self._ended = True
+                queues = list(self._queues.values())
+                caches = [run.cache for run in self._runs.values() if run.cache is not None]
+                self._cond.notify_all()
+            for cache in caches:  # no training run can read them any more
+                cache.drop()
+            for queue in queues:
+                queue.put(END)
+            channel.send({"type": "ack"})
+        elif kind == "train":
+            split = message.get("split", TRAIN_SPLIT)
+            if split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
+                raise ChannelError(f"unknown split {split!r}")
+            self._receive(channel, self.queue(qname, split), session=int(message["session"]),
+                          epoch=int(message.get("epoch", 0)), split=split, partition=int(message.get("partition", 0)),
+                          qname=qname)
+        elif kind == "infer":
+            with self._inference_turn:
+                stream = InferenceStream(channel)
+                rows = self._receive(channel, self.queue(qname), stream=stream)
+                if rows is not None:
+                    self._await_results(stream)
+                if stream.finished.is_set():  # answered in full: the driver counts it for its progress
+                    self.notify("inferred", run=message.get("run", ""), stage=message.get("stage", 0),
+                                partition=message.get("partition"), rows=stream.delivered)
+
+    def _add_plan(self, qname: str, plan: SessionPlan) -> None:
+        cache = None
+        if plan.cache and plan.epochs > 1:
+            label = f"training run {plan.session}" + (f" of queue {qname!r}" if qname != "input" else "")
+            cache = RunCache(self._cache_dir / f"{qname}-run{plan.session}", plan.cache_max_bytes, label)
+        with self._cond:
+            self._runs[(qname, plan.session)] = _Run(plan, cache)
+            self._cond.notify_all()
+
+    def _seal(self, qname: str, session: int) -> str | None:
+        with self._cond:
+            run = self._runs.get((qname, session))
+        if run is None or run.cache is None:
+            return "this node keeps no cache for the run"
+        return run.cache.seal({s: run.plan.split_rows(s) for s in run.plan.splits})
+
+    def _decide(self, qname: str, session: int, use: bool) -> None:
+        with self._cond:
+            run = self._runs[(qname, session)]
+            run.replay = use and run.cache is not None and run.cache.failure is None
+            self._cond.notify_all()
+        if not run.replay and run.cache is not None:
+            run.cache.drop()
+
+    def _check_schema(self, run: _Run, split: str, columns: dict[str, np.ndarray], names: list[str]) -> None:
+        """Record the run's first training row; reject validation rows that do not match it."""
+        with self._cond:
+            if run.example is None and split == TRAIN_SPLIT:
+                run.example = {n: c[:1].copy() for n, c in columns.items()}
+                run.names = list(names)
+                self._cond.notify_all()
+            example, expected = run.example, run.names
+        if split != VALIDATION_SPLIT or example is None:
+            return
+        if list(names) != expected:
+            missing = sorted(set(expected) - set(names)) or sorted(set(names) - set(expected)) or names
+            raise FeedDataError(f"validation data has columns {list(names)} but the training data has {expected}"
+                                f" (column {missing[0]!r} differs)")
+        for name in names:
+            want, got = example[name], columns[name]
+            if want.dtype != got.dtype or want.shape[1:] != got.shape[1:]:
+                raise FeedDataError(f"validation column {name!r} is {got.dtype}{list(got.shape[1:])} but the "
+                                    f"training column is {want.dtype}{list(want.shape[1:])}")
+
+    def _receive(self, channel: Channel, queue: BoundedQueue, session: int | None = None,
+                 stream: InferenceStream | None = None, epoch: int = 0, split: str = TRAIN_SPLIT,
+                 partition: int = 0, qname: str = "input") -> int | None:
+        """Queue a feeder's data frames until its ``done``; returns the row count (None if cut short)."""
+        run = None
+        if session is not None:
+            with self._cond:
+                run = self._runs.get((qname, session))
+        cache = run.cache if run is not None and epoch == 0 else None
+        rows = 0
+        while True:
+            frame = channel.recv_any()
+            if isinstance(frame, dict):
+                if frame.get("type") != "done":
+                    raise ChannelError(f"unexpected feed message {frame.get('type')!r}")
+                if self.terminated.is_set():
+                    channel.send({"type": "terminated"})
+                    return None
+                if stream is not None:
+                    queue.put(END_PARTITION)
+                    stream.expected = rows
+                    stream.maybe_complete()
+                else:
+                    channel.send({"type": "ack", "rows": rows})
+                return rows
+            if self.terminated.is_set():
+                channel.send({"type": "terminated"})
+                self._drain(channel)
+                return None
+            try:
+                batch = decode_batch(frame)
+                columns = batch_to_columns(batch)
+                if run is not None:
+                    self._check_schema(run, split, columns, batch.schema.names)
+            except (FeedDataError, ValueError) as exc:
+                channel.send({"type": "error", "message": str(exc)})
+                self._drain(channel)
+                return None
+            if cache is not None:
+                cache.append(split, partition, frame, batch.num_rows)
+            queue.put(Chunk(columns, batch.schema.names, batch.num_rows, session, stream), nbytes=len(frame))
+            rows += batch.num_rows
+            with self._cond:  # several feeders may deliver at once
+                self.rows_received += batch.num_rows
+
+    @staticmethod
+    def _drain(channel: Channel, timeout: float = 60.0) -> None:
+        """After an early reply, discard the feeder's frames until it closes: closing with unread
+        data resets the connection, and a feeder blocked in a send would never see the reply."""
+        try:
+            while True:
+                channel.recv_any(timeout)
+        except OSError:  # ChannelError (EOF, timeout) or the server closing the channel
+            pass
+
+    def _await_results(self, stream: InferenceStream) -> None:
+        """Hold this node's inference turn until the partition is answered or the run ends."""
+        while not stream.finished.wait(0.5):
+            if self.terminated.is_set() or self._ended:
+                return

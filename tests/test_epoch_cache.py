@@ -1,0 +1,162 @@
+"""Training from Spark at TensorFlow's speed, on a real multi-executor Spark: the node-side epoch
+cache, per-epoch shuffle, the validation feed and the driver's history."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import node_functions as nf
+from conftest import read_json_files
+from sparkdl import ClusterError, TFCluster
+from sparkdl.feed.columns import FeedDataError
+from sparkdl.feed.plan import balanced_plan
+
+pytestmark = pytest.mark.timeout(300)
+SPARK = TFCluster.InputMode.SPARK
+
+
+@pytest.fixture
+def spark(sc2):
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.getOrCreate()
+
+
+def labelled_rdd(sc, sizes, start=0):
+    """Partition i holds sizes[i] rows ``([4 floats], label)``; labels are global row numbers from ``start``."""
+    offsets = np.cumsum([start, *sizes])
+
+    def rows(index, _):
+        for row in range(int(offsets[index]), int(offsets[index + 1])):
+            yield ([float(row % 7), 1.0, -1.0, 0.5], float(row))
+
+    return sc.parallelize(range(len(sizes)), len(sizes)).mapPartitionsWithIndex(rows)
+
+
+def planned_labels(sizes, nodes, start=0):
+    """Each node's multiset of labels per epoch under the balanced, striped plan."""
+    plan = balanced_plan(list(sizes), nodes)
+    shares = [Counter() for _ in range(nodes)]
+    for partition, offset in enumerate(plan.partition_offsets):
+        for node, rows in plan.assignments(partition, 0, sizes[partition]).items():
+            shares[node].update(float(start + offset + r) for r in rows)
+    return shares
+
+
+def feeding_jobs(sc, cluster) -> int:
+    """Spark jobs run in the cluster's feed job group (count and feeding jobs)."""
+    return len(sc.statusTracker().getJobIdsForGroup(f"sparkdl-{cluster.cluster_id}-feed"))
+
+
+def test_epochs_are_shuffled_from_the_cache_and_repeat_with_the_same_seed(sc2, tmp_path):
+    sizes, epochs = [300, 0, 1, 200], 3
+    cluster = TFCluster.run(sc2, nf.record_epoch_orders, {"out": str(tmp_path), "runs": 4}, 2, input_mode=SPARK)
+    jobs = []
+    for seed, shuffle in ((7, True), (7, True), (8, True), (7, False)):
+        before = feeding_jobs(sc2, cluster)
+        cluster.train(labelled_rdd(sc2, sizes), num_epochs=epochs, shuffle=shuffle, seed=seed)
+        jobs.append(feeding_jobs(sc2, cluster) - before)
+    cluster.shutdown(timeout=120)
+    assert jobs == [2, 2, 2, 2], "one count job and one feeding job per call: epochs 2..3 came from the cache"
+    runs = [node["runs"] for node in read_json_files(tmp_path).values()]
+    for node, share in enumerate(planned_labels(sizes, 2)):
+        same_seed, again, other_seed, unshuffled = runs[node]
+        for run in runs[node]:
+            assert [Counter(epoch) for epoch in run] == [share] * epochs, "every planned row, each epoch"
+        assert same_seed[0] != same_seed[1] != same_seed[2] != same_seed[0], "a new order every epoch"
+        assert same_seed[1:] == again[1:], "the same seed gives the same cached epochs, run after run"
+        assert other_seed[1:] != same_seed[1:]
+        assert unshuffled[1] == unshuffled[2], "shuffle=False: the cached epochs keep the feed's order"
+
+
+def test_a_cache_over_its_limit_falls_back_to_feeding_from_spark(sc2, tmp_path):
+    sizes, epochs = [120, 80], 3
+    cluster = TFCluster.run(sc2, nf.record_epoch_orders, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
+    cluster.train(labelled_rdd(sc2, sizes), num_epochs=epochs, cache_max_bytes=2000)
+    logs = [Path(node["log_path"]).read_text() for node in cluster.cluster_info]
+    cluster.shutdown(timeout=120)
+    assert feeding_jobs(sc2, cluster) == 1 + epochs, "every epoch fed from Spark"
+    for log in logs:
+        assert log.count("not caching training run 1 on this node") == 1
+        assert "cache limit of 2,000 bytes (cache_max_bytes)" in log
+    runs = [node["runs"][0] for node in read_json_files(tmp_path).values()]
+    for run, share in zip(runs, planned_labels(sizes, 2)):
+        assert [Counter(epoch) for epoch in run] == [share] * epochs
+
+
+def test_validation_rows_are_shared_equally_over_uneven_partitions(sc2, spark, tmp_path):
+    def frame(sizes, start):
+        return spark.createDataFrame(labelled_rdd(sc2, sizes, start), "x array<float>, y double")
+
+    train_sizes, validation_sizes, epochs = [90, 0, 7], [31, 0, 0, 2], 2  # 33 validation rows: 17 per node
+    cluster = TFCluster.run(sc2, nf.iterate_train_and_validation, {"out": str(tmp_path), "batch": 8,
+                                                                   "epochs": epochs}, 2, input_mode=SPARK)
+    cluster.train(frame(train_sizes, 0), num_epochs=epochs, validation_data=frame(validation_sizes, 1000))
+    cluster.shutdown(timeout=120)
+    nodes = list(read_json_files(tmp_path).values())
+    shares = planned_labels(validation_sizes, 2, start=1000)
+    for node, share in zip(nodes, shares):
+        assert node["train_rows"] == [49] * epochs
+        assert [Counter(labels) for labels in node["validation_labels"]] == [share] * epochs
+    assert sum(shares, Counter()).keys() == {1000.0 + i for i in range(33)}, "no validation row dropped"
+
+
+@pytest.mark.parametrize("executors", [2, 3])
+def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, executors):
+    from pyspark.sql import SparkSession
+
+    sc = spark_holder.get(executors)
+    spark = SparkSession.builder.getOrCreate()
+    frame = spark.createDataFrame(labelled_rdd(sc, [500, 0, 37]), "x array<float>, y double")
+    validation = spark.createDataFrame(labelled_rdd(sc, [40, 3], start=2000), "x array<float>, y double")
+    epochs = 3
+    args = {"out": str(tmp_path), "batch": 32, "epochs": epochs, "validation": True, "progress_callback": True}
+    cluster = TFCluster.run(sc, nf.fit_from_feed, args, executors, input_mode=SPARK, executor_wait_timeout=120)
+    returned = cluster.train(frame, num_epochs=epochs, validation_data=validation)
+    cluster.shutdown(timeout=200)
+    weights = [np.load(tmp_path / f"weights{i}.npz") for i in range(executors)]
+    for other in weights[1:]:
+        for name in weights[0].files:
+            np.testing.assert_array_equal(weights[0][name], other[name])
+    history = cluster.history
+    assert returned == history
+    assert len(history["loss"]) == epochs and len(history["val_loss"]) == epochs
+    assert np.isfinite(history["loss"]).all() and np.isfinite(history["val_loss"]).all()
+    chief = read_json_files(tmp_path)["node0"]
+    assert chief["val_loss"] == pytest.approx(history["val_loss"])
+
+
+def test_validation_that_differs_from_the_training_data_is_rejected_before_any_job(sc2, spark, tmp_path):
+    train = spark.createDataFrame([([1.0, 2.0], 1.0)], "x array<float>, y double")
+    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    try:
+        for validation, column in ((spark.createDataFrame([([1.0, 2.0], 1)], "x array<float>, y long"), "'y'"),
+                                   (spark.createDataFrame([([1.0], 1.0)], "z array<float>, y double"), "'x'")):
+            with pytest.raises(FeedDataError, match=column):
+                cluster.train(train, 2, validation_data=validation)
+        assert feeding_jobs(sc2, cluster) == 0
+        with pytest.raises(FeedDataError, match="same kind"):
+            cluster.train(train, 2, validation_data=sc2.parallelize([([1.0, 2.0], 1.0)]))
+    finally:
+        cluster.shutdown(timeout=120)
+
+
+def test_rdd_validation_rows_of_another_shape_are_rejected_naming_the_column(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.record_epoch_orders, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
+    try:
+        with pytest.raises((FeedDataError, ClusterError), match="validation column '0'"):
+            cluster.train(labelled_rdd(sc2, [20, 20]), 2,
+                          validation_data=sc2.parallelize([([1.0, 2.0], 1.0)] * 10, 2))
+    finally:
+        cluster.shutdown(timeout=120)
+
+
+def test_asking_for_validation_without_validation_data_names_the_call(sc2, spark, tmp_path):
+    frame = spark.createDataFrame([([1.0], 1.0)] * 10, "x array<float>, y double")
+    cluster = TFCluster.run(sc2, nf.ask_for_missing_validation, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    with pytest.raises(ClusterError, match=r"as_dataset\(split='validation'\) needs validation data"):
+        cluster.train(frame, 2)

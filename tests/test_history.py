@@ -1,0 +1,138 @@
+"""``cluster.history``: the chief's per-epoch Keras logs at the driver (Keras ``History.history``'s
+shape), and the per-epoch lines ``cluster.train``'s progress display ends with."""
+
+from __future__ import annotations
+
+import io
+import math
+import threading
+
+import pytest
+
+import node_functions as nf
+from conftest import read_json_files
+from sparkdl import TFCluster
+from sparkdl.driver.coordinator import NodeState
+from sparkdl.driver.history import TrainingHistory
+from sparkdl.driver.progress import TrainProgress
+from sparkdl.roles import NodeRole
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _report(epoch: int, **logs) -> dict:
+    """An epoch-end progress report as the coordinator receives it."""
+    return {"type": "status", "event": "progress", "epoch": epoch, "epoch_end": True, "step": 10 * (epoch + 1),
+            "rows_read": 100, "rows_received": 120, **logs}
+
+
+def test_history_has_keras_shape_without_bookkeeping():
+    history = TrainingHistory()
+    history.record(_report(0, loss=0.9, accuracy=0.5, val_loss=1.0, val_accuracy=0.4))
+    history.record(_report(1, loss=0.5, accuracy=0.8, val_loss=0.6, val_accuracy=0.7))
+    assert history.as_dict() == {"loss": [0.9, 0.5], "accuracy": [0.5, 0.8], "val_loss": [1.0, 0.6],
+                                 "val_accuracy": [0.4, 0.7]}
+    assert history.completed_epochs() == 2
+    assert TrainingHistory().as_dict() == {} and TrainingHistory().completed_epochs() == 0
+
+
+def test_a_re_run_epoch_replaces_the_earlier_report():
+    history = TrainingHistory()
+    for epoch, loss in ((0, 0.9), (1, 0.7), (1, 0.6), (2, 0.4)):  # a relaunch resumed at epoch 1
+        history.record(_report(epoch, loss=loss))
+    assert history.as_dict() == {"loss": [0.9, 0.6, 0.4]}
+
+
+def test_missing_metrics_and_epochs_are_nan_so_lists_stay_aligned():
+    history = TrainingHistory()
+    history.record(_report(0, loss=0.9))
+    history.record(_report(1, loss=0.5, val_loss=0.6))
+    history.record(_report(3, loss=0.2, val_loss=0.3))  # epoch 2 never reported
+    result = history.as_dict()
+    assert set(result) == {"loss", "val_loss"} and all(len(values) == 4 for values in result.values())
+    assert result["loss"][:2] == [0.9, 0.5] and math.isnan(result["loss"][2]) and result["loss"][3] == 0.2
+    assert math.isnan(result["val_loss"][0]) and result["val_loss"][1] == 0.6 and math.isnan(result["val_loss"][2])
+    assert history.completed_epochs() == 2, "completed epochs count only the unbroken run from epoch 0"
+
+
+def test_completed_epochs_needs_epoch_zero():
+    history = TrainingHistory()
+    history.record(_report(1, loss=0.5))
+    assert history.completed_epochs() == 0
+    history.record(_report(0, loss=0.9))
+    assert history.completed_epochs() == 2
+
+
+def test_wait_for_epochs_wakes_when_another_thread_records():
+    history = TrainingHistory()
+    release = threading.Event()
+
+    def chief() -> None:
+        history.record(_report(0, loss=0.9))
+        history.record(_report(2, loss=0.4))
+        release.wait(30)
+        history.record(_report(1, loss=0.6))
+
+    thread = threading.Thread(target=chief, daemon=True)
+    thread.start()
+    assert history.wait_for_epochs(1, timeout=30)
+    assert not history.wait_for_epochs(3, timeout=0.1), "epoch 1 is missing: only 1 epoch in a row so far"
+    release.set()
+    assert history.wait_for_epochs(3, timeout=30)
+    thread.join(30)
+    assert history.completed_epochs() == 3
+
+
+def test_reports_count_every_epoch_end_also_when_a_later_fit_numbers_from_zero():
+    history = TrainingHistory()
+    for epoch in (0, 1, 2, 0, 1):  # two fits (two train calls), each numbering its epochs from 0
+        history.record(_report(epoch, loss=1.0 / (epoch + 1)))
+    assert history.reports == 5 and history.completed_epochs() == 3
+    assert history.wait_for_reports(5, timeout=0) and not history.wait_for_reports(6, timeout=0.05)
+
+
+def test_epoch_lines():
+    history = TrainingHistory()
+    history.record(_report(0, loss=0.41234, accuracy=0.881, val_loss=0.39012, val_accuracy=0.89))
+    history.record(_report(1, loss=0.3, accuracy=0.9))
+    assert history.epoch_lines(3) == [
+        "epoch 1/3: loss 0.4123, accuracy 0.8810, val_loss 0.3901, val_accuracy 0.8900",
+        "epoch 2/3: loss 0.3000, accuracy 0.9000",
+    ]
+    assert history.epoch_lines()[-1] == "epoch 2/2: loss 0.3000, accuracy 0.9000"
+    assert history.epoch_lines(1)[-1].startswith("epoch 2/2:"), "never fewer epochs than were recorded"
+
+
+def test_train_progress_ends_with_one_line_per_epoch(sc2):
+    """A TrainProgress without a cluster (the nodes are real NodeState objects, Spark is real)."""
+    history = TrainingHistory()
+    history.record(_report(0, loss=0.9, val_loss=1.0))
+    history.record(_report(1, loss=0.5, val_loss=0.6))
+    node = NodeState(NodeRole(0, "chief", 0), metrics={"rows_received": 0, "rows_read": 0})
+
+    def shown(succeeded: bool) -> list[str]:
+        stream = io.StringIO()
+        progress = TrainProgress(sc2, nodes=[node], job_group="none", total_rows=100, epochs=2, stream=stream,
+                                 interval_s=600, history=history)
+        progress.start()
+        progress.close(succeeded=succeeded)
+        return stream.getvalue().splitlines()
+
+    lines = shown(True)
+    assert lines[0].startswith("sparkdl train [fed]: 100/100 rows fed"), lines
+    assert lines[1:] == ["epoch 1/2: loss 0.9000, val_loss 1.0000", "epoch 2/2: loss 0.5000, val_loss 0.6000"]
+    assert shown(False) == [], "a failed call shows no final line and no epoch lines"
+
+
+def test_cluster_history_of_a_mwms_fit_with_validation(sc2, tmp_path):
+    cluster = TFCluster.run(sc2, nf.mwms_fit_with_progress, {"out": str(tmp_path)}, num_executors=2)
+    cluster.shutdown(timeout=200)
+    history = cluster.history
+    assert set(history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}, history
+    for name in ("loss", "val_loss"):
+        assert len(history[name]) == 3 and all(math.isfinite(v) for v in history[name]), history
+    assert cluster._history.completed_epochs() == 3
+    chief = read_json_files(tmp_path)["node0"]
+    assert chief["job_name"] == "chief" and set(chief["history"]) == set(history)
+    for name, values in chief["history"].items():
+        assert history[name] == pytest.approx(values), name

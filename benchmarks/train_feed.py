@@ -6,32 +6,37 @@ runs, every reference measured in this same script:
 
 (a) Fit fed from a cached DataFrame vs in-memory MWMS. Both nodes run
     MultiWorkerMirroredStrategy ``model.fit(dataset, epochs=--epochs)`` on the
-    feed_throughput MLP (after the same small warm-up fit, so tracing is outside the timing):
+    feed_throughput MLP, after an untimed warm-up fit (TF start-up, MWMS set-up, tracing):
     - SPARK-fed: ``dataset = feed.as_dataset(batch, features="features", label="label")``, fed by
       ``cluster.train(frame, num_epochs=E)`` from a DataFrame cached and materialised in Spark
-      beforehand; once with ``cache=True`` (epochs 2..E from the nodes' epoch caches) and once
-      with ``cache=False`` (every epoch fed from Spark: the behaviour before the cache), the two
-      alternating on one cluster;
+      beforehand; with ``cache=True`` (epochs 2..E from the nodes' epoch caches) and with
+      ``cache=False`` (every epoch fed from Spark: the behaviour before the cache), alternating
+      on one cluster (its warm-up: a first ``cluster.train`` of a small frame);
     - in-memory: InputMode.TENSORFLOW, each node generates its half of the rows with numpy and
       fits ``tf.data.Dataset.from_tensor_slices(...).batch(batch)`` with auto-sharding off.
-    rows/s = all nodes' rows x E / the slowest node's fit time (timed inside the nodes, from
-    the moment the feed's first rows arrived); ratio (a) = SPARK-fed / in-memory (goal >= 0.9).
-    Also the driver's wall time of ``cluster.train`` (its counting job and feed start included).
+    rows/s = all nodes' rows x E / the slowest node's ``model.fit`` time, timed in the nodes
+    (``as_dataset`` returns once the feed's first rows are there, so the counting job and the
+    first feed job's start are outside it, but inside the driver's wall time of
+    ``cluster.train``, also reported); ratio (a) = SPARK-fed / in-memory (goal >= 0.9). The
+    JSON's raw data has every node's per-epoch fit times.
 (b) Epochs 2..N vs epoch 1 from the cache. Nodes only iterate ``as_dataset`` (no model) for
-    ``--cache_epochs`` (4) epochs of one ``cluster.train``; each epoch's rows/s is both nodes'
-    rows / the slower node's time for one full pass. Ratio = median of epochs 2..N / epoch 1
-    (goal >= 10x).
+    ``--cache_epochs`` (4) epochs of one ``cluster.train`` (after a warm-up call); each epoch's
+    rows/s is both nodes' rows / the slower node's time for one full pass. Epoch 1's clock starts
+    when the node gets the run's plan (sent just before the feed job starts), so it includes the
+    feed job's start. Ratio = median of epochs 2..N / epoch 1 (goal >= 10x).
 (c) Memory of a node serving from its cache, in (b)'s node function: the TF process's RSS at the
     start of epoch 2 and its peak during epochs 2..N (VmRSS sampled after every batch), reported
     as peak - start in MiB (the largest over nodes and runs) next to ``feed_queue_bytes`` (64 MiB)
-    and one batch's size (goal: within the queue bound plus a few batches).
+    and one batch's size; ratio = growth / (queue + 4 batches) (goal <= 1: within the queue
+    bound plus a few batches).
 (d) First-epoch feed vs TensorFlowOnSpark 2.2.5 with the same node code: one function reads every
     row with TFoS's row API, ``TFNode.DataFeed(ctx.mgr, True).next_batch(batch)`` (row tuples,
     no input_mapping), and takes ``TFNode`` from sparkdl or from tensorflowonspark by a name
     passed in its args. rows/s = ``--tfos_rows`` (20,000; TFoS is slow) / wall time of a 1-epoch
-    ``cluster.train``, for an RDD of (numpy row, label) tuples and for a DataFrame (sparkdl: the
-    DataFrame itself, as Arrow; TFoS 2.2.5's ``train`` only takes RDDs/DStreams, so it gets
-    ``df.rdd``, which is what its own TFEstimator feeds). Skipped, saying how to install
+    ``cluster.train`` (after a warm-up call; sparkdl's includes its counting job), for an RDD of
+    (numpy row, label) tuples and for a DataFrame (sparkdl: the DataFrame itself, as Arrow; TFoS
+    2.2.5's ``train`` only takes RDDs and DStreams, so it gets ``df.rdd``, which is what its own
+    TFEstimator feeds). Both sources are cached in Spark first. Skipped, saying how to install
     it, when ``import tensorflowonspark`` fails (``pip install --no-deps tensorflowonspark==2.2.5``).
 
     .venv/bin/python benchmarks/train_feed.py [--runs 3] [--rows 60000] [--json results.json]
@@ -74,6 +79,16 @@ def _mlp(tf):
         return build_mlp(tf)
 
 
+def _timed_fit(tf, model, dataset, epochs: int) -> tuple[float, list[float]]:
+    """``model.fit(dataset, epochs)``: its seconds, and each epoch's (for the JSON's raw data)."""
+    ends: list[float] = []
+    record = tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda *_: ends.append(time.perf_counter()))
+    started = time.perf_counter()
+    model.fit(dataset, epochs=epochs, verbose=0, callbacks=[record])
+    seconds = time.perf_counter() - started
+    return seconds, [b - a for a, b in zip([started, *ends], ends)]
+
+
 def fit_spark_fed(args, ctx):
     """(a) One ``model.fit(feed.as_dataset(...), epochs=E)`` per ``cluster.train`` call, timed.
 
@@ -88,10 +103,9 @@ def fit_spark_fed(args, ctx):
         # Keras under MWMS treats a dataset batch as the global batch (batch / 2 rows per node per step).
         dataset = feed.as_dataset(args["batch"], features="features", label="label")  # waits for the first rows
         epochs, rows = feed.num_epochs, feed.steps_per_epoch(1)
-        started = time.perf_counter()
-        model.fit(dataset, epochs=epochs, verbose=0)
+        seconds, per_epoch = _timed_fit(tf, model, dataset, epochs)
         if run:
-            fits.append({"rows": rows * epochs, "seconds": time.perf_counter() - started})
+            fits.append({"rows": rows * epochs, "seconds": seconds, "epoch_seconds": per_epoch})
     Path(args["out"], f"fit_spark{ctx.executor_id}.json").write_text(json.dumps(fits))
 
 
@@ -110,9 +124,8 @@ def fit_in_memory(args, ctx):
     model.fit(dataset.take(4), epochs=1, verbose=0)  # warm-up, as the SPARK-fed nodes' first call
     fits = []
     for _ in range(args["fits"]):
-        started = time.perf_counter()
-        model.fit(dataset, epochs=args["epochs"], verbose=0)
-        fits.append({"rows": rows * args["epochs"], "seconds": time.perf_counter() - started})
+        seconds, per_epoch = _timed_fit(tf, model, dataset, args["epochs"])
+        fits.append({"rows": rows * args["epochs"], "seconds": seconds, "epoch_seconds": per_epoch})
     Path(args["out"], f"fit_memory{ctx.executor_id}.json").write_text(json.dumps(fits))
 
 

@@ -100,9 +100,12 @@ class ClusterFeeder:
         self._check_train_arguments(data, num_epochs, validation_data, cache_max_bytes)
         self.qnames.add(qname)
         with contextlib.ExitStack() as pinned:
-            data = pinned.enter_context(stable_partitions(data))
+            # With AQE, pinning a shuffled frame already runs its shuffle: do it as a watched job.
+            pin = lambda frame: self._run_job(lambda: pinned.enter_context(stable_partitions(frame)),  # noqa: E731
+                                              "sparkdl: pin the partitions of a shuffled DataFrame")
+            data = pin(data)
             if validation_data is not None:
-                validation_data = pinned.enter_context(stable_partitions(validation_data))
+                validation_data = pin(validation_data)
             self._train(data, num_epochs, feed_timeout, qname, show_progress, validation_data,
                         cache and num_epochs > 1, cache_max_bytes, shuffle, seed, history, history_reports)
 

@@ -45,8 +45,10 @@ ensure_venv() {
   stamp_file="$VENV/.sparkdl-installed"
   want="$(cat "$ROOT/pyproject.toml" "$ROOT/setup.py" | sha256sum | cut -d' ' -f1) $EXTRAS"
   if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$want" ]; then
-    echo "sparkdl: installing sparkdl[$EXTRAS] and its dependencies into $VENV (first run takes minutes)" >&2
+    echo "sparkdl: installing sparkdl-tf[$EXTRAS] and its dependencies into $VENV (first run takes minutes)" >&2
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
+    # This checkout was installed as "sparkdl" before its distribution became sparkdl-tf: drop that.
+    "$VENV/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y sparkdl >/dev/null 2>&1 || true
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[$EXTRAS]" 2>&1 |
       grep -v "is ignored: it is neither a file nor a directory" >&2 || true
     "$VENV/bin/python" -c "import sparkdl, pyspark, tensorflow" >/dev/null 2>&1 || {

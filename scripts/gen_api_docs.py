@@ -66,11 +66,24 @@ SECTIONS = (
     Section("sparkdl.inference", "Inference", intro="`from sparkdl.inference import ...`."),
     Section("sparkdl.ml", "Spark ML pipeline stages", names=("TFEstimator", "TFModel"),
             intro="`from sparkdl.ml import TFEstimator, TFModel`."),
+    Section("sparkdl.params", "Spark ML Params (TensorFlowOnSpark's mixins)",
+            intro="The `Has*` Param mixins `TFEstimator` and `TFModel` are built from, with TensorFlowOnSpark's "
+                  "accessors; `sparkdl.pipeline` re-exports them."),
+    Section("sparkdl.pipeline", "TensorFlowOnSpark's `pipeline` module",
+            intro="`from sparkdl.pipeline import TFEstimator, TFModel, Namespace, ...`, as from "
+                  "`tensorflowonspark.pipeline`."),
+    Section("sparkdl.compat", "TensorFlowOnSpark's `compat` module", intro="`from sparkdl import compat`."),
+    Section("sparkdl.dfutil", "TensorFlowOnSpark's `dfutil` module",
+            intro="`from sparkdl import dfutil`: DataFrames to TFRecord files and back, without a JAR."),
+    Section("sparkdl.util", "TensorFlowOnSpark's `util.single_node_env`", names=("single_node_env",)),
+    Section("sparkdl.gpu_info", "TensorFlowOnSpark's `gpu_info` module"),
     Section("sparkdl.errors", "Errors", intro="Raised at the driver."),
     Section("sparkdl.feed.feeder", "Feed errors", names=("FeedError",),
             intro="Raised by `cluster.train()` / `cluster.inference()`."),
     Section("sparkdl.feed.columns", "Feed data errors", names=("FeedDataError",)),
     Section("sparkdl.gpus", "GPU selection errors", names=("GPUSelectionError",)),
+    Section("sparkdl.feed.results", "Inference result errors", names=("ResultsError",),
+            intro="Raised in `map_fun` by `feed.batch_results()`."),
 )
 
 

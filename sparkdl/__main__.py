@@ -121,13 +121,42 @@ def _gpus() -> str:
     return f"{count} NVIDIA GPU{'s' if count != 1 else ''} (nvidia-smi -L)" + suffix
 
 
+def _other_sparkdl(ours: str) -> str | None:
+    """The version of a distribution named ``sparkdl`` that is another project, if one is installed
+    (this project's own metadata from before it was renamed does not count)."""
+    try:
+        other = importlib.metadata.distribution("sparkdl")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        summary = importlib.metadata.metadata(ours)["Summary"]
+    except importlib.metadata.PackageNotFoundError:
+        summary = None
+    return None if summary and other.metadata["Summary"] == summary else other.version
+
+
+def _sparkdl_row(version: str, package_dir: Path, notes: list[str]) -> str:
+    """sparkdl's version, the distribution it was installed as, and where it was imported from."""
+    from ._version import __distribution__
+
+    installed = _version(__distribution__)
+    where = f"{__distribution__} {installed}" if installed else f"not installed as {__distribution__}"
+    other = _other_sparkdl(__distribution__)
+    if other:  # PyPI's sparkdl (spark-deep-learning) or Databricks Runtime ML's: another project
+        notes.append(f"a distribution named 'sparkdl' ({other}) is also installed: it is another project (PyPI's "
+                     "spark-deep-learning, or Databricks Runtime ML's HorovodRunner) whose 'sparkdl' module clashes "
+                     f"with this one; uninstall it or use another environment ({__distribution__}: see "
+                     "docs/deployment.md)")
+    return f"{version} ({where}, {package_dir})"
+
+
 def collect() -> tuple[list[tuple[str, str]], list[str]]:
     """``(rows, notes)``: the ``(name, value)`` report rows and the problems found (possibly none)."""
     from . import __version__
 
     notes: list[str] = []
     package_dir = Path(__file__).resolve().parent
-    rows = [("sparkdl", f"{__version__} ({package_dir})")]
+    rows = [("sparkdl", _sparkdl_row(__version__, package_dir, notes))]
 
     python = f"{platform.python_version()} ({sys.executable})"
     rows.append(("python", python))
@@ -144,7 +173,7 @@ def collect() -> tuple[list[tuple[str, str]], list[str]]:
     rows.append(("keras", keras or "not installed"))
     if tensorflow is None:
         notes.append("TensorFlow is not installed here: fine for a driver-only install, but executors need "
-                     "it (pip install 'sparkdl[cpu]' or 'sparkdl[gpu]')")
+                     "it (pip install 'sparkdl-tf[cpu]' or 'sparkdl-tf[gpu]')")
     else:
         tf_minor = _minor(tensorflow.split(",")[0].split()[-1])
         if tf_keras and _minor(tf_keras) != tf_minor:

@@ -3,9 +3,10 @@
 The Params keep TensorFlowOnSpark's names (``input_mapping``, ``output_mapping``,
 ``cluster_size``, ``num_ps``, ``batch_size``, ``epochs``, ``model_dir``, ``export_dir``,
 ``signature_def_key``, ``tag_set``, ...), with TensorFlowOnSpark's camel-case setters and getters
-(``setInputMapping``, ``getBatchSize``...), so pipelines port with a change of import::
+(``setInputMapping``, ``getBatchSize``...), built from the ``Has*`` mixins of ``sparkdl.params``,
+so pipelines port with a change of import::
 
-    from sparkdl.ml import TFEstimator, TFModel      # was: from tensorflowonspark.pipeline import ...
+    from sparkdl.ml import TFEstimator, TFModel      # or, as before: from sparkdl.pipeline import ...
 
     estimator = (TFEstimator(train_fn, {"lr": 0.01}).setInputMapping({"pixels": "image", "label": "label"})
                  .setClusterSize(2).setEpochs(5).setBatchSize(64).setExportDir("/models/digits"))
@@ -23,88 +24,27 @@ where ``export_dir`` points; ``tf_args`` are not saved). ``TFEstimator`` is not 
 
 from __future__ import annotations
 
-import argparse
-import copy
 import logging
 import os
 from typing import Any, Callable
 
 from pyspark.ml import Estimator, Model
-from pyspark.ml.param import Param, Params, TypeConverters
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
 from .inference import Predictor
+from .params import (HasBatchSize, HasClusterSize, HasEpochs, HasExportDir, HasFeedTimeout, HasGraceSecs,
+                     HasInputMapping, HasInputMode, HasMasterNode, HasMaxRestarts, HasModelDir, HasNumGPUs, HasNumPS,
+                     HasOutputMapping, HasProtocol, HasReaders, HasSignatureDefKey, HasStallTimeout, HasSteps,
+                     HasTagSet, HasTensorboard, HasTFRecordDir, HasValidationIndicatorCol, Namespace, TFParams)
 
 logger = logging.getLogger(__name__)
 
 
-def _to_dict(value: Any) -> dict:
-    if isinstance(value, dict):
-        return dict(value)
-    raise TypeError(f"expected a dict, got {type(value).__name__}: {value!r}")
+class _SharedParams(TFParams, HasInputMapping, HasOutputMapping, HasBatchSize, HasModelDir, HasExportDir):
+    """Params of both stages (a fitted TFEstimator copies them to its TFModel)."""
 
 
-def _to_optional_string(value: Any) -> str | None:
-    return None if value is None else TypeConverters.toString(value)
-
-
-def _param(name: str, doc: str, converter: Callable) -> Param:
-    return Param(Params._dummy(), name, doc, typeConverter=converter)
-
-
-def _camel(name: str) -> str:
-    special = {"num_ps": "NumPS", "tfrecord_dir": "TFRecordDir"}
-    return special.get(name) or "".join(part.capitalize() for part in name.split("_"))
-
-
-class _TFParams(Params):
-    """Params shared by both stages (their ``setX``/``getX`` accessors are added below)."""
-
-    input_mapping = _param("input_mapping", "Mapping of input DataFrame column to input tensor", _to_dict)
-    output_mapping = _param("output_mapping", "Mapping of output tensor to output DataFrame column", _to_dict)
-    batch_size = _param("batch_size", "Number of records per batch", TypeConverters.toInt)
-    model_dir = _param("model_dir", "Path to save/load model checkpoints", _to_optional_string)
-    export_dir = _param("export_dir", "Directory (or .keras file) of the exported model", _to_optional_string)
-
-    def _merge_args(self, tf_args: Any) -> argparse.Namespace:
-        """``tf_args`` (dict or namespace) copied, with every Param's value set on it (as TFoS did)."""
-        if tf_args is None:
-            merged = argparse.Namespace()
-        elif isinstance(tf_args, dict):
-            merged = argparse.Namespace(**tf_args)
-        else:
-            merged = copy.copy(tf_args)
-        for param in self.params:
-            setattr(merged, param.name, self.getOrDefault(param))
-        return merged
-
-
-def _with_accessors(cls):
-    """Add TensorFlowOnSpark's ``setX(value)``/``getX()`` for each Param defined on ``cls``."""
-    for name, value in list(vars(cls).items()):
-        if not isinstance(value, Param):
-            continue
-        camel = _camel(name)
-
-        def setter(self, value, _name=name):
-            return self._set(**{_name: value})
-
-        def getter(self, _name=name):
-            return self.getOrDefault(_name)
-
-        setter.__name__, getter.__name__ = f"set{camel}", f"get{camel}"
-        setter.__doc__ = f"Set ``{name}``: {value.doc}. Returns self."
-        getter.__doc__ = f"The value of ``{name}``: {value.doc}."
-        setattr(cls, setter.__name__, setter)
-        setattr(cls, getter.__name__, getter)
-    return cls
-
-
-_TFParams = _with_accessors(_TFParams)
-
-
-@_with_accessors
-class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
+class TFModel(Model, _SharedParams, HasSignatureDefKey, HasTagSet, DefaultParamsReadable, DefaultParamsWritable):
     """A Spark ML Model scoring DataFrames with an exported TensorFlow model.
 
     ``export_dir`` (else ``model_dir``) names a SavedModel directory or a ``.keras`` file readable
@@ -113,11 +53,6 @@ class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
     ``signature_def_key`` picks the SavedModel signature (default ``serving_default``) and
     ``tag_set`` its comma-separated tags. ``transform`` appends the output columns.
     """
-
-    signature_def_key = _param("signature_def_key", "Identifier for a specific saved_model signature",
-                               _to_optional_string)
-    tag_set = _param("tag_set", "Comma-delimited list of tags identifying a saved_model metagraph",
-                     _to_optional_string)
 
     def __init__(self, tf_args: Any = None, tf_argv: list[str] | None = None, **params: Any):
         super().__init__()
@@ -147,8 +82,9 @@ class TFModel(Model, _TFParams, DefaultParamsReadable, DefaultParamsWritable):
         return self.predictor().with_predictions(dataset)
 
 
-@_with_accessors
-class TFEstimator(Estimator, _TFParams):
+class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMode, HasMasterNode, HasProtocol,
+                  HasGraceSecs, HasTensorboard, HasTFRecordDir, HasEpochs, HasReaders, HasSteps, HasFeedTimeout,
+                  HasStallTimeout, HasMaxRestarts, HasNumGPUs, HasValidationIndicatorCol):
     """A Spark ML Estimator that trains ``train_fn(args, ctx)`` on a TFCluster.
 
     ``fit(df)`` starts ``cluster_size`` nodes (``num_ps`` of them parameter servers) with
@@ -163,26 +99,13 @@ class TFEstimator(Estimator, _TFParams):
     ``export_dir``); ``train_fn`` should save the model there (chief only). With
     ``validation_indicator_col`` (Spark ML's convention), rows where that boolean column is true
     are fed as ``cluster.train``'s ``validation_data`` instead of training rows; the returned
-    model's ``history`` holds the chief's metrics per epoch. Unlike ``TFModel``,
-    the estimator is not saved with a pipeline: ``train_fn`` is code, not a Param.
+    model's ``history`` holds the chief's metrics per epoch. ``master_node``,
+    ``driver_ps_nodes``, ``num_gpus``, ``stall_timeout`` and ``max_restarts`` go to
+    ``TFCluster.run``, ``feed_timeout`` to ``cluster.train`` and ``grace_secs`` to
+    ``cluster.shutdown``. ``tf_args`` may also be an argv list (or a ``Namespace`` of one), which
+    ``train_fn`` then receives as is, as with ``tf_argv``. Unlike ``TFModel``, the estimator is not
+    saved with a pipeline: ``train_fn`` is code, not a Param.
     """
-
-    cluster_size = _param("cluster_size", "Number of nodes in the cluster", TypeConverters.toInt)
-    num_ps = _param("num_ps", "Number of PS nodes in cluster", TypeConverters.toInt)
-    input_mode = _param("input_mode", "Input data feeding mode (0=TENSORFLOW, 1=SPARK)", TypeConverters.toInt)
-    protocol = _param("protocol", "Network protocol for Tensorflow (grpc only)", TypeConverters.toString)
-    tensorboard = _param("tensorboard", "Launch tensorboard process", TypeConverters.toBoolean)
-    tfrecord_dir = _param("tfrecord_dir", "Not supported by sparkdl (TFoS exported the DataFrame as TFRecords)",
-                          _to_optional_string)
-    epochs = _param("epochs", "Number of epochs to train", TypeConverters.toInt)
-    readers = _param("readers", "Number of reader threads (accepted for TFoS compatibility; unused)",
-                     TypeConverters.toInt)
-    steps = _param("steps", "Maximum number of steps to train (passed to train_fn as args.steps)",
-                   TypeConverters.toInt)
-    validation_indicator_col = _param(
-        "validation_indicator_col", "Name of a boolean column marking the rows fed as validation data (read "
-        "with feed.as_dataset(..., split='validation')); the other rows are the training data",
-        _to_optional_string)
 
     def __init__(self, train_fn: Callable | None = None, tf_args: Any = None, tf_argv: list[str] | None = None,
                  export_fn: Callable | None = None, **params: Any):
@@ -196,7 +119,8 @@ class TFEstimator(Estimator, _TFParams):
         self._setDefault(input_mapping={}, output_mapping={}, cluster_size=1, num_ps=0,
                          input_mode=InputMode.SPARK, protocol="grpc", tensorboard=False, model_dir=None,
                          export_dir=None, tfrecord_dir=None, batch_size=100, epochs=1, readers=1, steps=1000,
-                         validation_indicator_col=None)
+                         validation_indicator_col=None, master_node="chief", driver_ps_nodes=False, grace_secs=0.0,
+                         feed_timeout=600.0, stall_timeout=None, max_restarts=0, num_gpus=None)
         if params:
             self._set(**params)
 
@@ -223,19 +147,23 @@ class TFEstimator(Estimator, _TFParams):
                                  f"columns are {dataset.columns}")
         sc = dataset.sparkSession.sparkContext
         logger.info("sparkdl TFEstimator: training with %s", args)
-        cluster = cluster_mod.run(sc, self.train_fn, self.argv or args, args.cluster_size, args.num_ps,
-                                  args.tensorboard, args.input_mode)
+        argv = self._argv()
+        cluster = cluster_mod.run(sc, self.train_fn, argv or args, args.cluster_size, args.num_ps,
+                                  args.tensorboard, args.input_mode, master_node=args.master_node,
+                                  driver_ps_nodes=args.driver_ps_nodes, num_gpus=args.num_gpus,
+                                  stall_timeout=args.stall_timeout, max_restarts=args.max_restarts)
         history: dict = {}
         try:
             if spark_mode:
                 train, validation = self._split(dataset, columns)
-                history = cluster.train(train, args.epochs, validation_data=validation)
+                history = cluster.train(train, args.epochs, feed_timeout=args.feed_timeout,
+                                        validation_data=validation)
         finally:
-            cluster.shutdown()
+            cluster.shutdown(grace_secs=args.grace_secs)
         if self.export_fn is not None:
             if not args.export_dir:
                 raise ValueError("export_fn needs export_dir")
-            export_fn, argv = self.export_fn, self.argv
+            export_fn = self.export_fn
             sc.parallelize([0], 1).foreachPartition(lambda _: export_fn(args, argv))
         location = args.export_dir or args.model_dir
         if location and "://" not in location and not os.path.exists(location):
@@ -244,6 +172,15 @@ class TFEstimator(Estimator, _TFParams):
         model = self._copyValues(TFModel(self.args, self.argv))
         model.history = history  # the chief's metrics per epoch (with ctx.progress_callback()); not saved
         return model
+
+    def _argv(self) -> list | None:
+        """The argv ``train_fn`` gets instead of merged args: ``tf_argv``, or ``tf_args`` given as a
+        list (or a ``Namespace`` of one), as TensorFlowOnSpark took it."""
+        if self.argv:
+            return self.argv
+        if isinstance(self.args, list):
+            return self.args
+        return getattr(self.args, "argv", None) if isinstance(self.args, Namespace) else None
 
     def _split(self, dataset, columns: list[str]):
         """The fed columns of the training rows, and of the validation rows (or None)."""

@@ -319,13 +319,13 @@ def terminate_early(args, ctx):
 
 
 def infer_times_ten(args, ctx):
-    """Inference: answer each row with 10 x its first field."""
+    """Inference: answer each row with 10 x its value (the first field of a tuple or list row)."""
     feed = ctx.get_data_feed(train_mode=False)
     batches = 0
     while not feed.should_stop():
         batch = feed.next_batch(args.get("batch", 10))
         if batch:
-            feed.batch_results([row[0] * 10 for row in batch])
+            feed.batch_results([(row[0] if isinstance(row, (tuple, list)) else row) * 10 for row in batch])
             batches += 1
     _write(args, ctx, {"batches": batches})
 
@@ -361,7 +361,7 @@ def tfos_style_feed(args, ctx):
     while not feed.should_stop():
         batch = feed.next_batch(5)
         if batch:
-            feed.batch_results([row[0] + 1 for row in batch])
+            feed.batch_results([row + 1 for row in batch])  # an RDD of ints: each row is an int
 
 
 def infer_wrong_count(args, ctx):
@@ -407,3 +407,85 @@ def iterate_train_and_validation(args, ctx):
 def ask_for_missing_validation(args, ctx):
     """Ask for the validation split of a run that has none (the node must fail, naming the call)."""
     ctx.get_data_feed().as_dataset(16, features="x", label="y", split="validation")
+
+
+# -- element fidelity (TensorFlowOnSpark's next_batch and batch_results types) --
+
+def _describe(value) -> str:
+    """A value's structure and types, e.g. ``tuple(list[float,float], int)``, ``ndarray[float32](3,)``."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return f"ndarray[{value.dtype}]{tuple(value.shape)}"
+    if isinstance(value, tuple):
+        return "tuple(" + ", ".join(_describe(v) for v in value) + ")"
+    if isinstance(value, list):
+        return "list[" + ",".join(_describe(v) for v in value) + "]"
+    return type(value).__name__
+
+
+def _plain(value):
+    import numpy as np
+
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def describe_elements(args, ctx):
+    """Read ``args['runs']`` training runs with next_batch; record each run's element types and values."""
+    feed = ctx.get_data_feed()
+    runs = []
+    for _ in range(args["runs"]):
+        wanted = feed.steps_per_epoch(1) * feed.num_epochs
+        elements = []
+        while len(elements) < wanted:
+            batch = feed.next_batch(min(7, wanted - len(elements)))
+            if not batch:
+                break
+            elements.extend(batch)
+        runs.append({"types": sorted({_describe(e) for e in elements}), "values": [_plain(e) for e in elements]})
+    _write(args, ctx, {"runs": runs})
+
+
+def answer_in_kind(args, ctx):
+    """Inference that answers as TFoS programs do, by the kind of row it reads: one-item lists
+    ``[x]`` get their squares as one numpy array (TFoS's test_inputmode_spark), ints ``x`` get
+    Python ints ``2x``, strings their upper case, floats a float32 array (numpy scalars per row),
+    ``(features, label)`` tuples ``(numpy float32 sum, str(label))``."""
+    import numpy as np
+
+    feed = ctx.get_data_feed(train_mode=False)
+    while not feed.should_stop():
+        batch = feed.next_batch(args.get("batch", 10))
+        if not batch:
+            continue
+        first = batch[0]
+        if isinstance(first, list):
+            feed.batch_results(np.square(np.array(batch, dtype=np.int32)))
+        elif isinstance(first, tuple):
+            feed.batch_results([(np.float32(sum(features)), str(label)) for features, label in batch])
+        elif isinstance(first, str):
+            feed.batch_results([row.upper() for row in batch])
+        elif isinstance(first, float):
+            feed.batch_results(np.array(batch, dtype=np.float32))
+        else:
+            feed.batch_results([2 * row for row in batch])
+
+
+def read_tfrecords(args, ctx):
+    """Read the TFRecord files sparkdl.dfutil wrote with tf.data.TFRecordDataset; record what they hold."""
+    import tensorflow as tf
+
+    files = sorted(tf.io.gfile.glob(args["dir"] + "/part-r-*"))
+    spec = {"id": tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeature([3], tf.float32),
+            "name": tf.io.FixedLenFeature([], tf.string)}
+    dataset = tf.data.TFRecordDataset(files).map(lambda record: tf.io.parse_single_example(record, spec))
+    ids, x_sum, names = [], 0.0, set()
+    for example in dataset:
+        ids.append(int(example["id"]))
+        x_sum += float(tf.reduce_sum(example["x"]))
+        names.add(example["name"].numpy().decode())
+    _write(args, ctx, {"files": len(files), "ids": sorted(ids), "x_sum": x_sum, "names": sorted(names)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
 import stat
@@ -37,7 +38,7 @@ def test_report_names_every_component_without_importing_tensorflow(tmp_path):
             "print('TF IMPORTED' if 'tensorflow' in sys.modules else 'tf not imported'); sys.exit(rc)")
     report = _doctor(tmp_path=tmp_path, command=[sys.executable, "-c", code])
     assert report.splitlines()[-1] == "tf not imported", report
-    assert _field(report, "sparkdl") == f"{sparkdl.__version__} ({PACKAGE_DIR})"
+    assert _field(report, "sparkdl") == f"{sparkdl.__version__} (sparkdl-tf {sparkdl.__version__}, {PACKAGE_DIR})"
     assert _field(report, "python").endswith(f"({sys.executable})")
     import pyspark
 
@@ -45,6 +46,20 @@ def test_report_names_every_component_without_importing_tensorflow(tmp_path):
     for name in ("tensorflow", "tf-keras", "keras", "pyarrow", "pandas", "numpy", "java", "gpus", "node keras"):
         assert _field(report, name), name
     assert re.search(r"version \"\d+", _field(report, "java")), report
+
+
+def test_another_sparkdl_distribution_is_reported(tmp_path):
+    """PyPI's sparkdl (Databricks' spark-deep-learning) installed beside sparkdl-tf: its module clashes."""
+    info = tmp_path / "sparkdl-0.2.2.dist-info"  # the report runs in tmp_path, which is on sys.path
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sparkdl\nVersion: 0.2.2\n"
+                                   "Summary: Deep Learning Pipelines for Apache Spark\n")
+    report = _doctor(tmp_path=tmp_path)
+    assert re.search(r"^note: a distribution named 'sparkdl' \(0\.2\.2\) is also installed: it is another project",
+                     report, re.M), report
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sparkdl\nVersion: 0.0.9\nSummary: "
+                                   + importlib.metadata.metadata("sparkdl-tf")["Summary"] + "\n")
+    assert "distribution named 'sparkdl'" not in _doctor(tmp_path=tmp_path)  # this project, before its rename
 
 
 def test_console_script_and_module_print_the_same_report(tmp_path):

@@ -237,7 +237,7 @@ def test_balanced_plan_over_two_nodes(make_server, secret):
     for index, rows in enumerate(partitions):
         got = feeder.feed_training_partition(tgt, 1, 0, index, plan, feeder.rdd_batches(rows))
         assert got == (len(rows), 0)
-    received = [[row[0] for row in DataFeed(node, feed_timeout=5).next_batch(100)] for node in nodes]
+    received = [DataFeed(node, feed_timeout=5).next_batch(100) for node in nodes]  # ints come back bare
     # Rows are striped (even rows to node 0, odd to node 1); node 1 gets one extra copy (row 0).
     assert received == [list(range(0, 19, 2)), [1, 3, 5, 0] + list(range(7, 19, 2))]
 
@@ -327,9 +327,9 @@ def test_inference_routes_results_per_partition(server, secret):
     def consume():
         while not feed.should_stop():
             batch = feed.next_batch(300)
-            if batch:
-                batches.append([row[0] for row in batch])
-                feed.batch_results(np.array([row[0] * 2 for row in batch]))
+            if batch:  # the RDD's floats, bare
+                batches.append(batch)
+                feed.batch_results(np.array([value * 2 for value in batch]))
 
     consumer = Worker(consume)
 
@@ -345,6 +345,28 @@ def test_inference_routes_results_per_partition(server, secret):
     assert all(len({int(v) // 10000 for v in batch}) == 1 for batch in batches), "a batch mixed partitions"
     assert sorted(v for batch in batches for v in batch) == sorted(partitions[0] + partitions[1])
     assert max(map(len, batches)) == 300
+
+
+def test_a_partition_left_unread_does_not_break_the_node(server, secret):
+    """``first()`` / ``take(n)`` stop reading a partition's results early: the node drops the rest
+    of that partition's results and serves the next partition."""
+    tgt = target(secret, server)
+    feed = DataFeed(server, train_mode=False, feed_timeout=30)
+
+    def consume():
+        while not feed.should_stop():
+            batch = feed.next_batch(10)
+            if batch:
+                feed.batch_results([value + 1 for value in batch])
+
+    consumer = Worker(consume)
+    partial = feeder.infer_partition(tgt, 0, 0, feeder.rdd_batches(list(range(3000))))
+    assert next(partial)[0] == 1
+    partial.close()  # as PySpark does once take(1) has its row
+    rest = [r for results in feeder.infer_partition(tgt, 0, 1, feeder.rdd_batches([100, 200])) for r in results]
+    assert rest == [101, 201]
+    send_end(server, secret)
+    consumer.outcome()  # map_fun never saw an error
 
 
 def test_batch_results_rejects_extra_results(server, secret):

@@ -3,7 +3,7 @@ installed into a fresh virtual environment, runs ``sparkdl --version`` and the d
 directory outside the repository (nothing on ``PYTHONPATH`` points back at the checkout).
 
 The build works on a copy of the repository, so it never writes into the working tree; the
-fresh environment installs ``sparkdl[cpu]`` (plus scikit-learn for the demo's data) through pip,
+fresh environment installs ``sparkdl-tf[cpu]`` (plus scikit-learn for the demo's data) through pip,
 whose caches keep repeated runs quick.
 """
 
@@ -69,7 +69,7 @@ def artifacts(tmp_path_factory):
 def test_sdist_and_wheel_hold_every_module_and_no_tests(artifacts):
     sdist, wheel = artifacts
     with tarfile.open(sdist) as archive:
-        # Members are "sparkdl-<version>/<path>"; drop the top directory.
+        # Members are "sparkdl_tf-<version>/<path>"; drop the top directory.
         sdist_files = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
     with zipfile.ZipFile(wheel) as archive:
         wheel_files = set(archive.namelist())
@@ -87,13 +87,17 @@ def test_wheel_metadata_has_the_single_source_version_and_the_console_script(art
     _, wheel = artifacts
     namespace: dict = {}
     exec((ROOT / "sparkdl" / "_version.py").read_text(), namespace)
-    version = namespace["__version__"]
-    assert wheel.name.startswith(f"sparkdl-{version}-"), wheel.name
+    version, distribution = namespace["__version__"], namespace["__distribution__"]
+    assert distribution == "sparkdl-tf"  # PyPI's "sparkdl" is another project; the import stays sparkdl
+    assert wheel.name.startswith(f"sparkdl_tf-{version}-"), wheel.name
     assert 'dynamic = ["version"]' in (ROOT / "pyproject.toml").read_text()
     with zipfile.ZipFile(wheel) as archive:
-        info = f"sparkdl-{version}.dist-info"
+        info = f"sparkdl_tf-{version}.dist-info"
         metadata = archive.read(f"{info}/METADATA").decode()
         entry_points = archive.read(f"{info}/entry_points.txt").decode()
+        top_level = {name.split("/")[0] for name in archive.namelist() if not name.startswith(info)}
+    assert top_level == {"sparkdl"}, top_level  # the module keeps its name
+    assert re.search(r"^Name: sparkdl-tf$", metadata, re.M), metadata[:500]
     assert re.search(rf"^Version: {re.escape(version)}$", metadata, re.M), metadata[:500]
     assert re.search(r"^Provides-Extra: cpu$", metadata, re.M)
     assert re.search(r"^sparkdl = sparkdl\.__main__:main$", entry_points, re.M), entry_points
@@ -123,6 +127,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(artifacts, tmp_path)
     report = _run([str(venv / "bin" / "sparkdl"), "--version"], cwd=work, timeout=120, env=env)
     first = report.splitlines()[0]
     assert first.startswith("sparkdl:") and str(Path(site_packages) / "sparkdl") in first, report
+    assert re.match(r"sparkdl:\s+\S+ \(sparkdl-tf \S+, ", first), report  # the distribution it came from
     assert re.search(rf"^python:\s+\S+ \({re.escape(str(python))}\)$", report, re.M), report
     assert re.search(r"^tensorflow:\s+.*2\.21\.", report, re.M), report
     assert re.search(r"^node keras:\s+tf-keras 2\.21\.", report, re.M), report

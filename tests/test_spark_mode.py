@@ -69,12 +69,14 @@ def test_input_mapping_and_vectors_become_dense_arrays(sc2, spark, tmp_path):
     assert kinds == {"vec": ["float64", [3]], "features": ["float32", [5]], "label": ["int64", []]}
 
 
-def test_rdd_rows_arrive_as_tuples(sc2, tmp_path):
+def test_rdd_rows_arrive_as_they_were(sc2, tmp_path):
+    """``([4 floats], label)`` tuples arrive as tuples whose first field is still a list (TFoS's
+    types; more kinds of elements in test_element_fidelity.py)."""
     cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     cluster.train(skewed_rdd(sc2, [10, 10]), 1)
     cluster.shutdown(timeout=120)
     kinds = read_json_files(tmp_path)["node1"]["kinds"]
-    assert kinds == {"row_type": "tuple", "first_field": "ndarray"}
+    assert kinds == {"row_type": "tuple", "first_field": "list"}
 
 
 def test_skewed_partitions_train_with_model_fit_to_identical_weights(sc2, spark, tmp_path):

@@ -379,14 +379,13 @@ def _infer_frame(data: DataFrame, target: FeedTarget, count: int) -> RDD:
     """DataFrame inference: Arrow in, result frames out as binary rows, flattened to an RDD."""
     import pyarrow as pa
 
-    from ..feed.wire import batch_to_results, decode_batch, encode_batch, results_to_batch
+    from ..feed.wire import batch_to_results, decode_batch
 
     def infer(batches):
         from pyspark import TaskContext
 
         partition = TaskContext.get().partitionId()
-        for results in infer_partition(target, partition % count, partition, batches):
-            payload = encode_batch(results_to_batch(results)).to_pybytes()
+        for payload in infer_partition(target, partition % count, partition, batches, decode=False):
             yield pa.RecordBatch.from_pydict({"payload": [payload]}, schema=pa.schema([("payload", pa.binary())]))
 
     return data.mapInArrow(infer, "payload binary").rdd.flatMap(

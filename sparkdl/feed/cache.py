@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .columns import batch_to_columns
+from .elements import RowLayout
 from .wire import decode_batch
 
 logger = logging.getLogger(__name__)
@@ -168,6 +169,7 @@ class CacheReplay:
         self._maps: list[mmap.mmap] = []
         self.columns: list[dict[str, np.ndarray]] = []
         self.names: list[str] = []
+        self.layout: RowLayout | None = None  # how the cached elements were shaped (next_batch)
         sizes = []
         for part in parts:
             if not part.size:
@@ -180,6 +182,7 @@ class CacheReplay:
                 batch = decode_batch(view[offset:offset + length])
                 self.columns.append(batch_to_columns(batch))
                 self.names = batch.schema.names
+                self.layout = self.layout or RowLayout.of(batch.schema)
                 sizes.append(batch.num_rows)
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self.rows = int(self.starts[-1])

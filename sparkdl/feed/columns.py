@@ -2,7 +2,8 @@
 
 DataFrames travel as Arrow record batches end to end: an ``array<float>`` column becomes one
 ``(rows, width)`` float32 array by reshaping Arrow's flat value buffer, with no per-row Python
-objects. RDD rows are turned into record batches once, on the executor that feeds them.
+objects. RDD rows are turned into record batches once, on the executor that feeds them, with their
+structure in the schema metadata (``elements.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
+
+from .elements import BARE, LIST, TUPLE, RowLayout, value_kind
 
 VECTOR_FIELDS = {"type", "size", "indices", "values"}  # pyspark.ml.linalg.VectorUDT's sqlType
 
@@ -110,33 +113,41 @@ def _vectors_to_dense(array: pa.StructArray, name: str) -> np.ndarray:
 
 
 def batch_to_columns(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
-    """Every column of a record batch as a dense numpy array, by name."""
-    return {name: column_to_numpy(batch.column(i), name) for i, name in enumerate(batch.schema.names)}
+    """Every column of a record batch as a dense numpy array, by name (RDD arrays of two or more
+    dimensions in their own shape, ``(rows, *shape)``)."""
+    columns = {name: column_to_numpy(batch.column(i), name) for i, name in enumerate(batch.schema.names)}
+    return RowLayout.of(batch.schema).shaped(columns)
 
 
-def _column_to_arrow(values: list, name: str) -> pa.Array:
+def _column_to_arrow(values: list, name: str) -> tuple[pa.Array, tuple[int, ...] | None]:
+    """One RDD column as an Arrow array, and the per-element shape of multi-dimensional arrays."""
     first = values[0]
     if isinstance(first, (np.ndarray, list, tuple)) and not isinstance(first, (str, bytes)):
         try:
             dense = np.asarray(values)
         except ValueError as exc:
             raise FeedDataError(f"RDD column {name} holds arrays of different lengths; pad or filter them") from exc
-        if dense.dtype == object or dense.ndim != 2:
-            raise FeedDataError(f"RDD column {name} must hold equal-length 1-D arrays of numbers, "
+        if dense.dtype == object or dense.ndim < 2:
+            raise FeedDataError(f"RDD column {name} must hold equal-shape arrays of numbers, "
                                 f"got an array of shape {dense.shape[1:]} and dtype {dense.dtype}")
-        return pa.FixedSizeListArray.from_arrays(pa.array(dense.reshape(-1)), dense.shape[1])
+        shape = dense.shape[1:] if dense.ndim > 2 else None
+        width = int(np.prod(dense.shape[1:]))
+        return pa.FixedSizeListArray.from_arrays(pa.array(dense.reshape(-1)), width), shape
     if hasattr(first, "toArray"):  # a pyspark.ml / mllib Vector
         return _column_to_arrow([v.toArray() for v in values], name)
     try:
-        return pa.array(values)
+        return pa.array(values), None
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise FeedDataError(f"RDD column {name} cannot be converted to a tensor column: {exc}") from exc
 
 
 def rows_to_record_batch(rows: Sequence[Any]) -> pa.RecordBatch:
-    """RDD elements as one record batch: tuples/lists/Rows become columns ``"0"``, ``"1"``, ...
+    """RDD elements as one record batch whose schema metadata says how to rebuild them.
 
-    A scalar or a 1-D array element is a one-column row.
+    Tuples (and lists holding arrays or lists) become columns ``"0"``, ``"1"``, ...; any other
+    element (a number, a string, a list of numbers, an array, a Vector) is one column. The
+    :class:`~sparkdl.feed.elements.RowLayout` in the metadata lets ``next_batch`` give each element
+    back as it was: bare values bare, tuples as tuples, lists as lists.
     """
     first = rows[0]
     if isinstance(first, tuple) or (isinstance(first, list) and first and
@@ -144,13 +155,19 @@ def rows_to_record_batch(rows: Sequence[Any]) -> pa.RecordBatch:
         width = len(first)
         if any(len(row) != width for row in rows):
             raise FeedDataError(f"RDD rows have different numbers of fields (first row has {width})")
-        columns = list(zip(*rows))
+        columns = [list(values) for values in zip(*rows)]
+        container = TUPLE if isinstance(first, tuple) else LIST
     else:
-        columns = [list(rows)]
-    arrays = [_column_to_arrow(list(values), str(i)) for i, values in enumerate(columns)]
-    return pa.RecordBatch.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
+        columns, container = [list(rows)], BARE
+    names = [str(i) for i in range(len(columns))]
+    converted = [_column_to_arrow(values, name) for values, name in zip(columns, names)]
+    layout = RowLayout(tuple(names), container, tuple(value_kind(values[0]) for values in columns),
+                       tuple(shape for _, shape in converted))
+    batch = pa.RecordBatch.from_arrays([array for array, _ in converted], names=names)
+    return batch.replace_schema_metadata(layout.metadata())
 
 
-def columns_to_rows(columns: dict[str, np.ndarray], names: Sequence[str]) -> list[tuple]:
-    """Row tuples (TensorFlowOnSpark's ``next_batch`` without ``input_mapping``)."""
-    return list(zip(*(columns[name] for name in names)))
+def columns_to_rows(columns: dict[str, np.ndarray], names: Sequence[str], layout: RowLayout | None = None) -> list:
+    """The elements of a batch: as they were in the RDD with the batch's ``layout``, else row tuples
+    (TensorFlowOnSpark's ``next_batch`` without ``input_mapping``)."""
+    return (layout or RowLayout(tuple(names))).rows(columns)

@@ -18,7 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .cache import epoch_order
-from .columns import FeedDataError, columns_to_rows
+from .columns import FeedDataError
+from .elements import RowLayout
 from .server import END, END_PARTITION, Chunk, FeedServer, SessionPlan
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
 
@@ -31,7 +32,8 @@ class DataFeed:
     """TensorFlowOnSpark's DataFeed: read fed rows in a node; also as a ``tf.data.Dataset``.
 
     ``input_mapping`` (``{column: tensor_name}``) makes ``next_batch`` return a dict of numpy
-    arrays keyed by tensor name; without it, ``next_batch`` returns a list of row tuples.
+    arrays keyed by tensor name; without it, ``next_batch`` returns a list of the elements as they
+    were in the RDD (bare values, tuples, lists), or of row tuples for a DataFrame.
     """
 
     def __init__(self, server: FeedServer, train_mode: bool = True, qname_in: str = "input",
@@ -54,15 +56,22 @@ class DataFeed:
 
     def next_batch(self, batch_size: int):
         """Up to ``batch_size`` rows; fewer at the end of an inference partition, a training run
-        (``cluster.train`` call) or the feed. Blocks until rows arrive or the feed ends."""
+        (``cluster.train`` call) or the feed. Blocks until rows arrive or the feed ends.
+
+        Without ``input_mapping``, a list of the RDD's elements with the structure they had: a
+        number, string, list or array comes back bare (lists as lists of Python values, numpy
+        arrays and scalars as numpy), a tuple as a tuple of the same length; a DataFrame's rows
+        come back as tuples of numpy values (arrays for array and Vector columns). With
+        ``input_mapping``, a dict of numpy arrays keyed by tensor name.
+        """
         if self.train_mode:
             session = self._reading_session()
-            columns, names, count = self._read_run(session, TRAIN_SPLIT, batch_size) if session else ({}, [], 0)
+            columns, layout, count = self._read_run(session, TRAIN_SPLIT, batch_size) if session else ({}, None, 0)
         else:
-            columns, names, count = self._read_partition(batch_size)
+            columns, layout, count = self._read_partition(batch_size)
         if self.input_mapping:
             return {tensor: columns.get(column, np.empty((0,))) for column, tensor in self.input_mapping.items()}
-        return columns_to_rows(columns, names) if count else []
+        return layout.rows(columns) if count else []
 
     def should_stop(self) -> bool:
         """True once the feed has ended (``cluster.shutdown``) and every row was read, or after ``terminate``."""
@@ -85,6 +94,8 @@ class DataFeed:
         several, in order). Any other count raises ValueError at once, instead of shifting
         results onto the wrong rows.
         """
+        if not isinstance(results, np.ndarray) and callable(getattr(results, "numpy", None)):
+            results = results.numpy()  # a tf.Tensor: its rows, as numpy
         results = results if isinstance(results, np.ndarray) else list(results)
         self._check_result_count(len(results))
         start = 0
@@ -264,7 +275,7 @@ class DataFeed:
 
     # -- internals: reading a training run --
 
-    def _read_run(self, session: int, split: str, max_rows: int) -> tuple[Columns, list[str], int]:
+    def _read_run(self, session: int, split: str, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
         """Up to ``max_rows`` rows of ``split`` of training run ``session``, never past its plan."""
         plan = self._server.known_plan(self.qname_in, session)
         if plan is None:  # rows fed without a plan: one open-ended epoch
@@ -273,27 +284,27 @@ class DataFeed:
         done = self._server.rows_read_of(self.qname_in, session, split)
         max_rows = min(max_rows, plan.total_rows(split) - done)
         pieces: list[Columns] = []
-        names: list[str] = []
+        layout: RowLayout | None = None
         count = 0
         while count < max_rows and not self._stopped and not self._server.terminated.is_set():
             epoch, offset = divmod(done + count, per_epoch)
             wanted = min(max_rows - count, per_epoch - offset)
             if epoch and plan.cache and self._server.replay_decision(self.qname_in, session, self.feed_timeout):
                 replay = self._server.run_cache(self.qname_in, session).replay(split)
-                columns, piece_names, got = replay.take(self._epoch_order(plan, split, epoch, replay.rows), offset,
-                                                        wanted), replay.names, wanted
+                columns, piece_layout, got = replay.take(self._epoch_order(plan, split, epoch, replay.rows), offset,
+                                                         wanted), replay.layout, wanted
             else:
-                columns, piece_names, got = self._from_queue(session, split, wanted)
+                columns, piece_layout, got = self._from_queue(session, split, wanted)
                 if not got:
                     break
             pieces.append(columns)
-            names = piece_names
+            layout = layout or piece_layout
             count += got
         self._server.rows_read += count
         self._server.progress()
         if count:
             self._server.count_read(self.qname_in, session, count, split)
-        return _join(pieces, names), names, count
+        return _join(pieces, layout.names if layout else []), layout, count
 
     def _epoch_order(self, plan: SessionPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
         """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""
@@ -304,7 +315,7 @@ class DataFeed:
             self._order = (key, epoch_order(rows, plan.seed, plan.node, epoch))
         return self._order[1]
 
-    def _from_queue(self, session: int, split: str, max_rows: int) -> tuple[Columns, list[str], int]:
+    def _from_queue(self, session: int, split: str, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
         """Up to ``max_rows`` queued rows of ``split`` of run ``session`` (0 once the feed ended)."""
         queue = self._server.queue(self.qname_in, split)
         pieces: list[tuple[Chunk, int, int]] = []
@@ -330,7 +341,7 @@ class DataFeed:
 
     # -- internals: reading an inference partition --
 
-    def _read_partition(self, max_rows: int) -> tuple[Columns, list[str], int]:
+    def _read_partition(self, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
         """Up to ``max_rows`` rows of the current inference partition (fewer at its end)."""
         pieces: list[tuple[Chunk, int, int]] = []
         count = 0
@@ -360,13 +371,14 @@ class DataFeed:
         return _slices(pieces)
 
 
-def _slices(pieces: list[tuple[Chunk, int, int]]) -> tuple[Columns, list[str], int]:
-    """The rows ``[start, stop)`` of each chunk, joined into columns."""
+def _slices(pieces: list[tuple[Chunk, int, int]]) -> tuple[Columns, RowLayout | None, int]:
+    """The rows ``[start, stop)`` of each chunk, joined into columns, and the first chunk's layout."""
     if not pieces:
-        return {}, [], 0
-    names = pieces[0][0].names
+        return {}, None, 0
+    first = pieces[0][0]
+    names = first.names
     parts = [{n: chunk.columns[n][start:stop] for n in names} for chunk, start, stop in pieces]
-    return _join(parts, names), names, sum(stop - start for _, start, stop in pieces)
+    return _join(parts, names), first.layout or RowLayout(tuple(names)), sum(stop - start for _, start, stop in pieces)
 
 
 def _join(parts: list[Columns], names: list[str]) -> Columns:

@@ -195,8 +195,9 @@ def _stage_id() -> int:
 
 
 def infer_partition(target: FeedTarget, node: int, partition: int,
-                    batches: Iterable[pa.RecordBatch]) -> Iterator[list]:
-    """Send one partition to ``node`` and yield its results, one list per result frame, in order."""
+                    batches: Iterable[pa.RecordBatch], decode: bool = True) -> Iterator[list | bytes]:
+    """Send one partition to ``node`` and yield its results, one list per result frame, in order
+    (with ``decode=False``, each result frame as it arrived: Arrow IPC bytes)."""
     header = {"type": "infer", "partition": partition, "qname": target.qname, "run": target.run,
               "stage": _stage_id()}
     link = _NodeLink(target, node, header, partition)
@@ -228,9 +229,13 @@ def infer_partition(target: FeedTarget, node: int, partition: int,
                     break
                 link._raise_or_stop(frame)
                 break
-            results = batch_to_results(decode_batch(frame))
-            received += len(results)
-            yield results
+            if decode:
+                results = batch_to_results(decode_batch(frame))
+                received += len(results)
+                yield results
+            else:
+                received += decode_batch(frame).num_rows
+                yield bytes(frame)
         sender.join(target.feed_timeout)
         if failure:
             raise failure[0]

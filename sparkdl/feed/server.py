@@ -26,6 +26,7 @@ import numpy as np
 from ..channel import Channel, ChannelError, ChannelServer
 from .cache import RunCache
 from .columns import FeedDataError, batch_to_columns
+from .elements import RowLayout
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch, encode_batch, results_to_batch
 
 logger = logging.getLogger(__name__)
@@ -38,25 +39,47 @@ WAIT_HEARTBEAT_S = 1.0       # how often a node waiting for data tells the drive
 
 @dataclass
 class InferenceStream:
-    """One inference partition being served: results go back on its channel, in order."""
+    """One inference partition being served: results go back on its channel, in order.
+
+    A Spark action that needs only part of a partition (``first()``, ``take(n)``) closes the
+    feeding task's channel early: the stream is then ``abandoned`` and the rest of its results
+    are dropped, so ``map_fun`` carries on with the next partition.
+    """
 
     channel: Channel
     expected: int | None = None
     delivered: int = 0
+    abandoned: bool = False
     finished: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def send_results(self, results: Any) -> None:
         """Return results for the next ``len(results)`` rows of this stream."""
-        self.channel.send_bytes(encode_batch(results_to_batch(results)))
+        payload = encode_batch(results_to_batch(results))  # a result that cannot be sent raises here
+        if not self.abandoned:
+            try:
+                self.channel.send_bytes(payload)
+            except OSError as exc:  # ChannelError included
+                self.abandon(exc)
         self.delivered += len(results)
         self.maybe_complete()
+
+    def abandon(self, reason: Exception) -> None:
+        """The feeding task stopped listening (its action needed no more rows): drop what is left."""
+        if not self.abandoned:
+            self.abandoned = True
+            logger.info("sparkdl: a Spark task stopped reading its inference results (%s); the rest of its "
+                        "partition's results are dropped", reason)
 
     def maybe_complete(self) -> None:
         """Tell the feeder the partition is fully answered, once it is."""
         with self.lock:  # the reader thread and map_fun's thread may both get here
             if self.expected is not None and self.delivered >= self.expected and not self.finished.is_set():
-                self.channel.send({"type": "complete", "rows": self.delivered})
+                if not self.abandoned:
+                    try:
+                        self.channel.send({"type": "complete", "rows": self.delivered})
+                    except OSError as exc:
+                        self.abandon(exc)
                 self.finished.set()
 
 
@@ -70,6 +93,7 @@ class Chunk:
     session: int | None = None
     stream: InferenceStream | None = None
     offset: int = 0
+    layout: RowLayout | None = None   # how to rebuild the RDD's elements (next_batch)
 
     @property
     def left(self) -> int:
@@ -358,7 +382,12 @@ class FeedServer:
         elif kind == "infer":
             with self._inference_turn:
                 stream = InferenceStream(channel)
-                rows = self._receive(channel, self.queue(qname), stream=stream)
+                try:
+                    rows = self._receive(channel, self.queue(qname), stream=stream)
+                except OSError as exc:  # the task went away mid-partition (e.g. take(n) had its rows)
+                    stream.abandon(exc)
+                    self.queue(qname).put(END_PARTITION)  # map_fun's batch ends with the rows that came
+                    return
                 if rows is not None:
                     self._await_results(stream)
                 if stream.finished.is_set():  # answered in full: the driver counts it for its progress
@@ -449,7 +478,8 @@ class FeedServer:
                 return None
             if cache is not None:
                 cache.append(split, partition, frame, batch.num_rows)
-            queue.put(Chunk(columns, batch.schema.names, batch.num_rows, session, stream), nbytes=len(frame))
+            queue.put(Chunk(columns, batch.schema.names, batch.num_rows, session, stream,
+                            layout=RowLayout.of(batch.schema)), nbytes=len(frame))
             rows += batch.num_rows
             with self._cond:  # several feeders may deliver at once
                 self.rows_received += batch.num_rows

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
+
+from .results import decode_results, encode_results
 
 TRAIN_SPLIT = "train"
 VALIDATION_SPLIT = "validation"
@@ -45,20 +46,11 @@ def decode_batch(data) -> pa.RecordBatch:
 
 
 def results_to_batch(results: Any) -> pa.RecordBatch:
-    """Inference results (a list of per-row values, or an array with one row per input row)."""
-    if isinstance(results, np.ndarray) and results.ndim >= 2:
-        flat = pa.array(results.reshape(len(results), -1).reshape(-1))
-        column = pa.FixedSizeListArray.from_arrays(flat, int(np.prod(results.shape[1:])))
-    else:
-        values = list(results)
-        if values and isinstance(values[0], np.ndarray):
-            values = [v.tolist() for v in values]
-        elif values and isinstance(values[0], np.generic):
-            values = [v.item() for v in values]
-        column = pa.array(values)
-    return pa.RecordBatch.from_arrays([column], names=["result"])
+    """Inference results (a list of per-row values, or an array with one row per input row) as a
+    record batch that keeps each row's type (see ``results.py``)."""
+    return encode_results(results)
 
 
 def batch_to_results(batch: pa.RecordBatch) -> list:
-    """Per-row Python values back from :func:`results_to_batch`."""
-    return batch.column(0).to_pylist()
+    """Per-row values back from :func:`results_to_batch`, with the types ``map_fun`` gave them."""
+    return decode_results(batch)

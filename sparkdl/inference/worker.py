@@ -281,7 +281,7 @@ def _set_up_tensorflow(mode: str, addresses: list[str], inherited: str | None) -
             import tensorflow as tf
         except ImportError as exc:
             raise ModelLoadError(f"TensorFlow is not installed in this executor's Python ({sys.executable}); "
-                                 "install sparkdl[cpu] or sparkdl[gpu] there, or point spark.pyspark.python "
+                                 "install sparkdl-tf[cpu] or sparkdl-tf[gpu] there, or point spark.pyspark.python "
                                  f"at an environment that has it ({exc})") from exc
 
         # Enumerating devices initialises CUDA, which reads CUDA_VISIBLE_DEVICES now, once.

@@ -321,16 +321,14 @@ class DataFeed:
         pieces: list[tuple[Chunk, int, int]] = []
         count = 0
         while count < max_rows and not self._server.terminated.is_set():
-            chunk = self._chunks.get(split)
-            if chunk is None or not chunk.left:
-                item = queue.get(self.feed_timeout, self._server.progress)
-                if item == END:
-                    self._stopped = True
-                    queue.put(END)  # keep the end visible to later reads
-                    break
-                if item == END_PARTITION or (item.session is not None and item.session < session):
-                    continue  # rows of a run cut short
-                self._chunks[split] = chunk = item
+            chunk = self._current_chunk(queue, split)
+            if chunk is END:
+                break
+            if chunk is END_PARTITION:
+                continue
+            if chunk.session is not None and chunk.session < session:
+                self._chunks[split] = None  # rows of a run cut short
+                continue
             if chunk.session != session:
                 break  # a later run's rows: this run has no more queued rows
             take = min(chunk.left, max_rows - count)
@@ -339,6 +337,22 @@ class DataFeed:
             count += take
         return _slices(pieces)
 
+    def _current_chunk(self, queue, split: str):
+        """The chunk of ``split`` being read, else the queue's next item: a chunk (kept as the
+        current one), ``END_PARTITION``, or ``END`` (left visible in the queue for later reads)."""
+        chunk = self._chunks.get(split)
+        if chunk is not None and chunk.left:
+            return chunk
+        item = queue.get(self.feed_timeout, self._server.progress)
+        if item == END:
+            self._stopped = True
+            queue.put(END)
+            return END
+        if item == END_PARTITION:
+            return END_PARTITION
+        self._chunks[split] = item
+        return item
+
     # -- internals: reading an inference partition --
 
     def _read_partition(self, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
@@ -346,18 +360,13 @@ class DataFeed:
         pieces: list[tuple[Chunk, int, int]] = []
         count = 0
         while count < max_rows and not self._stopped and not self._server.terminated.is_set():
-            chunk = self._chunks.get(TRAIN_SPLIT)
-            if chunk is None or not chunk.left:
-                item = self._queue.get(self.feed_timeout, self._server.progress)
-                if item == END:
-                    self._stopped = True
-                    self._queue.put(END)
+            chunk = self._current_chunk(self._queue, TRAIN_SPLIT)
+            if chunk is END:
+                break
+            if chunk is END_PARTITION:
+                if count:
                     break
-                if item == END_PARTITION:
-                    if count:
-                        break
-                    continue
-                self._chunks[TRAIN_SPLIT] = chunk = item
+                continue
             if pieces and chunk.stream is not pieces[0][0].stream:
                 break
             take = min(chunk.left, max_rows - count)

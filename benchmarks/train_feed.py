@@ -4,21 +4,31 @@ All on local-cluster[2,1,1024], 2 TF nodes, rows of 784 float32 features + an in
 (``--rows`` 60,000, ``--partitions`` 8, global batch ``--batch`` 256), medians of ``--runs``
 runs, every reference measured in this same script:
 
-(a) Fit fed from a cached DataFrame vs in-memory MWMS. Both nodes run
-    MultiWorkerMirroredStrategy ``model.fit(dataset, epochs=--epochs)`` on the
-    feed_throughput MLP, after an untimed warm-up fit (TF start-up, MWMS set-up, tracing):
-    - SPARK-fed: ``dataset = feed.as_dataset(batch, features="features", label="label")``, fed by
-      ``cluster.train(frame, num_epochs=E)`` from a DataFrame cached and materialised in Spark
-      beforehand; with ``cache=True`` (epochs 2..E from the nodes' epoch caches) and with
-      ``cache=False`` (every epoch fed from Spark: the behaviour before the cache), alternating
-      on one cluster (its warm-up: a first ``cluster.train`` of a small frame);
+(a) Fit fed from a cached DataFrame vs in-memory MWMS. Both nodes run the feed_throughput MLP
+    under MultiWorkerMirroredStrategy for ``--epochs`` epochs, after an untimed warm-up fit (TF
+    start-up, MWMS set-up, tracing), training every row of every epoch:
+    - SPARK-fed, fed by ``cluster.train(frame, num_epochs=E)`` from a DataFrame cached and
+      materialised in Spark beforehand, with ``cache=True`` (epochs 2..E from the nodes' epoch
+      caches) and ``cache=False`` (every epoch fed from Spark: the behaviour before the cache),
+      alternating on one cluster (its warm-up: a first ``cluster.train`` of a small frame).
+      ``--fit all_epochs`` (default): ``model.fit(feed.as_dataset(batch, ..., all_epochs=True),
+      epochs=E, steps_per_epoch=feed.keras_steps_per_epoch(batch, strategy))``, one dataset
+      iterator for the whole fit; ``--fit per_epoch``: ``model.fit(feed.as_dataset(batch, ...),
+      epochs=E)``, one iteration per epoch (Keras rebuilds its iterator every epoch);
     - in-memory: InputMode.TENSORFLOW, each node generates its half of the rows with numpy and
-      fits ``tf.data.Dataset.from_tensor_slices(...).batch(batch)`` with auto-sharding off.
-    rows/s = all nodes' rows x E / the slowest node's ``model.fit`` time, timed in the nodes
+      fits ``from_tensor_slices(...).batch(batch).repeat()`` with auto-sharding and autotuning
+      off (as ``as_dataset``) and ``steps_per_epoch`` = batches x workers: under MWMS each worker
+      steps through both halves of every batch, and without it Keras takes the epoch's length
+      from the dataset's cardinality and trains half the rows per epoch (the reference of the
+      first version of this script did, which made it look twice as fast).
+    rows/s = all nodes' rows x E / the slowest node's time from the start of ``model.fit`` to the
+    end of its last epoch (``fit``'s own return can lag by tens of seconds at random while
+    TensorFlow tears its iterators down, on either side; the JSON keeps it), timed in the nodes
     (``as_dataset`` returns once the feed's first rows are there, so the counting job and the
     first feed job's start are outside it, but inside the driver's wall time of
-    ``cluster.train``, also reported); ratio (a) = SPARK-fed / in-memory (goal >= 0.9). The
-    JSON's raw data has every node's per-epoch fit times.
+    ``cluster.train``, also reported); ratio (a) = SPARK-fed / in-memory (goal >= 0.9); also
+    epochs 2..N alone (the epochs the cache serves) against the in-memory rate. The JSON's raw
+    data has every node's per-epoch fit times.
 (b) Epochs 2..N vs epoch 1 from the cache. Nodes only iterate ``as_dataset`` (no model) for
     ``--cache_epochs`` (4) epochs of one ``cluster.train`` (after a warm-up call); each epoch's
     rows/s is both nodes' rows / the slower node's time for one full pass. Epoch 1's clock starts
@@ -39,7 +49,8 @@ runs, every reference measured in this same script:
     TFEstimator feeds). Both sources are cached in Spark first. Skipped, saying how to install
     it, when ``import tensorflowonspark`` fails (``pip install --no-deps tensorflowonspark==2.2.5``).
 
-    .venv/bin/python benchmarks/train_feed.py [--runs 3] [--rows 60000] [--json results.json]
+    .venv/bin/python benchmarks/train_feed.py [--runs 3] [--rows 60000] [--epochs 3] [--fit per_epoch]
+                                              [--parts abcd] [--json results.json]
     .venv/bin/python benchmarks/train_feed.py --rows 6000 --tfos_rows 2000 --runs 1   # quick check
 """
 
@@ -73,18 +84,18 @@ SPARKDL_RUN = {"progress": False, "log_to_driver": False}
 # -- node functions (module level: executors get them from this file) --
 
 def _mlp(tf):
-    """The feed_throughput MLP under MultiWorkerMirroredStrategy."""
+    """The feed_throughput MLP under MultiWorkerMirroredStrategy, and the strategy."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
-        return build_mlp(tf)
+        return build_mlp(tf), strategy
 
 
-def _timed_fit(tf, model, dataset, epochs: int) -> tuple[float, list[float]]:
-    """``model.fit(dataset, epochs)``: its seconds, and each epoch's (for the JSON's raw data)."""
+def _timed_fit(tf, model, dataset, epochs: int, steps_per_epoch: int | None) -> tuple[float, list[float]]:
+    """``model.fit(dataset, epochs, steps_per_epoch)``: its seconds, and each epoch's (for the JSON's raw data)."""
     ends: list[float] = []
     record = tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda *_: ends.append(time.perf_counter()))
     started = time.perf_counter()
-    model.fit(dataset, epochs=epochs, verbose=0, callbacks=[record])
+    model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=0, callbacks=[record])
     seconds = time.perf_counter() - started
     return seconds, [b - a for a, b in zip([started, *ends], ends)]
 
@@ -96,14 +107,16 @@ def fit_spark_fed(args, ctx):
     """
     import tensorflow as tf
 
-    model = _mlp(tf)
+    model, strategy = _mlp(tf)
     feed = ctx.get_data_feed()
     fits = []
     for run in range(args["fits"] + 1):
         # Keras under MWMS treats a dataset batch as the global batch (batch / 2 rows per node per step).
-        dataset = feed.as_dataset(args["batch"], features="features", label="label")  # waits for the first rows
+        dataset = feed.as_dataset(args["batch"], features="features", label="label",  # waits for the first rows
+                                  all_epochs=args["all_epochs"])
         epochs, rows = feed.num_epochs, feed.steps_per_epoch(1)
-        seconds, per_epoch = _timed_fit(tf, model, dataset, epochs)
+        steps = feed.keras_steps_per_epoch(args["batch"], strategy) if args["all_epochs"] else None
+        seconds, per_epoch = _timed_fit(tf, model, dataset, epochs, steps)
         if run:
             fits.append({"rows": rows * epochs, "seconds": seconds, "epoch_seconds": per_epoch})
     Path(args["out"], f"fit_spark{ctx.executor_id}.json").write_text(json.dumps(fits))
@@ -114,17 +127,22 @@ def fit_in_memory(args, ctx):
     import numpy as np
     import tensorflow as tf
 
-    model = _mlp(tf)
+    model, _ = _mlp(tf)
     rows = args["rows"] // ctx.num_workers
     x = np.random.default_rng(ctx.executor_id).random((rows, FEATURES), dtype=np.float32)
     y = np.arange(rows, dtype=np.int64) % 10
-    options = tf.data.Options()
+    options = tf.data.Options()  # as as_dataset's
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    options.autotune.enabled = False
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(args["batch"]).with_options(options)
     model.fit(dataset.take(4), epochs=1, verbose=0)  # warm-up, as the SPARK-fed nodes' first call
+    # Every row every epoch: under MWMS each worker steps through both halves of every batch, but
+    # Keras takes the epoch's length from this dataset's cardinality (its batches, half the steps)
+    # and would train half the rows per epoch; hence repeat() and the true steps_per_epoch.
+    dataset, steps = dataset.repeat(), -(-rows // args["batch"]) * ctx.num_workers
     fits = []
     for _ in range(args["fits"]):
-        seconds, per_epoch = _timed_fit(tf, model, dataset, args["epochs"])
+        seconds, per_epoch = _timed_fit(tf, model, dataset, args["epochs"], steps)
         fits.append({"rows": rows * args["epochs"], "seconds": seconds, "epoch_seconds": per_epoch})
     Path(args["out"], f"fit_memory{ctx.executor_id}.json").write_text(json.dumps(fits))
 
@@ -192,8 +210,10 @@ def node_results(out: Path, stem: str) -> list[list[dict]]:
 
 
 def fit_rates(per_node: list[list[dict]]) -> list[float]:
-    """rows/s of each run: all nodes' rows / the slowest node's seconds."""
-    return [sum(r["rows"] for r in run) / max(r["seconds"] for r in run) for run in zip(*per_node)]
+    """rows/s of each run: all nodes' rows / the slowest node's time from the start of ``fit`` to
+    the end of its last epoch (what follows, TensorFlow tearing its iterators down, can add up
+    to tens of seconds at random to either side; it is in the JSON as ``seconds``)."""
+    return [sum(r["rows"] for r in run) / max(sum(r["epoch_seconds"]) for r in run) for run in zip(*per_node)]
 
 
 def timed(action) -> float:
@@ -207,7 +227,8 @@ def measure_fits(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) ->
     """(a): SPARK-fed fits (cache on and off, alternating) and the in-memory reference."""
     from sparkdl import TFCluster
 
-    args = {"out": str(out), "batch": opts.batch, "fits": 2 * opts.runs, "rows": opts.rows, "epochs": opts.epochs}
+    args = {"out": str(out), "batch": opts.batch, "fits": 2 * opts.runs, "rows": opts.rows, "epochs": opts.epochs,
+            "all_epochs": opts.fit == "all_epochs"}
     cluster = TFCluster.run(sc, fit_spark_fed, args, 2, input_mode=TFCluster.InputMode.SPARK, **SPARKDL_RUN)
     cluster.train(warm_frame, 1)  # the nodes' warm-up fit: keeps TF start-up out of the timed calls
     walls: dict[bool, list[float]] = {True: [], False: []}
@@ -224,7 +245,9 @@ def measure_fits(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) ->
     cluster.shutdown(timeout=900)
     memory_fits = node_results(out, "fit_memory")
     med = statistics.median
-    return {"cached": med(spark_rates[0::2]), "uncached": med(spark_rates[1::2]),
+    cached_later = [sum(node["rows"] for node in run) * (opts.epochs - 1) / opts.epochs
+                    / max(sum(node["epoch_seconds"][1:]) for node in run) for run in list(zip(*spark_fits))[0::2]]
+    return {"cached": med(spark_rates[0::2]), "cached_later": med(cached_later), "uncached": med(spark_rates[1::2]),
             "memory": med(fit_rates(memory_fits)), "wall_cached": med(walls[True]),
             "wall_uncached": med(walls[False]), "cache_used": f"{cached_fits}/{opts.runs}",
             "raw": {"spark_fed_per_node": spark_fits, "in_memory_per_node": memory_fits, "train_wall_s": {
@@ -309,6 +332,10 @@ def main() -> None:
     parser.add_argument("--cache_epochs", type=int, default=4, help="epochs of (b) and (c)")
     parser.add_argument("--tfos_rows", type=int, default=20_000, help="rows of (d), for both libraries")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--fit", choices=("all_epochs", "per_epoch"), default="all_epochs",
+                        help="(a)'s fit, the same on both sides: one dataset iterator for all epochs "
+                             "(as_dataset(all_epochs=True) / dataset.repeat(), with steps_per_epoch), or one per epoch")
+    parser.add_argument("--parts", default="abcd", help="which measurements to run, e.g. 'ab' ((c) comes with (b))")
     opts = parser.parse_args()
     spark = start_local_spark("sparkdl-train-feed-bench")
     sc = spark.sparkContext
@@ -322,50 +349,65 @@ def main() -> None:
     frame.count()  # materialised in Spark's cache before any timing
     warm_frame = make_frame(spark, 4 * opts.batch, 2).cache()  # for the nodes' untimed first call
     warm_frame.count()
-    fits = measure_fits(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log)
-    epochs = measure_epochs(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log)
-    rows_feed = measure_row_feed(sc, spark, opts)
+    fits = measure_fits(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log) if "a" in opts.parts \
+        else None
+    epochs = measure_epochs(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log) \
+        if set("bc") & set(opts.parts) else None
+    rows_feed = measure_row_feed(sc, spark, opts) if "d" in opts.parts else None
     spark.stop()
+    report(opts, fits, epochs, rows_feed, cache_log)
 
+
+def report(opts, fits: dict | None, epochs: dict | None, rows_feed: dict | None, cache_log: CacheLog) -> None:
+    """Print the table and the ratios of the parts that ran; write them as JSON if asked."""
     batch_mib = opts.batch * (FEATURES * 4 + 8) / MIB
     fed_rows = opts.rows * opts.epochs
-    table = [
-        ("(a) MWMS fit fed by cluster.train, cache=True", fits["cached"], "rows/s"),
-        ("(a)   wall time of cluster.train (cache=True)", fits["wall_cached"], "s"),
-        ("(a)   same, rows x epochs / wall time (cache=True)", fed_rows / fits["wall_cached"], "rows/s"),
-        ("(a) MWMS fit fed by cluster.train, cache=False", fits["uncached"], "rows/s"),
-        ("(a)   wall time of cluster.train (cache=False)", fits["wall_uncached"], "s"),
-        ("(a)   same, rows x epochs / wall time (cache=False)", fed_rows / fits["wall_uncached"], "rows/s"),
-        ("(a) MWMS fit, in-memory tf.data (InputMode.TENSORFLOW)", fits["memory"], "rows/s"),
-        ("(b) as_dataset pass, epoch 1 (fed from Spark)", epochs["first"], "rows/s"),
-        ("(b) as_dataset pass, epochs 2..N (median, from the cache)", epochs["later"], "rows/s"),
-        ("(c) node RSS growth while serving epochs 2..N (max)", epochs["rss_growth_mib"], "MiB"),
-        ("(c)   feed_queue_bytes (default)", 64.0, "MiB"),
-        ("(c)   one batch of features + labels", batch_mib, "MiB"),
-        ("(d) sparkdl first-epoch feed, next_batch rows, RDD", rows_feed["sparkdl_rdd"], "rows/s"),
-        ("(d) sparkdl first-epoch feed, next_batch rows, DataFrame", rows_feed["sparkdl_df"], "rows/s"),
-    ]
-    if "tfos_rdd" in rows_feed:
-        table += [("(d) TFoS 2.2.5 first-epoch feed, next_batch rows, RDD", rows_feed["tfos_rdd"], "rows/s"),
-                  ("(d) TFoS 2.2.5 first-epoch feed, DataFrame as df.rdd", rows_feed["tfos_df"], "rows/s")]
-    ratios = {
-        "(a) SPARK-fed fit / in-memory fit, cache=True (goal >= 0.9)": fits["cached"] / fits["memory"],
-        "(a) SPARK-fed fit / in-memory fit, cache=False (before the cache)": fits["uncached"] / fits["memory"],
-        "(b) epochs 2..N / epoch 1 (goal >= 10)": epochs["later"] / epochs["first"],
-        "(c) RSS growth / (feed_queue_bytes + 4 batches) (goal <= 1)": epochs["rss_growth_mib"] / (64 + 4 * batch_mib),
-    }
-    if "tfos_rdd" in rows_feed:
-        ratios["(d) sparkdl / TFoS, RDD"] = rows_feed["sparkdl_rdd"] / rows_feed["tfos_rdd"]
-        ratios["(d) sparkdl / TFoS, DataFrame"] = rows_feed["sparkdl_df"] / rows_feed["tfos_df"]
-    notes = [f"epoch cache used by cluster.train: (a) {fits['cache_used']} cache=True calls, "
-             f"(b) {epochs['cache_used']} calls"]
+    table, ratios, notes, raw = [], {}, [], {}
+    if fits:
+        table += [
+            ("(a) MWMS fit fed by cluster.train, cache=True", fits["cached"], "rows/s"),
+            ("(a)   wall time of cluster.train (cache=True)", fits["wall_cached"], "s"),
+            ("(a)   same, rows x epochs / wall time (cache=True)", fed_rows / fits["wall_cached"], "rows/s"),
+            ("(a)   epochs 2..N only (from the cache), median", fits["cached_later"], "rows/s"),
+            ("(a) MWMS fit fed by cluster.train, cache=False", fits["uncached"], "rows/s"),
+            ("(a)   wall time of cluster.train (cache=False)", fits["wall_uncached"], "s"),
+            ("(a)   same, rows x epochs / wall time (cache=False)", fed_rows / fits["wall_uncached"], "rows/s"),
+            ("(a) MWMS fit, in-memory tf.data (InputMode.TENSORFLOW)", fits["memory"], "rows/s"),
+        ]
+        ratios["(a) SPARK-fed fit / in-memory fit, cache=True (goal >= 0.9)"] = fits["cached"] / fits["memory"]
+        ratios["(a)   epochs 2..N only (from the cache) / in-memory"] = fits["cached_later"] / fits["memory"]
+        ratios["(a) SPARK-fed fit / in-memory fit, cache=False (before the cache)"] = fits["uncached"] / fits["memory"]
+        notes.append(f"epoch cache used by (a)'s {fits['cache_used']} cache=True calls")
+        raw["a"] = fits["raw"]
+    if epochs:
+        table += [
+            ("(b) as_dataset pass, epoch 1 (fed from Spark)", epochs["first"], "rows/s"),
+            ("(b) as_dataset pass, epochs 2..N (median, from the cache)", epochs["later"], "rows/s"),
+            ("(c) node RSS growth while serving epochs 2..N (max)", epochs["rss_growth_mib"], "MiB"),
+            ("(c)   feed_queue_bytes (default)", 64.0, "MiB"),
+            ("(c)   one batch of features + labels", batch_mib, "MiB"),
+        ]
+        ratios["(b) epochs 2..N / epoch 1 (goal >= 10)"] = epochs["later"] / epochs["first"]
+        ratios["(c) RSS growth / (feed_queue_bytes + 4 batches) (goal <= 1)"] = \
+            epochs["rss_growth_mib"] / (64 + 4 * batch_mib)
+        notes.append(f"epoch cache used by (b)'s {epochs['cache_used']} calls")
+        raw["b_c"] = epochs["raw"]
+    if rows_feed:
+        table += [("(d) sparkdl first-epoch feed, next_batch rows, RDD", rows_feed["sparkdl_rdd"], "rows/s"),
+                  ("(d) sparkdl first-epoch feed, next_batch rows, DataFrame", rows_feed["sparkdl_df"], "rows/s")]
+        if "tfos_rdd" in rows_feed:
+            table += [("(d) TFoS 2.2.5 first-epoch feed, next_batch rows, RDD", rows_feed["tfos_rdd"], "rows/s"),
+                      ("(d) TFoS 2.2.5 first-epoch feed, DataFrame as df.rdd", rows_feed["tfos_df"], "rows/s")]
+            ratios["(d) sparkdl / TFoS, RDD"] = rows_feed["sparkdl_rdd"] / rows_feed["tfos_rdd"]
+            ratios["(d) sparkdl / TFoS, DataFrame"] = rows_feed["sparkdl_df"] / rows_feed["tfos_df"]
+        if "tfos_skipped" in rows_feed:
+            notes.append(f"(d) TFoS skipped: {rows_feed['tfos_skipped']}")
+        raw["d"] = rows_feed["raw"]
     notes += [f"driver: {message}" for message in cache_log.refused]
-    if "tfos_skipped" in rows_feed:
-        notes.append(f"(d) TFoS skipped: {rows_feed['tfos_skipped']}")
 
     print(f"\nlocal-cluster[2,1,1024], {os.cpu_count()} cores, 2 TF nodes, {opts.rows} rows x {FEATURES} float32 "
           f"+ label, {opts.partitions} partitions, global batch {opts.batch}, (a) {opts.epochs} epochs, (b)/(c) "
-          f"{opts.cache_epochs} epochs, (d) {rows_feed['rows']} rows, medians of {opts.runs} runs")
+          f"{opts.cache_epochs} epochs, (d) {opts.tfos_rows} rows, medians of {opts.runs} runs")
     width = max(len(name) for name, _, _ in table)
     for name, value, unit in table:
         print(f"{name.ljust(width)}  {value:>12,.{1 if unit in ('s', 'MiB') else 0}f} {unit}")
@@ -378,8 +420,7 @@ def main() -> None:
         Path(opts.json).write_text(json.dumps({
             "config": {**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},
             "measurements": {name: {"value": value, "unit": unit} for name, value, unit in table},
-            "ratios": ratios, "notes": notes,
-            "raw": {"a": fits["raw"], "b_c": epochs["raw"], "d": rows_feed["raw"]}}, indent=2))
+            "ratios": ratios, "notes": notes, "raw": raw}, indent=2))
 
 
 if __name__ == "__main__":

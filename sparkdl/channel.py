@@ -26,24 +26,32 @@ import logging
 import os
 import secrets
 import select
+import errno
 import socket
 import struct
 import threading
 import time
 from typing import Any, Callable
 
+from .errors import SparkDLError
+
 logger = logging.getLogger(__name__)
 
 MAGIC = b"SPARKDL1"
 NONCE_BYTES = 32
 TAG_BYTES = 32
-MAX_FRAME_BYTES = 64 * 1024 * 1024
+MAX_FRAME_BYTES = 64 * 1024 * 1024   # binary frames (Arrow record batches)
+MAX_JSON_BYTES = 1024 * 1024         # control messages are small: a bigger JSON frame is refused unread
 HANDSHAKE_TIMEOUT_S = 10.0
+MAX_HANDSHAKES = 32      # unauthenticated connections a server handshakes with at once; more are refused
+MAX_CHANNELS = 1024      # authenticated channels a server keeps open at once; more are refused
+ACCEPT_RETRY_S = 0.1     # pause after accept() fails for want of descriptors or memory
+REJECTION_LOG_S = 10.0   # at most one log line per this many seconds about refused connections
 KIND_JSON = b"J"
 KIND_BYTES = b"B"
 
 
-class ChannelError(ConnectionError):
+class ChannelError(SparkDLError, ConnectionError):
     """The peer failed authentication, broke the protocol, or went away."""
 
 
@@ -77,10 +85,13 @@ def _recv_exact(sock: socket.socket, count: int, deadline: float | None = None) 
     return b"".join(chunks)
 
 
-def _recv_into(sock: socket.socket, count: int) -> bytearray:
-    """Read exactly ``count`` bytes into one preallocated buffer (no per-chunk copies)."""
+def _recv_into(sock: socket.socket, count: int, first: bytes = b"") -> bytearray:
+    """Read exactly ``count`` bytes (``first`` already read) into one preallocated buffer (no
+    per-chunk copies)."""
     buffer = bytearray(count)
-    view = memoryview(buffer)
+    buffer[:len(first)] = first
+    view = memoryview(buffer)[len(first):]
+    count -= len(first)
     while count:
         received = sock.recv_into(view, count)
         if not received:
@@ -154,7 +165,10 @@ class Channel:
             if length < 1:
                 raise ChannelError("empty frame")
             tag = _recv_exact(self._sock, TAG_BYTES)
-            body = _recv_into(self._sock, length)
+            kind = _recv_exact(self._sock, 1)
+            if kind == KIND_JSON and length > MAX_JSON_BYTES:  # refused before anything is allocated for it
+                raise ChannelError(f"JSON frame of {length} bytes exceeds the {MAX_JSON_BYTES}-byte limit")
+            body = _recv_into(self._sock, length, first=kind)
         except socket.timeout as exc:
             raise ChannelError(f"no message within {timeout} s") from exc
         except OSError as exc:
@@ -238,6 +252,30 @@ def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0) -> C
 Handler = Callable[[Channel], None]
 
 
+class _RejectionLog:
+    """Logs refused connections without flooding: the first at once, then one summary line per
+    ``REJECTION_LOG_S`` seconds (how many, and the last reason)."""
+
+    def __init__(self, name: str):
+        self._name = name
+        self._lock = threading.Lock()
+        self._last_logged = float("-inf")
+        self._unlogged = 0
+
+    def record(self, reason: str) -> None:
+        with self._lock:
+            self._unlogged += 1
+            now = time.monotonic()
+            if now - self._last_logged < REJECTION_LOG_S:
+                return
+            count, self._unlogged, self._last_logged = self._unlogged, 0, now
+        if count == 1:
+            logger.warning("%s: %s", self._name, reason)
+        else:
+            logger.warning("%s: refused %d connections in the last %.0f s (the last: %s)", self._name, count,
+                           REJECTION_LOG_S, reason)
+
+
 class ChannelServer:
     """Accepts authenticated channels and hands each to ``handler`` on its own thread.
 
@@ -255,7 +293,9 @@ class ChannelServer:
         self._stopping = threading.Event()
         self._channels: set[Channel] = set()
         self._lock = threading.Lock()
-        self.rejected = 0
+        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self.rejected = 0  #: connections refused or failing the handshake
+        self._rejections = _RejectionLog(name)
         self._address: tuple[str, int] = tuple(self._listener.getsockname()[:2])  # still known once closed
         self._thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept", daemon=True)
         self._thread.start()
@@ -266,27 +306,52 @@ class ChannelServer:
         return self._address
 
     def _accept_loop(self) -> None:
+        """Accept until closed. Nothing a peer does ends this loop: a connection the server cannot
+        serve is refused, and running out of descriptors or memory only pauses it."""
         while not self._stopping.is_set():
             try:
                 sock, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(sock,), name=f"{self._name}-conn", daemon=True).start()
+            except OSError as exc:
+                if self._stopping.is_set():
+                    return
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    self._refuse(None, f"cannot accept a connection ({exc.strerror}); retrying")
+                    self._stopping.wait(ACCEPT_RETRY_S)
+                continue  # e.g. ECONNABORTED: that connection is gone, the next may come
+            if not self._handshakes.acquire(blocking=False):
+                self._refuse(sock, f"more than {MAX_HANDSHAKES} connections are handshaking")
+                continue
+            try:
+                threading.Thread(target=self._serve, args=(sock,), name=f"{self._name}-conn", daemon=True).start()
+            except RuntimeError as exc:  # no thread to spare: refuse this one, keep serving
+                self._handshakes.release()
+                self._refuse(sock, f"no thread to serve it ({exc})")
+
+    def _refuse(self, sock: socket.socket | None, reason: str) -> None:
+        with self._lock:
+            self.rejected += 1
+        self._rejections.record(reason)
+        if sock is not None:
+            sock.close()
 
     def _serve(self, sock: socket.socket) -> None:
         try:
             channel = _server_handshake(sock, self._secret)
         except (OSError, ChannelError) as exc:
-            with self._lock:
-                self.rejected += 1
-            logger.warning("%s: rejected a connection: %s", self._name, exc)
-            sock.close()
+            self._refuse(sock, f"rejected a connection: {exc}")
             return
+        finally:
+            self._handshakes.release()
         with self._lock:
-            if self._stopping.is_set():
-                channel.close()
-                return
-            self._channels.add(channel)
+            stopping = self._stopping.is_set()
+            full = not stopping and len(self._channels) >= MAX_CHANNELS
+            if not (stopping or full):
+                self._channels.add(channel)
+        if stopping or full:
+            channel.close()
+            if full:
+                self._refuse(None, f"refused an authenticated channel: more than {MAX_CHANNELS} are open")
+            return
         try:
             self._handler(channel)
         except ChannelError as exc:

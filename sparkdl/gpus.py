@@ -23,6 +23,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from .errors import SparkDLError
+
 #: A GPU using more memory than this (MiB) counts as busy even without listed
 #: compute processes (their listing can be hidden inside containers).
 BUSY_MEMORY_MIB = 500
@@ -30,7 +32,7 @@ BUSY_MEMORY_MIB = 500
 _GPU_FIELDS = "index,name,uuid,memory.used,memory.total"
 
 
-class GPUSelectionError(RuntimeError):
+class GPUSelectionError(SparkDLError):
     """The requested GPUs cannot be provided; the message says what and why."""
 
 

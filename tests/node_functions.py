@@ -288,7 +288,8 @@ def fit_from_feed(args, ctx):
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     feed = ctx.get_data_feed()
     steps = feed.steps_per_epoch(args["batch"])
-    dataset = feed.as_dataset(args["batch"], features="x", label="y")
+    all_epochs = bool(args.get("all_epochs"))
+    dataset = feed.as_dataset(args["batch"], features="x", label="y", all_epochs=all_epochs)
     validation = feed.as_dataset(args["batch"], features="x", label="y", split="validation") \
         if args.get("validation") else None
     with strategy.scope():
@@ -303,7 +304,9 @@ def fit_from_feed(args, ctx):
             CountBatches.seen += 1
 
     callbacks = [CountBatches()] + ([ctx.progress_callback()] if args.get("progress_callback") else [])
-    history = model.fit(dataset, validation_data=validation, epochs=args["epochs"], verbose=0, callbacks=callbacks)
+    fit_steps = feed.keras_steps_per_epoch(args["batch"], strategy) if all_epochs else None
+    history = model.fit(dataset, validation_data=validation, epochs=args["epochs"], steps_per_epoch=fit_steps,
+                        verbose=0, callbacks=callbacks)
     np.savez(Path(args["out"]) / f"weights{ctx.executor_id}.npz", *model.get_weights())
     _write(args, ctx, {"steps_per_epoch": steps, "keras_steps": CountBatches.seen,
                        "loss": [float(v) for v in history.history["loss"]],
@@ -489,3 +492,30 @@ def read_tfrecords(args, ctx):
         x_sum += float(tf.reduce_sum(example["x"]))
         names.add(example["name"].numpy().decode())
     _write(args, ctx, {"files": len(files), "ids": sorted(ids), "x_sum": x_sum, "names": sorted(names)})
+
+
+def tensorflow_chatter(args, ctx):
+    """Import TensorFlow and run an op (its real start-up chatter), log at INFO and WARNING on
+    TensorFlow's logger, and print a line of the user's own."""
+    import logging
+
+    import tensorflow as tf
+
+    tf.reduce_sum(tf.ones((2, 2))).numpy()
+    logging.getLogger("tensorflow").info("Collective all_reduce tensors: a chatter line")
+    logging.getLogger("tensorflow").warning("a tensorflow warning for the user")
+    print(f"the user's own line from {ctx.job_name}:{ctx.task_index}", flush=True)
+
+
+def print_text(args, ctx):
+    """Print ``args['text']`` ``args['times']`` times (the console's problem, not the node's)."""
+    for _ in range(args.get("times", 1)):
+        print(args["text"], flush=True)
+    _write(args, ctx, {"printed": True})
+
+
+def print_then_wait(args, ctx):
+    """Print a marker line, say so in a file, then wait for the flag file (the test kills the node)."""
+    print(f"marker line of {ctx.job_name}:{ctx.task_index} before the loss", flush=True)
+    _write(args, ctx, {"pid": os.getpid()}, suffix="-ready")
+    wait_for_file(_arg(args, "flag"))

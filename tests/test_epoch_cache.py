@@ -105,8 +105,8 @@ def test_validation_rows_are_shared_equally_over_uneven_partitions(sc2, spark, t
     assert sum(shares, Counter()).keys() == {1000.0 + i for i in range(33)}, "no validation row dropped"
 
 
-@pytest.mark.parametrize("executors", [2, 3])
-def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, executors):
+@pytest.mark.parametrize("executors,all_epochs", [(2, False), (3, False), (2, True)])
+def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, executors, all_epochs):
     from pyspark.sql import SparkSession
 
     sc = spark_holder.get(executors)
@@ -114,7 +114,8 @@ def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, execu
     frame = spark.createDataFrame(labelled_rdd(sc, [500, 0, 37]), "x array<float>, y double")
     validation = spark.createDataFrame(labelled_rdd(sc, [40, 3], start=2000), "x array<float>, y double")
     epochs = 3
-    args = {"out": str(tmp_path), "batch": 32, "epochs": epochs, "validation": True, "progress_callback": True}
+    args = {"out": str(tmp_path), "batch": 32, "epochs": epochs, "validation": True, "progress_callback": True,
+            "all_epochs": all_epochs}
     cluster = TFCluster.run(sc, nf.fit_from_feed, args, executors, input_mode=SPARK, executor_wait_timeout=120)
     returned = cluster.train(frame, num_epochs=epochs, validation_data=validation)
     cluster.shutdown(timeout=200)
@@ -128,6 +129,9 @@ def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, execu
     assert np.isfinite(history["loss"]).all() and np.isfinite(history["val_loss"]).all()
     chief = read_json_files(tmp_path)["node0"]
     assert chief["val_loss"] == pytest.approx(history["val_loss"])
+    # Every row of every epoch trained: under MWMS each worker steps through every piece of each batch.
+    assert chief["steps_per_epoch"] == -(-(-(-537 // executors)) // 32)
+    assert chief["keras_steps"] == chief["steps_per_epoch"] * executors * epochs
 
 
 def test_validation_that_differs_from_the_training_data_is_rejected_before_any_job(sc2, spark, tmp_path):

@@ -41,6 +41,11 @@ def test_mnist_example_runs_with_embedded_defaults(tmp_path):
     assert "trained on 2 TF nodes" in stdout
     assert _accuracy(stdout) > 0.85
     assert (tmp_path / "export" / "saved_model.pb").exists()
+    # Spark ML's best built-in fit for the task, on the same split, printed beside sparkdl's CNN.
+    assert re.search(r"sparkdl, CNN on 2 TF nodes: +accuracy 0\.\d{4}", stdout), stdout
+    assert re.search(r"Spark ML, MLP 64-128-10: +accuracy 0\.\d{4}", stdout), stdout
+    # The console is for people: TensorFlow's C++ and INFO lines stay in the node logs.
+    assert not re.search(r"^\[\w+:\d\] [IWE]\d{4} \d\d:|INFO tensorflow:|absl::InitializeLog", stdout, re.M), stdout
 
 
 def test_mnist_spark_mode_example_trains_from_a_dataframe(tmp_path):
@@ -51,7 +56,7 @@ def test_mnist_spark_mode_example_trains_from_a_dataframe(tmp_path):
 
 
 def test_mnist_example_runs_through_spark_submit(tmp_path):
-    stdout = _run(_spark_submit(2, "examples/mnist/mnist_tf.py", "--epochs", "5",
+    stdout = _run(_spark_submit(2, "examples/mnist/mnist_tf.py", "--epochs", "5", "--no_baseline",
                                 "--export_dir", str(tmp_path / "export")), tmp_path)
     assert _accuracy(stdout) > 0.85
 

@@ -132,7 +132,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(artifacts, tmp_path)
     assert re.search(r"^tensorflow:\s+.*2\.21\.", report, re.M), report
     assert re.search(r"^node keras:\s+tf-keras 2\.21\.", report, re.M), report
 
-    stdout = _run([str(python), "mnist_tf.py", "--epochs", "2", "--export_dir", str(tmp_path / "export")],
+    stdout = _run([str(python), "mnist_tf.py", "--epochs", "2", "--no_baseline", "--export_dir", str(tmp_path / "export")],
                   cwd=work, timeout=DEMO_TIMEOUT_S, env=env)
     assert "trained on 2 TF nodes" in stdout, stdout
     match = re.search(r"test accuracy \(distributed inference over 360 rows\): ([0-9.]+)", stdout)

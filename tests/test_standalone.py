@@ -194,7 +194,7 @@ def test_the_demo_trains_two_tf_nodes_on_the_standalone_cluster(standalone, tmp_
     status = standalone.state()
     assert status["status"] == "ALIVE" and status["url"] == standalone.master_url
     assert sorted(w["cores"] for w in status["workers"]) == [1, 1]
-    stdout = _submit(standalone, tmp_path, "examples/mnist/mnist_tf.py", "--epochs", "3",
+    stdout = _submit(standalone, tmp_path, "examples/mnist/mnist_tf.py", "--epochs", "3", "--no_baseline",
                      "--export_dir", str(tmp_path / "export"))
     assert "trained on 2 TF nodes" in stdout
     assert (tmp_path / "export" / "saved_model.pb").exists()

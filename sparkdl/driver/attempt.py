@@ -46,6 +46,7 @@ class ClusterRequest:
     feed_queue_bytes: int
     stall_timeout: float | None
     stream_logs: bool = True
+    verbose_logs: bool = False
     env: dict = field(default_factory=dict)
     keep_node_files_days: float | None = 7  # earlier clusters' node directories older than this go
 
@@ -98,7 +99,7 @@ class ClusterAttempt:
             tensorboard_executor=request.tensorboard_executor, log_dir=request.log_dir,
             default_fs=self.sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file://",
             num_gpus=request.num_gpus, env=dict(request.env), feed_queue_bytes=request.feed_queue_bytes,
-            attempt=self.attempt, stream_logs=request.stream_logs,
+            attempt=self.attempt, stream_logs=request.stream_logs, verbose_logs=request.verbose_logs,
             keep_node_files_days=request.keep_node_files_days)
         for executor_id in range(request.first_spark_node):  # ps nodes hosted by the driver
             self._start_thread(lambda i=executor_id: launch_node(spec, i, anchor_pid=os.getpid()),

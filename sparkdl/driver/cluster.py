@@ -11,6 +11,7 @@ failed cluster leaves nothing behind for the next one.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from typing import Any, Callable
 
@@ -21,7 +22,8 @@ from ..errors import ClusterError, ShutdownTimeout
 from . import preflight
 from .attempt import ClusterAttempt, ClusterRequest
 from .history import TrainingHistory
-from .progress import InferenceProgress, NodeOutputPrinter, progress_enabled
+from .console import NodeOutputPrinter
+from .progress import InferenceProgress, progress_enabled
 
 logger = logging.getLogger(__name__)
 
@@ -188,6 +190,8 @@ class TFCluster:
                 epochs_left = max(1, num_epochs - max(0, done))
                 logger.info("sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id,
                             epochs_left)
+        if self._printer is not None:
+            self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
         return self.history
 
     def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input"):
@@ -314,6 +318,8 @@ class TFCluster:
     def _close_displays(self) -> None:
         if self._inference_progress is not None:
             self._inference_progress.close()
+        if self._printer is not None:
+            self._printer.flush(timeout=10)  # the nodes' last lines, before shutdown returns
 
 
 def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
@@ -324,7 +330,7 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         use_barrier: bool = True, executor_wait_timeout: float = 30.0, set_tf_config: bool = True,
         feed_queue_bytes: int = 64 * 1024 * 1024, stall_timeout: float | None = None,
         max_restarts: int = 0, progress: bool | None = None, log_to_driver: bool = True,
-        keep_node_files_days: float | None = 7) -> TFCluster:
+        verbose: bool | None = None, keep_node_files_days: float | None = 7) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
     Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
@@ -353,8 +359,10 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
     What the driver shows: ``progress`` (default on unless ``SPARKDL_PROGRESS=0``) displays
     ``cluster.train``'s rows, epochs, partitions and the chief's step/loss (from
     ``ctx.progress_callback()``), and the partitions and rows scored by each action on an RDD
-    from ``cluster.inference``; ``log_to_driver`` prints every line of each node's
-    stdout/stderr (and Python logging) on the driver's stdout prefixed ``[role:index]``.
+    from ``cluster.inference``; ``log_to_driver`` prints each node's stdout/stderr (and Python
+    logging) on the driver's stdout prefixed ``[role:index]``, leaving out TensorFlow's C++ and
+    INFO chatter unless ``verbose`` (default: ``SPARKDL_VERBOSE=1`` in the environment) asks for
+    every line.
     Either way each node's full log stays in the file named by ``cluster_info[i]['log_path']``,
     under ``$TMPDIR/sparkdl-$USER/<cluster id>/`` on its host; a starting node removes the
     directories of this user's earlier clusters on that host once nothing in them has changed
@@ -384,11 +392,19 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         tensorboard_executor=chief_like[0] if tensorboard and chief_like else None, log_dir=log_dir,
         reservation_timeout=float(reservation_timeout), release_port=release_port, num_gpus=num_gpus,
         use_barrier=use_barrier, set_tf_config=set_tf_config, feed_queue_bytes=int(feed_queue_bytes),
-        stall_timeout=stall_timeout, stream_logs=bool(log_to_driver), env=dict(env or {}),
+        stall_timeout=stall_timeout, stream_logs=bool(log_to_driver),
+        verbose_logs=_verbose(verbose), env=dict(env or {}),
         keep_node_files_days=keep_node_files_days)
     cluster = TFCluster(sc, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
     cluster._start()
     return cluster
+
+
+def _verbose(verbose: bool | None) -> bool:
+    """``verbose``, or when None, whether ``SPARKDL_VERBOSE`` is set to something other than 0/false/empty."""
+    if verbose is not None:
+        return bool(verbose)
+    return os.environ.get("SPARKDL_VERBOSE", "").strip().lower() not in ("", "0", "false", "no")
 
 
 def _count_executors(sc: SparkContext) -> int:

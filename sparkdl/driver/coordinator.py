@@ -9,17 +9,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
+from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..channel import Channel, ChannelError, ChannelServer
 from ..errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
-from ..node.logs import log_tail
 from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
 
 logger = logging.getLogger(__name__)
 
 STALL_CHECK_S = 0.5    # how often the driver looks for stalled nodes
+RECENT_LINES = 40      # forwarded lines kept per node, for the failure of a node that is lost
 STALL_REPORT_S = 5.0   # how long a stalled node's supervisor has to report before the driver gives up on it
 
 
@@ -46,6 +47,9 @@ class NodeState:
     stop_sent: bool = False        # the driver asked the node to stop
     failure: NodeFailure | None = None
     channel: Channel | None = field(default=None, repr=False)
+    # The last lines the node forwarded: the tail a lost node's failure shows. The driver never
+    # opens the node's log_path: it names a file on the executor's host, not on the driver's.
+    recent_lines: deque = field(default_factory=lambda: deque(maxlen=RECENT_LINES), repr=False)
 
     @property
     def finished(self) -> bool:
@@ -102,7 +106,16 @@ class Coordinator:
         channel.send({"type": "cluster", "cluster_spec": spec})
         try:
             while True:
-                self._on_message(node, channel.recv())
+                message = channel.recv()
+                try:
+                    self._on_message(node, message)
+                except Exception as exc:  # noqa: BLE001 - a driver-side bug must fail the node, loudly
+                    self._record_failure(node, NodeFailure(
+                        node.role.label, node.role.executor_id, node.host, node.spark_executor,
+                        cause=f"the driver failed handling its {message.get('type')!r} message "
+                              f"({type(exc).__name__}: {exc})",
+                        traceback=traceback.format_exc(), log_path=node.log_path))
+                    return
                 if node.finished:
                     return
         except ChannelError as exc:
@@ -114,7 +127,7 @@ class Coordinator:
                 self._record_failure(node, NodeFailure(
                     node.role.label, node.role.executor_id, node.host, node.spark_executor,
                     cause=f"lost contact with its supervisor ({exc}): its Spark executor or host was lost",
-                    log_tail=log_tail(Path(node.log_path)) if node.log_path else "", log_path=node.log_path))
+                    log_tail="\n".join(node.recent_lines), log_path=node.log_path))
 
     def _register(self, channel: Channel, message: dict) -> NodeState | None:
         executor_id = message.get("executor_id")
@@ -169,8 +182,11 @@ class Coordinator:
         if (kind == "status" and message.get("event") == "progress" and message.get("epoch_end")
                 and self.on_epoch_end is not None):
             self.on_epoch_end(node, message)
-        if kind == "log" and self.on_log is not None:
-            self.on_log(node, message.get("lines", []))
+        if kind == "log":
+            lines = [line for line in message.get("lines", ()) if isinstance(line, str)]
+            node.recent_lines.extend(lines)
+            if self.on_log is not None:
+                self.on_log(node, lines)
         if kind == "exited":
             failed = message.get("failed", message.get("exit_code") != 0 and not message.get("stopped"))
             failure = NodeFailure(

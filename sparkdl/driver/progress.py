@@ -251,25 +251,3 @@ class _InferencePass:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-
-
-class NodeOutputPrinter:
-    """Prints the lines nodes forward to the driver, each prefixed with the node's role:index.
-
-    Lines from several nodes arrive on several threads; each batch is written in one piece.
-    """
-
-    def __init__(self, stream: TextIO | None = None):
-        self.stream = stream
-        self._lock = threading.Lock()
-
-    def __call__(self, node: NodeState, lines: list[str]) -> None:
-        """Print ``lines`` from ``node``."""
-        if not lines:
-            return
-        prefix = f"[{node.role.label}] "
-        text = "".join(prefix + line + "\n" for line in lines)
-        with self._lock:
-            stream = self.stream or sys.stdout  # looked up late: notebooks swap sys.stdout per cell
-            stream.write(text)
-            stream.flush()

@@ -13,12 +13,13 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..errors import SparkDLError
 from .elements import BARE, LIST, TUPLE, RowLayout, value_kind
 
 VECTOR_FIELDS = {"type", "size", "indices", "values"}  # pyspark.ml.linalg.VectorUDT's sqlType
 
 
-class FeedDataError(ValueError):
+class FeedDataError(SparkDLError, ValueError):
     """The data cannot be fed: the message names the column, its type and what to do."""
 
 

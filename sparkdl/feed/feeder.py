@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..channel import AuthenticationError, Channel, ChannelError, connect
+from ..errors import SparkDLError
 from .columns import FeedDataError, rows_to_record_batch
 from .plan import FeedPlan
 from .wire import TRAIN_SPLIT, batch_to_results, decode_batch, encode_batch
@@ -25,7 +26,7 @@ FRAME_TARGET_BYTES = 4 * 1024 * 1024
 RDD_CHUNK_ROWS = 1024
 
 
-class FeedError(RuntimeError):
+class FeedError(SparkDLError):
     """Feeding a partition failed: the message names the node and the partition."""
 
 

@@ -23,11 +23,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..errors import SparkDLError
+
 METADATA_KEY = b"sparkdl.results"
 ARRAY, RAGGED, TUPLE, PYTHON = "array", "ragged", "tuple", "python"
 
 
-class ResultsError(TypeError):
+class ResultsError(SparkDLError, TypeError):
     """``batch_results`` was given values that cannot be sent back; the message says which."""
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .columns import FeedDataError
 from .results import decode_results, encode_results
 
 TRAIN_SPLIT = "train"
@@ -40,9 +41,34 @@ def encode_batch(batch: pa.RecordBatch) -> pa.Buffer:
 
 
 def decode_batch(data) -> pa.RecordBatch:
-    """The record batch inside an IPC stream buffer (zero-copy over ``data``)."""
-    reader = pa.ipc.open_stream(pa.py_buffer(data))
-    return reader.read_next_batch()
+    """The record batch inside an IPC stream buffer (zero-copy over ``data``), fully validated.
+
+    A frame comes from a peer, so nothing in it is trusted: it must hold exactly one record
+    batch, without dictionary encoding or compression (sparkdl never sends either; both let a
+    small frame expand far past the queue's bound), whose offsets and lengths stay inside its
+    buffers (Arrow's full validation). Anything else raises ``FeedDataError`` with a short
+    message (Arrow's own can quote the frame's bytes at length).
+    """
+    try:
+        reader = pa.ipc.open_stream(pa.py_buffer(data))
+        if any(pa.types.is_dictionary(field.type) for field in reader.schema):
+            raise FeedDataError("dictionary-encoded columns are not accepted")
+        batch = reader.read_next_batch()
+        try:
+            reader.read_next_batch()
+        except StopIteration:
+            pass
+        else:
+            raise FeedDataError("a frame must hold one record batch")
+        if batch.get_total_buffer_size() > len(data):  # more data than the frame carried: compressed
+            raise FeedDataError("compressed record batches are not accepted")
+        batch.validate(full=True)
+    except FeedDataError as exc:
+        raise FeedDataError(f"invalid Arrow frame of {len(data)} bytes: {exc}") from None
+    except (pa.ArrowException, StopIteration, OSError, ValueError, IndexError, TypeError) as exc:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise FeedDataError(f"invalid Arrow frame of {len(data)} bytes: {reason}") from None
+    return batch
 
 
 def results_to_batch(results: Any) -> pa.RecordBatch:

@@ -18,8 +18,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..errors import SparkDLError
 
-class InferenceInputError(ValueError):
+
+class InferenceInputError(SparkDLError, ValueError):
     """A column cannot be turned into the model input it is mapped to; the message says why."""
 
 

@@ -418,6 +418,11 @@ class Predictor:
     gpus:
         ``"spark"``: the GPU Spark assigned to the task (``spark.task.resource.gpu.amount``),
         else CPU; ``"visible"``: whatever the Python worker can see; ``"none"``: CPU only.
+    safe_mode:
+        True (default) refuses model files that would run Python code of their own while they
+        load (Keras' safe mode for ``.keras``; a ``Lambda`` layer in an ``.h5`` file). Pass False
+        only for files from people you trust: a model path is code, so keep model directories
+        writable by trusted users only.
 
     Null values in input columns raise an error naming the column (nulls in float scalar columns
     reach pandas as NaN and are passed to the model in the mapInPandas form; the mapInArrow
@@ -428,7 +433,7 @@ class Predictor:
                  input_mapping: Any = None, output_mapping: Any = None, keep_columns: Sequence[str] = (),
                  batch_size: int = 1024, input_shapes: Mapping[str, Sequence[int]] | None = None,
                  return_type: Any = None, signature: str = "serving_default", tags: Sequence[str] | None = None,
-                 pad_batches: Any = "auto", gpus: str = "spark"):
+                 pad_batches: Any = "auto", gpus: str = "spark", safe_mode: bool = True):
         if model is not None and not isinstance(model, str):
             model = str(model)  # pathlib.Path
         if not isinstance(batch_size, int) or batch_size <= 0:
@@ -438,7 +443,7 @@ class Predictor:
         if pad_batches not in PAD_MODES:
             raise ValueError(f"pad_batches must be 'auto', True or False, got {pad_batches!r}")
         self.source = ModelSource(model, make_predict_fn, signature or "serving_default",
-                                  tuple(tags) if tags else None)
+                                  tuple(tags) if tags else None, safe_mode=bool(safe_mode))
         self.input_pairs = _normalise_inputs(input_mapping)
         self.output_mapping = output_mapping
         self.keep_columns = (keep_columns,) if isinstance(keep_columns, str) else tuple(keep_columns)
@@ -620,7 +625,7 @@ def predict_batch_udf(make_predict_fn: Callable | None = None, *, return_type: A
                       input_tensor_shapes: Any = None, model: str | None = None,
                       input_names: Sequence[str] | None = None, output_mapping: Any = None,
                       signature: str = "serving_default", tags: Sequence[str] | None = None,
-                      pad_batches: Any = "auto", gpus: str = "spark", spark=None):
+                      pad_batches: Any = "auto", gpus: str = "spark", spark=None, safe_mode: bool = True):
     """A pandas UDF scoring its argument columns, like ``pyspark.ml.functions.predict_batch_udf``.
 
     Switching from PySpark's is a change of import: ``make_predict_fn``, ``return_type``,
@@ -630,7 +635,8 @@ def predict_batch_udf(make_predict_fn: Callable | None = None, *, return_type: A
     Alternatively pass ``model=`` (a ``.keras`` file or SavedModel directory): then
     ``return_type`` is derived from the model's signature (read with one small Spark job on the
     active session, or ``spark=``) and arguments feed the model's inputs in order (or
-    ``input_names``). Several outputs come back as one struct column (``select("preds.*")``)::
+    ``input_names``). ``safe_mode=False`` loads model files that run code of their own (see
+    ``Predictor``). Several outputs come back as one struct column (``select("preds.*")``)::
 
         udf = predict_batch_udf(model="/models/digits.keras", batch_size=1024)
         df.withColumn("probabilities", udf("pixels"))
@@ -640,7 +646,8 @@ def predict_batch_udf(make_predict_fn: Callable | None = None, *, return_type: A
 
     predictor = Predictor(model, make_predict_fn=make_predict_fn, input_mapping=[],
                           output_mapping=output_mapping, batch_size=batch_size, return_type=return_type,
-                          signature=signature, tags=tags, pad_batches=pad_batches, gpus=gpus)
+                          signature=signature, tags=tags, pad_batches=pad_batches, gpus=gpus,
+                          safe_mode=safe_mode)
     model_inputs, model_outputs = predictor._model_tensors(spark or (None if model is None else _active_spark()))
     if isinstance(input_tensor_shapes, Mapping):
         if model_inputs is not None:

@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -51,6 +52,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .. import gpus as gpus_mod
+from ..errors import SparkDLError
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +61,7 @@ CACHE_CAPACITY = 3  #: models kept per Python worker (PySpark's predict_batch_ud
 GPU_MODES = ("spark", "visible", "none")
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(SparkDLError):
     """The model cannot be loaded or does not have the requested signature."""
 
 
@@ -93,7 +95,10 @@ class ModelSource:
     user ``make_predict_fn``. Picklable; shipped to executors inside the UDF closure.
 
     ``uid`` identifies a ``make_predict_fn`` source in the cache (fixed when the source is made,
-    on the driver, so all tasks of all jobs using it share one load per worker).
+    on the driver, so all tasks of all jobs using it share one load per worker). ``safe_mode``
+    (default True) refuses model files that would run their own Python code when loaded: Keras'
+    safe mode for ``.keras`` files, and for ``.h5`` files (whose tf-keras loader has no safe
+    mode) any ``Lambda`` layer in the saved config; False is the opt-in for trusted files.
     """
 
     path: str | None = None
@@ -101,6 +106,7 @@ class ModelSource:
     signature: str = "serving_default"
     tags: tuple[str, ...] | None = None
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    safe_mode: bool = True
 
     def __post_init__(self):
         if (self.path is None) == (self.make_predict_fn is None):
@@ -410,10 +416,40 @@ def _layer_name(tensor: Any, index: int) -> str:
     return getattr(layer, "name", None) or f"output_{index}"
 
 
-def _load_keras(tf, path: str, device: str) -> LoadedModel:
+def _refuse_code_in_h5(path: str) -> None:
+    """Raise ModelLoadError if the ``.h5`` file's model config holds a ``Lambda`` layer.
+
+    tf-keras rebuilds an .h5 model by calling its layers, so a Lambda layer's marshalled Python
+    runs during the load: Keras' safe mode covers ``.keras`` files only.
+    """
+    import h5py
+
+    with h5py.File(_local(path) if not _is_remote(path) else path, "r") as handle:
+        config = handle.attrs.get("model_config")
+    if isinstance(config, bytes):
+        config = config.decode("utf-8", errors="replace")
+    layers = re.findall(r'"class_name":\s*"(Lambda)"', config or "")
+    if layers:
+        raise ModelLoadError(f"model {path!r} has a Lambda layer: its Python code would run while the .h5 file "
+                             "loads. Load it only if you trust who wrote the file: pass safe_mode=False")
+
+
+def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedModel:
     module = _keras_module_for(path)
+    local = _local(path) if not _is_remote(path) else path
+    if path.endswith((".h5", ".hdf5")):
+        if safe_mode:
+            _refuse_code_in_h5(path)
+        options = {}
+    else:
+        options = {"safe_mode": safe_mode}
     with tf.device(device):
-        model = module.models.load_model(_local(path) if not _is_remote(path) else path, compile=False)
+        try:
+            model = module.models.load_model(local, compile=False, **options)
+        except ValueError as exc:
+            if safe_mode and "safe_mode" in str(exc):  # Keras refused code in a .keras file
+                raise ModelLoadError(f"model {path!r}: {exc}") from exc
+            raise
     inputs = []
     for tensor in model.inputs:
         shape, batch = _shape_info(tensor.shape)
@@ -539,7 +575,7 @@ def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
         tf, device = ensure_tensorflow(gpus)
         digest = fingerprint(source.path)  # first: it says clearly when the path does not exist
         kind = _resolve_kind(source.path)
-        key = (kind, source.path, digest, source.signature, source.tags, device)
+        key = (kind, source.path, digest, source.signature, source.tags, device, source.safe_mode)
     else:
         tf, device = _tensorflow_or_none(gpus)
         kind = "function"
@@ -552,7 +588,7 @@ def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
             return cached[0]
     started = time.perf_counter()
     if kind == "keras":
-        model = _load_keras(tf, source.path, device)
+        model = _load_keras(tf, source.path, device, source.safe_mode)
     elif kind == "saved_model":
         model = _load_saved_model(tf, source.path, source, device)
     else:

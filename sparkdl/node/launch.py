@@ -55,6 +55,7 @@ class LaunchSpec:
     feed_queue_bytes: int = 64 * 1024 * 1024
     attempt: int = 0               # relaunch number (TFCluster.run(max_restarts=N))
     stream_logs: bool = True       # forward the node's output to the driver
+    verbose_logs: bool = False     # forward all of it, TensorFlow's INFO lines included (see node/console.py)
     keep_node_files_days: float | None = 7  # see prune_old_clusters
 
 
@@ -168,7 +169,7 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
         "tensorboard_node": spec.tensorboard_executor == executor_id, "log_dir": log_dir,
         "default_fs": spec.default_fs, "working_dir": os.getcwd(), "node_dir": str(directory),
         "gpus": assignment.cuda_visible_devices, "pythonpath": pythonpath, "attempt": spec.attempt,
-        "stream_logs": spec.stream_logs,
+        "stream_logs": spec.stream_logs, "verbose_logs": spec.verbose_logs,
     }
     with open(directory / "supervisor.log", "ab") as supervisor_log:
         supervisor = subprocess.Popen(

@@ -38,7 +38,9 @@ class NodeLog:
         self.path = path
         self._fd = pipe_fd
         self._send_lines = send_lines
-        self._start_offset = path.stat().st_size if path.exists() else 0
+        # Create the file now: the forwarder opens it as it starts, maybe before the copier's first write.
+        path.touch()
+        self._start_offset = path.stat().st_size
         self._new_data = threading.Event()
         self._eof = threading.Event()
         self._copier = threading.Thread(target=self._copy, name="node-log-copy", daemon=True)

@@ -27,6 +27,7 @@ from pathlib import Path
 from .. import roles
 from ..channel import Channel, ChannelError, connect
 from . import keras_policy, watchdog
+from .console import console_lines
 from .launch import FAILED, READY, feed_cache_dir
 from .logs import NodeLog, log_tail
 from .ports import reserve_port
@@ -66,6 +67,8 @@ class Supervisor:
         self.stop_requested = threading.Event()
         self.failure_cause: str | None = None   # why this supervisor killed the node, if it was a failure
         self.stalled = False
+        self.reported = False     # the end was reported to the driver
+        self.lost_driver = False  # the driver went away before that
         self.stack_dump = ""  # the stalled node's Python stacks, from its log
         self.stack_dump_offset: int | None = None  # where the dump starts in the log
 
@@ -178,7 +181,7 @@ class Supervisor:
             process_group=0)
         os.close(status_write)
         os.close(output_write)
-        forward = (lambda lines: self.send({"type": "log", "lines": lines})) if self.cfg["stream_logs"] else None
+        forward = self.forward_lines if self.cfg["stream_logs"] else None
         self.node_log = NodeLog(self.log_path, output_read, forward)
         self.node_log.start()
         self.child.stdin.write(pickle.dumps(payload))
@@ -186,6 +189,13 @@ class Supervisor:
         self.status_relay = threading.Thread(target=self.relay_status, args=(status_read,), name="node-status",
                                              daemon=True)
         self.status_relay.start()
+
+    def forward_lines(self, lines: list[str]) -> None:
+        """Send the TF process's lines to the driver's console, TensorFlow's chatter left out unless verbose."""
+        if not self.cfg.get("verbose_logs"):
+            lines = console_lines(lines)
+        if lines:
+            self.send({"type": "log", "lines": lines})
 
     def relay_status(self, fd: int) -> None:
         """Forward the TF process's status events (e.g. 'serving') to the driver."""
@@ -203,7 +213,9 @@ class Supervisor:
             try:
                 message = self.channel.recv()
             except ChannelError:
-                self.kill_child("lost the connection to the sparkdl driver")
+                if not self.reported:
+                    self.lost_driver = not self.stop_requested.is_set()  # a stop in progress is not a loss
+                    self.kill_child("lost the connection to the sparkdl driver")
                 return
             if message.get("type") == "stop":
                 self.stop_child(float(message.get("grace_s", 0)))
@@ -319,9 +331,11 @@ class Supervisor:
             report["log_tail"] = log_tail(self.log_path)
             report["hint"] = keras_policy.failure_hint(report["traceback"], self.child_env({}),
                                                        roles.count_workers(cluster_spec))
+        self.reported = True
         self.send(report)
         self.channel.close()
-        return 1 if failed else 0
+        # A supervisor that lost its driver did not finish its job: say so to whoever watches it.
+        return 1 if failed or self.lost_driver else 0
 
 
 def main() -> int:

@@ -1,0 +1,76 @@
+"""What of a node's output reaches the driver's console: TensorFlow's start-up and INFO chatter
+stays in node.log unless verbose; the user's lines and TensorFlow's warnings always come through."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import node_functions as nf
+from sparkdl import TFCluster
+from sparkdl.node.console import console_lines, is_framework_chatter
+
+pytestmark = pytest.mark.timeout(300)
+
+# Lines as TensorFlow 2.21 prints them on this project's machines.
+CHATTER = [
+    "I0000 00:00:1795431352.260693   22649 cudart_stub.cc:31] Could not find cuda drivers on your machine, "
+    "GPU will not be used.",
+    "I0000 00:00:1795431355.432182   22649 cpu_feature_guard.cc:210] This TensorFlow binary is optimized to use "
+    "available CPU instructions in performance-critical operations.",
+    "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow with the appropriate "
+    "compiler flags.",
+    "E0000 00:00:1795431358.200287   22649 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error: "
+    "Failed call to cuInit: UNKNOWN ERROR (303)",
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "2026-11-23 10:57:10,398 INFO tensorflow: Collective all_reduce tensors: 1 all_reduces, num_devices = 1, "
+    "group_size = 2, implementation = CommunicationImplementation.AUTO, num_packs = 1",
+    "/job:worker/replica:0/task:0",
+    "W0000 00:00:1795434435.941374    1772 dataset.cc:997] Input of GeneratorDatasetOp::Dataset will not be "
+    "optimized because the dataset does not implement the AsGraphDefInternal() method needed to apply optimizations.",
+]
+SHOWN = [
+    "sparkdl: starting map_fun on NodeContext(chief:0, executor_id=0, num_workers=2)",
+    "Epoch 1/3",
+    "118/118 - 3s - loss: 0.4211 - accuracy: 0.8750 - 3s/epoch - 25ms/step",
+    "2026-11-23 10:57:32,180 WARNING tensorflow: Your input ran out of data; interrupting training.",
+    "W0000 00:00:1795431358.200287   22649 some_op.cc:12] a C++ warning",
+    "E0000 00:00:1795431358.200287   22649 collective_ops.cc:99] a real C++ error",
+    "2026-11-23 10:57:10,398 INFO user: a user's INFO logging line",
+    "Traceback (most recent call last):",
+]
+
+
+@pytest.mark.parametrize("line", CHATTER)
+def test_tensorflow_chatter_is_recognised(line):
+    assert is_framework_chatter(line)
+
+
+@pytest.mark.parametrize("line", SHOWN)
+def test_what_a_person_needs_is_shown(line):
+    assert not is_framework_chatter(line)
+    assert console_lines(CHATTER + [line]) == [line]
+
+
+def _printed(capsys) -> str:
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_driver_console_leaves_tensorflow_chatter_in_node_log(sc2, tmp_path, capsys, verbose):
+    cluster = TFCluster.run(sc2, nf.tensorflow_chatter, {"out": str(tmp_path)}, 2, verbose=verbose)
+    cluster.shutdown(timeout=200)
+    printed = _printed(capsys)
+    for label in ("chief:0", "worker:0"):
+        assert f"[{label}] the user's own line from {label}" in printed
+        assert re.search(rf"\[{label}\] .*WARNING tensorflow: a tensorflow warning for the user", printed)
+    cpp_info = re.compile(r"^\[\w+:\d\] I\d{4} ", re.MULTILINE)
+    if verbose:
+        assert cpp_info.search(printed) and "INFO tensorflow: Collective all_reduce tensors" in printed
+    else:
+        assert not cpp_info.search(printed), "TensorFlow's C++ INFO lines stay off the console"
+        assert "INFO tensorflow:" not in printed and "absl::InitializeLog" not in printed
+    for node in cluster.cluster_info:  # node.log keeps every line either way
+        log = open(node["log_path"]).read()
+        assert re.search(r"^I\d{4} ", log, re.MULTILINE) and "INFO tensorflow: Collective all_reduce tensors" in log

@@ -1,0 +1,67 @@
+"""The driver never opens a path a node reported: node paths name files on the executor's host.
+
+These tests run executors with a TMPDIR the driver does not share (``spark.executorEnv.TMPDIR``),
+as on a real cluster, and watch every file the driver process opens (a Python audit hook), so
+driver code that reads a node's files fails here even though this machine could read them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+import node_functions as nf
+from sparkdl import ClusterError, TFCluster
+
+pytestmark = pytest.mark.timeout(240)
+_OPENED: list[str] = []  # paths the driver opened while a test watched (an audit hook cannot be removed)
+_WATCH: dict[str, str] = {}
+
+
+def _audit(event: str, args: tuple) -> None:
+    if event == "open" and _WATCH and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = os.fsdecode(args[0])
+        if path.startswith(_WATCH["root"]):
+            _OPENED.append(path)
+
+
+sys.addaudithook(_audit)
+
+
+@pytest.fixture
+def executor_tmp(spark_holder, tmp_path_factory):
+    """A SparkContext whose executors' TMPDIR is their own, and that directory (watched)."""
+    root = tmp_path_factory.mktemp("executor-tmp")
+    sc = spark_holder.get(2, {"spark.executorEnv.TMPDIR": str(root)})
+    _OPENED.clear()
+    _WATCH["root"] = str(root)
+    yield sc, root
+    _WATCH.clear()
+
+
+def _wait_for(predicate, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_lost_node_is_reported_with_the_lines_it_forwarded_not_a_file_read_by_the_driver(executor_tmp, tmp_path):
+    sc, executor_root = executor_tmp
+    args = {"out": str(tmp_path), "flag": str(tmp_path / "never")}
+    cluster = TFCluster.run(sc, nf.print_then_wait, args, 2)
+    _wait_for(lambda: (tmp_path / "node1-ready.json").exists(), 120)
+    node = cluster._coordinator.nodes[1]
+    assert node.log_path.startswith(str(executor_root)), "the node's files are under the executors' TMPDIR"
+    _wait_for(lambda: any("marker line" in line for line in node.recent_lines), 60)
+    os.kill(node.supervisor_pid, signal.SIGKILL)  # the node's host "goes away": no report will come
+    with pytest.raises(ClusterError) as caught:
+        cluster.shutdown(timeout=120)
+    failure = caught.value.failures[0]
+    assert failure.label == "worker:0" and "lost contact with its supervisor" in failure.cause
+    assert "marker line of worker:0 before the loss" in failure.log_tail
+    assert _OPENED == [], f"the driver opened node files: {_OPENED}"

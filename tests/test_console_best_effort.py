@@ -84,3 +84,5 @@ def test_a_slow_console_drops_lines_instead_of_holding_up_the_nodes():
     assert printer.dropped > 0
     assert f"[sparkdl] {printer.dropped} lines of node output were not shown" in text
     assert text.rstrip().endswith("[chief:0] after")
+    printer.close(timeout=10)  # a cluster's shutdown does this: no writer thread outlives it
+    assert not [t for t in threading.enumerate() if t.name == "sparkdl-node-output"]

@@ -156,3 +156,16 @@ def test_serving_from_the_cache_keeps_memory_to_a_few_batches(tmp_path):
 def _rss_mib() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def test_tfos_train_mode_false_still_reads_cached_epochs_as_training(server, secret):
+    """TFoS's own Keras example trains through ``TFNode.DataFeed(ctx.mgr, False)``: its
+    ``train_mode=False`` only ended batches at partition ends. Epochs 2..N served from the cache
+    never pass the queue, so a reader that took the inference path hung at epoch 2."""
+    assert ask(server, secret, plan_message(1, 30, 2)) == {"type": "ack"}
+    feed_epoch(secret, server, [list(range(30))])
+    ask(server, secret, {"type": "cache_seal", "qname": "input", "session": 1})
+    assert ask(server, secret, {"type": "cache_use", "qname": "input", "session": 1, "use": True}) == {"type": "ack"}
+    feed = DataFeed(server, train_mode=False, input_mapping={"i": "i"}, feed_timeout=10)
+    epochs = [np.concatenate([feed.next_batch(10)["i"] for _ in range(3)]) for _ in range(2)]
+    assert [sorted(e) for e in epochs] == [list(range(30))] * 2

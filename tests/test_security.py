@@ -70,8 +70,10 @@ def test_unauthenticated_and_pickled_input_is_rejected_and_never_unpickled(sc2, 
     cluster.shutdown(timeout=120)
     assert not canary.exists(), "bytes from an unauthenticated peer were unpickled"
     assert sorted(json.loads(p.read_text())["rows"] for p in out.glob("node*.json")) == [50, 50]
-    for node in cluster.cluster_info:  # each node's feed server saw and logged both rejections
-        assert open(node["log_path"]).read().count("rejected a connection") == 2
+    for node in cluster.cluster_info:  # each node's feed server logged the first rejection; later ones
+        # within 10 s are summarised in one line when the next comes (a flood cannot flood the log)
+        lines = [line for line in open(node["log_path"]) if "rejected a connection" in line]
+        assert len([line for line in lines if "refused" not in line]) == 1, lines  # at most a summary besides
 
 
 def test_listening_sockets_bind_one_deliberate_address(sc2, tmp_path):

@@ -319,7 +319,7 @@ class TFCluster:
         if self._inference_progress is not None:
             self._inference_progress.close()
         if self._printer is not None:
-            self._printer.flush(timeout=10)  # the nodes' last lines, before shutdown returns
+            self._printer.close(timeout=10)  # the nodes' last lines, before shutdown returns
 
 
 def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,

@@ -30,7 +30,8 @@ class NodeOutputPrinter:
     """Prints the lines nodes forward to the driver, each prefixed with the node's role:index.
 
     ``printer(node, lines)`` queues and returns at once; each batch is written in one piece, in
-    the order batches arrived. ``flush(timeout)`` waits (bounded) for the queue to be written.
+    the order batches arrived. ``flush(timeout)`` waits (bounded) for the queue to be written;
+    ``close(timeout)`` flushes and ends the writer thread (a later line starts a new one).
     """
 
     def __init__(self, stream: TextIO | None = None, max_pending_lines: int = MAX_PENDING_LINES):
@@ -43,6 +44,7 @@ class NodeOutputPrinter:
         self._pending_lines = 0  # queued or being written
         self._unreported_drops = 0
         self._writer: threading.Thread | None = None
+        self._closing = False
 
     def __call__(self, node: NodeState, lines: list[str]) -> None:
         """Queue ``lines`` from ``node`` for the console."""
@@ -67,10 +69,22 @@ class NodeOutputPrinter:
         with self._cond:
             return self._cond.wait_for(lambda: self._pending_lines == 0 or self.failure, timeout)
 
+    def close(self, timeout: float = 10.0) -> None:
+        """Write what is queued (bounded by ``timeout``), then end the writer thread."""
+        self.flush(timeout)
+        with self._cond:
+            writer, self._closing = self._writer, True
+            self._cond.notify_all()
+        if writer is not None:
+            writer.join(timeout)
+
     def _write_loop(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._batches)
+                self._cond.wait_for(lambda: self._batches or self._closing)
+                if not self._batches:  # closing, and nothing left to write
+                    self._writer, self._closing = None, False
+                    return
                 text, count = self._batches.popleft()
                 drops, self._unreported_drops = self._unreported_drops, 0
             if drops:

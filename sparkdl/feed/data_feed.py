@@ -67,7 +67,7 @@ class DataFeed:
         come back as tuples of numpy values (arrays for array and Vector columns). With
         ``input_mapping``, a dict of numpy arrays keyed by tensor name.
         """
-        if self.train_mode:
+        if self.train_mode or self._training_run_next():
             session = self._reading_session()
             columns, layout, count = self._read_run(session, TRAIN_SPLIT, batch_size) if session else ({}, None, 0)
         else:
@@ -310,6 +310,21 @@ class DataFeed:
                 self._session = item.session or self._session
                 return self._session
         return None
+
+    def _training_run_next(self) -> bool:
+        """Whether the rows ``next_batch`` reads next belong to a training run (``cluster.train``),
+        waiting for the feed's next item when no plan says so yet. TensorFlowOnSpark's
+        ``train_mode=False`` only ended batches at partition ends, and its examples train with
+        it; a training run's epochs (replayed from the cache too) are read as such whatever it says."""
+        if self._stopped or self._server.terminated.is_set():
+            return False
+        self._advance_session()
+        if self._server.known_plan(self.qname_in, self._session) is not None:
+            return True
+        chunk = self._chunks.get(TRAIN_SPLIT)
+        item = chunk if chunk is not None and chunk.left else self._queue.peek(self.feed_timeout,
+                                                                                self._server.progress)
+        return isinstance(item, Chunk) and item.session is not None
 
     # -- internals: reading a training run --
 

@@ -299,9 +299,7 @@ class DataFeed:
             self._advance_session()
             if self._server.known_plan(self.qname_in, self._session) is not None:
                 return self._session
-            chunk = self._chunks.get(TRAIN_SPLIT)
-            item = chunk if chunk is not None and chunk.left else self._queue.peek(self.feed_timeout,
-                                                                                    self._server.progress)
+            item = self._next_training_item()
             if item == END:
                 self._stopped = True
             elif not isinstance(item, Chunk) or (item.session or 0) < self._session:
@@ -321,10 +319,15 @@ class DataFeed:
         self._advance_session()
         if self._server.known_plan(self.qname_in, self._session) is not None:
             return True
-        chunk = self._chunks.get(TRAIN_SPLIT)
-        item = chunk if chunk is not None and chunk.left else self._queue.peek(self.feed_timeout,
-                                                                                self._server.progress)
+        item = self._next_training_item()
         return isinstance(item, Chunk) and item.session is not None
+
+    def _next_training_item(self):
+        """The training chunk being read, else the queue's next item, left in the queue (waits)."""
+        chunk = self._chunks.get(TRAIN_SPLIT)
+        if chunk is not None and chunk.left:
+            return chunk
+        return self._queue.peek(self.feed_timeout, self._server.progress)
 
     # -- internals: reading a training run --
 

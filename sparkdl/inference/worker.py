@@ -416,7 +416,7 @@ def _layer_name(tensor: Any, index: int) -> str:
     return getattr(layer, "name", None) or f"output_{index}"
 
 
-def _refuse_code_in_h5(path: str) -> None:
+def _refuse_code_in_h5(path: str, local: str) -> None:
     """Raise ModelLoadError if the ``.h5`` file's model config holds a ``Lambda`` layer.
 
     tf-keras rebuilds an .h5 model by calling its layers, so a Lambda layer's marshalled Python
@@ -424,7 +424,7 @@ def _refuse_code_in_h5(path: str) -> None:
     """
     import h5py
 
-    with h5py.File(_local(path) if not _is_remote(path) else path, "r") as handle:
+    with h5py.File(local, "r") as handle:
         config = handle.attrs.get("model_config")
     if isinstance(config, bytes):
         config = config.decode("utf-8", errors="replace")
@@ -439,7 +439,7 @@ def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedMod
     local = _local(path) if not _is_remote(path) else path
     if path.endswith((".h5", ".hdf5")):
         if safe_mode:
-            _refuse_code_in_h5(path)
+            _refuse_code_in_h5(path, local)
         options = {}
     else:
         options = {"safe_mode": safe_mode}

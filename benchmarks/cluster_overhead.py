@@ -4,7 +4,7 @@ Reference (same script, same data, epochs and global batch): one plain TensorFlo
 running the same tf.keras ``model.fit`` in a fresh interpreter. Reports medians of ``--runs``
 runs and ratios; absolute numbers depend on the machine.
 
-    .venv/bin/python benchmarks/cluster_overhead.py [--runs 3] [--epochs 10]
+    .venv/bin/python benchmarks/cluster_overhead.py [--runs 3] [--epochs 10] [--json results.json]
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--json", help="also write the results to this file")
     opts = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     sys.path.insert(0, str(Path(__file__).parent))
@@ -101,19 +102,32 @@ def main() -> None:
     ref_rows = med(r["rows_per_s"] for r in reference)
     mwms_rows = med(r["rows_per_s"] for r in cluster_fit)
     ref_wall = med(r["wall_s"] for r in reference)
-    rows = [
-        ("single-process tf.keras fit (reference)", f"{ref_rows:,.0f} rows/s", "1.00"),
-        ("sparkdl 2-node MWMS fit (chief's fit time)", f"{mwms_rows:,.0f} rows/s", f"{mwms_rows / ref_rows:.2f}"),
-        ("reference wall time (python start + TF import + fit)", f"{ref_wall:.1f} s", "1.00"),
-        ("sparkdl run() until every node registered", f"{med(startup):.1f} s", f"{med(startup) / ref_wall:.2f}"),
-        ("sparkdl run() + shutdown() wall time", f"{med(cluster_wall):.1f} s", f"{med(cluster_wall) / ref_wall:.2f}"),
+    # (name, value, unit, ratio to its reference): printed, and written with --json
+    measures = [
+        ("single-process tf.keras fit (reference)", ref_rows, "rows/s", 1.0),
+        ("sparkdl 2-node MWMS fit (chief's fit time)", mwms_rows, "rows/s", mwms_rows / ref_rows),
+        ("reference wall time (python start + TF import + fit)", ref_wall, "s", 1.0),
+        ("sparkdl run() until every node registered", med(startup), "s", med(startup) / ref_wall),
+        ("sparkdl run() + shutdown() wall time", med(cluster_wall), "s", med(cluster_wall) / ref_wall),
     ]
     print(f"\nmedians of {opts.runs} runs, {opts.epochs} epochs, global batch {opts.batch_size}, "
           f"{ROWS_PER_EPOCH_NOTE}, local-cluster[2,1,1024] on {os.cpu_count()} cores")
-    width = max(len(r[0]) for r in rows)
+    width = max(len(m[0]) for m in measures)
     print(f"{'measure'.ljust(width)}  {'value':>14}  ratio")
-    for name, value, ratio in rows:
-        print(f"{name.ljust(width)}  {value:>14}  {ratio:>5}")
+    for name, value, unit, ratio in measures:
+        shown = f"{value:,.0f} rows/s" if unit == "rows/s" else f"{value:.1f} s"
+        print(f"{name.ljust(width)}  {shown:>14}  {ratio:>5.2f}")
+    if opts.json:
+        from results_json import write_results
+
+        write_results(opts.json, config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]",
+                                         "data": ROWS_PER_EPOCH_NOTE},
+                      table=[(name, value, unit) for name, value, unit, _ in measures],
+                      ratios={"sparkdl 2-node MWMS fit / single-process fit (rows/s)": measures[1][3],
+                              "sparkdl run() until every node registered / reference wall time": measures[3][3],
+                              "sparkdl run() + shutdown() / reference wall time": measures[4][3]},
+                      raw={"reference": reference, "startup_s": startup, "cluster_wall_s": cluster_wall,
+                           "cluster_fit": cluster_fit})
 
 
 if __name__ == "__main__":

@@ -5,12 +5,13 @@ the peak of each kind: executor JVMs, Spark's Python workers (the feeding tasks)
 supervisors and TF node processes. With backpressure, the node peak stays near its queue bound
 (64 MiB) plus TensorFlow's own footprint, whatever the data size.
 
-    .venv/bin/python benchmarks/feed_memory.py [--rows 1000000] [--source dataframe|rdd]
+    .venv/bin/python benchmarks/feed_memory.py [--rows 1000000] [--source dataframe|rdd] [--json results.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import threading
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=16)
     parser.add_argument("--source", choices=["dataframe", "rdd"], default="dataframe")
+    parser.add_argument("--json", help="also write the results to this file")
     opts = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     import feed_throughput as bench
@@ -107,6 +109,29 @@ def main() -> None:
     for kind in KINDS:
         if kind in sampler.peaks:
             print(f"{kind:34} {sampler.peaks[kind] / 2**20:>18,.0f} MiB {sampler.peak_totals[kind] / 2**20:>18,.0f} MiB")
+    if opts.json:
+        write_json(opts, fed, seconds, sampler)
+
+
+def write_json(opts, fed: int, seconds: float, sampler: RssSampler) -> None:
+    """The run's figures as results_json's JSON. There is no reference process to compare with:
+    the ratios are against the size of the data fed (bounded memory: they shrink as it grows)."""
+    import feed_throughput as bench
+    from results_json import write_results
+
+    data_mib = fed * bench.FEATURES * 4 / 2**20
+    table = [("rows fed", fed, "rows"), ("float32 features fed", data_mib, "MiB"),
+             ("feed wall time (cluster.train)", seconds, "s"), ("feed rate", fed / seconds, "rows/s")]
+    for kind in KINDS:
+        if kind in sampler.peaks:
+            table += [(f"{kind}: peak RSS, one process", sampler.peaks[kind] / 2**20, "MiB"),
+                      (f"{kind}: peak RSS, all of kind", sampler.peak_totals[kind] / 2**20, "MiB")]
+    ratios = {f"{kind}: peak RSS, one process / data fed": sampler.peaks[kind] / 2**20 / data_mib
+              for kind in ("TF node processes", "Spark Python workers (feeders)") if kind in sampler.peaks and fed}
+    write_results(opts.json, config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},
+                  table=table, ratios=ratios,
+                  notes=["no reference process: the ratios are peak memory against the size of the data fed"],
+                  raw={"peak_rss_bytes": sampler.peaks, "peak_rss_total_bytes": sampler.peak_totals})
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ medians of ``--runs`` runs, in one run of this script:
    and TensorFlowOnSpark 2.2.5 on the same data when it is installed
    (``pip install --no-deps tensorflowonspark==2.2.5``).
 
-    .venv/bin/python benchmarks/feed_throughput.py [--runs 3] [--rows 200000]
+    .venv/bin/python benchmarks/feed_throughput.py [--runs 3] [--rows 200000] [--json results.json]
 """
 
 from __future__ import annotations
@@ -178,6 +178,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--tfos_rows", type=int, default=20_000, help="TFoS is slow: fewer rows, same rate")
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--json", help="also write the results to this file")
     opts = parser.parse_args()
     spark = start_local_spark("sparkdl-feed-bench")
     sc = spark.sparkContext
@@ -187,6 +188,7 @@ def main() -> None:
     spark_mode = TFCluster.InputMode.SPARK
     rows, med = opts.rows, statistics.median
     table: list[tuple[str, float, str]] = []
+    raw: dict[str, list] = {}  # the timings behind the medians, for --json
 
     frame = make_frame(spark, rows, opts.partitions)
     rdd = make_rdd(sc, rows, opts.partitions)
@@ -198,6 +200,7 @@ def main() -> None:
         seconds = [timed(lambda: cluster.train(data, 1)) for _ in range(opts.runs)]
         cluster.shutdown(timeout=600)
         table.append((f"sparkdl feed, drain-only nodes, {name} source", rows / med(seconds), "rows/s"))
+        raw[f"drain_{name}_s"] = seconds
 
     # 2. MWMS training fed by sparkdl, and the single-process reference
     train_rows = min(rows, 100_000)
@@ -209,14 +212,17 @@ def main() -> None:
     fit_rates = [(r0 + r1) / max(t0, t1) for (r0, t0), (r1, t1) in zip(*fits)]
     table.append(("sparkdl 2-worker MWMS MLP fit (DataFrame feed)", med(fit_rates), "rows/s"))
     table.append(("  same, wall time of cluster.train incl. counting", train_rows / med(feed_seconds), "rows/s"))
-    reference = med(single_process_reference(train_rows) for _ in range(opts.runs))
+    references = [single_process_reference(train_rows) for _ in range(opts.runs)]
+    reference = med(references)
     table.append(("single-process tf-keras fit, in-memory tf.data", reference, "rows/s"))
+    raw.update(fit_rows_per_s=fit_rates, train_wall_s=feed_seconds, single_process_rows_per_s=references)
 
     # 3. inference
     cluster = TFCluster.run(sc, infer_sum, {}, 2, input_mode=spark_mode)
     infer_seconds = [timed(lambda: cluster.inference(frame).count()) for _ in range(opts.runs)]
     cluster.shutdown(timeout=600)
     table.append(("sparkdl cluster.inference, trivial model (DataFrame)", rows / med(infer_seconds), "rows/s"))
+    raw["inference_s"] = infer_seconds
 
     # 4. TensorFlowOnSpark 2.2.5, same data shape (RDD source: TFoS feeds RDDs)
     try:
@@ -229,10 +235,12 @@ def main() -> None:
         seconds = [timed(lambda: cluster.train(tfos_rdd, 1)) for _ in range(opts.runs)]
         cluster.shutdown()
         table.append(("TFoS 2.2.5 feed, drain-only nodes, RDD source", opts.tfos_rows / med(seconds), "rows/s"))
+        raw["tfos_drain_s"] = seconds
         cluster = TFoSCluster.run(sc, tfos_infer, {}, 2, 0, False, TFoSCluster.InputMode.SPARK)
         seconds = [timed(lambda: cluster.inference(tfos_rdd).count()) for _ in range(opts.runs)]
         cluster.shutdown()
         table.append(("TFoS 2.2.5 cluster.inference, trivial model", opts.tfos_rows / med(seconds), "rows/s"))
+        raw["tfos_inference_s"] = seconds
     spark.stop()
 
     values = {name: value for name, value, _ in table}
@@ -242,16 +250,29 @@ def main() -> None:
     for name, value, unit in table:
         print(f"{name.ljust(width)}  {value:>12,.0f} {unit}")
     print("\nratios")
+    ratios, notes = {}, []
     fit = values["sparkdl 2-worker MWMS MLP fit (DataFrame feed)"]
     print(f"  SPARK-mode 2-worker training / single-process fit: {fit / reference:.2f}  (target >= 0.7)")
+    ratios["SPARK-mode 2-worker training / single-process fit (target >= 0.7)"] = fit / reference
     tfos_feed = values.get("TFoS 2.2.5 feed, drain-only nodes, RDD source")
     if tfos_feed:
         for name in ("DataFrame", "RDD"):
             rate = values[f"sparkdl feed, drain-only nodes, {name} source"]
             print(f"  feed ({name}) / TFoS feed: {rate / tfos_feed:.1f}x  (target >= 20)")
+            ratios[f"feed ({name}) / TFoS feed (target >= 20)"] = rate / tfos_feed
         infer = values["sparkdl cluster.inference, trivial model (DataFrame)"]
         tfos_infer_rate = values["TFoS 2.2.5 cluster.inference, trivial model"]
         print(f"  inference / TFoS inference: {infer / tfos_infer_rate:.1f}x  (target >= 10)")
+        ratios["inference / TFoS inference (target >= 10)"] = infer / tfos_infer_rate
+    else:
+        notes.append("TensorFlowOnSpark is not installed: no TFoS rows "
+                     "(pip install --no-deps tensorflowonspark==2.2.5)")
+    if opts.json:
+        from results_json import write_results
+
+        write_results(opts.json, config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]",
+                                         "train_rows": train_rows, "batch": BATCH},
+                      table=table, ratios=ratios, notes=notes, raw=raw)
 
 
 if __name__ == "__main__":

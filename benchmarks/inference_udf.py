@@ -3,6 +3,7 @@
 One command prints one table::
 
     .venv/bin/python benchmarks/inference_udf.py            # 200k rows, MLP and CNN, 3 runs each
+    .venv/bin/python benchmarks/inference_udf.py --json results.json   # the same, results also as JSON
 
 Same models (a Keras 3 MLP and a small CNN on 28x28x1 input, saved as ``.keras``), same data (a
 parquet file of ``id long, pixels array<float>`` with 784 values per row: scikit-learn's digits
@@ -189,6 +190,7 @@ def parse_args(argv=None):
     parser.add_argument("--master", default="local-cluster[2,1,1024]")
     parser.add_argument("--variants", default="", help="comma-separated substrings selecting Spark variants")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    parser.add_argument("--json", help="also write the results to this file")
     return parser.parse_args(argv)
 
 
@@ -242,7 +244,24 @@ def main(argv=None) -> list[dict]:
                 "runs": " ".join(f"{t:.2f}" for t in timings[name])})
     spark.stop()
     print_table(results, args)
+    if args.json:
+        write_json(results, args)
     return results
+
+
+def write_json(results: list[dict], args) -> None:
+    """The results as results_json's JSON: rows/s per model and variant, ratios to both references."""
+    from results_json import write_results  # beside this script
+
+    reference = "pyspark predict_batch_udf"
+    ratios = {f"{row['model']}: {row['variant']} / {reference}": row["vs_pyspark"]
+              for row in results if row["variant"] != reference and row["vs_pyspark"]}
+    ratios.update({f"{row['model']}: {row['variant']} / single process model.predict": row["vs_single"]
+                   for row in results if row["variant"] != "single process model.predict"})
+    write_results(args.json, config={**vars(args), "cores": os.cpu_count()},
+                  table=[(f"{row['model']}: {row['variant']}", row["rows_per_s"], "rows/s") for row in results],
+                  ratios=ratios, notes=[f"load average after the run: {os.getloadavg()[0]:.1f}"],
+                  raw={"results": results})
 
 
 def print_table(results: list[dict], args) -> None:

@@ -1,24 +1,33 @@
 """An authenticated message channel over TCP, keyed by a per-cluster secret.
 
 Every sparkdl socket speaks this protocol. A peer must prove it knows the cluster's secret
-before anything it sends is parsed, and every frame after the handshake carries an
-HMAC-SHA256 tag over a per-direction sequence number, so frames cannot be forged, replayed
-or reordered by anyone who lacks the secret. Messages are JSON (never pickle), so even an
-authenticated peer cannot make the other side execute code.
+before anything it sends is parsed, and every frame after the handshake carries HMAC-SHA256
+tags over a per-direction sequence number, so frames cannot be forged, replayed or reordered
+by anyone who lacks the secret. Messages are JSON (never pickle), so even an authenticated
+peer cannot make the other side execute code.
 
-Handshake (both sides prove the secret, neither reveals it)::
+Handshake (both sides prove the secret, neither reveals it), bound to the server's ``Endpoint``
+``E`` (cluster, node, service): a client names the endpoint it means to reach, so a connection
+spliced onto another endpoint of the cluster fails authentication on both ends::
 
     server -> client   MAGIC + server_nonce
-    client -> server   client_nonce + HMAC(secret, "client" + server_nonce + client_nonce)
-    server -> client   HMAC(secret, "server" + client_nonce + server_nonce)
+    client -> server   client_nonce + HMAC(secret, "client" + E + server_nonce + client_nonce)
+    server -> client   HMAC(secret, "server" + E + client_nonce + server_nonce)
 
-Then each frame is ``length (4 bytes) | tag (32 bytes) | kind (1 byte) | payload``, with
-``tag = HMAC(session_key, direction + seq + kind + payload)`` and a session key derived from
-both nonces. ``kind`` is ``J`` (a JSON message) or ``B`` (opaque bytes, e.g. Arrow IPC data).
+Then each frame is ``length (4) | kind (1) | head_tag (32) | body_tag (32) | payload``, with
+``head_tag = HMAC(key, direction + seq + "head" + length + kind)`` and ``body_tag =
+HMAC(key, direction + seq + "body" + kind + payload)``, the session key derived from ``E`` and
+both nonces. The receiver checks the head tag before it allocates anything for the payload,
+so a forged header costs it nothing; a genuine one is then held to its kind's limit: ``J`` (a
+JSON message) ``MAX_JSON_BYTES``, ``B`` (opaque bytes, e.g. Arrow IPC data) ``MAX_FRAME_BYTES``.
+
+Sends are bounded by the channel's send timeout and each receive by its own, independently
+(non-blocking sockets, polled); TCP keepalive notices a peer whose host vanished.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
@@ -26,18 +35,19 @@ import logging
 import os
 import secrets
 import select
-import errno
 import socket
 import struct
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import SparkDLError
+from .rejection_log import RejectionLog
 
 logger = logging.getLogger(__name__)
 
-MAGIC = b"SPARKDL1"
+MAGIC = b"SPARKDL2"
 NONCE_BYTES = 32
 TAG_BYTES = 32
 MAX_FRAME_BYTES = 64 * 1024 * 1024   # binary frames (Arrow record batches)
@@ -46,9 +56,12 @@ HANDSHAKE_TIMEOUT_S = 10.0
 MAX_HANDSHAKES = 32      # unauthenticated connections a server handshakes with at once; more are refused
 MAX_CHANNELS = 1024      # authenticated channels a server keeps open at once; more are refused
 ACCEPT_RETRY_S = 0.1     # pause after accept() fails for want of descriptors or memory
-REJECTION_LOG_S = 10.0   # at most one log line per this many seconds about refused connections
+KEEPALIVE_IDLE_S = 30    # TCP keepalive: first probe after this long without traffic,
+KEEPALIVE_INTERVAL_S = 10  # then one probe every this many seconds,
+KEEPALIVE_PROBES = 3       # and the connection fails after this many unanswered (about 60 s in all)
 KIND_JSON = b"J"
 KIND_BYTES = b"B"
+_HEAD = struct.Struct("!I1s")  # payload length, kind
 
 
 class ChannelError(SparkDLError, ConnectionError):
@@ -56,7 +69,39 @@ class ChannelError(SparkDLError, ConnectionError):
 
 
 class AuthenticationError(ChannelError):
-    """The peer did not prove the cluster's secret."""
+    """The peer did not prove the cluster's secret (for the endpoint named)."""
+
+
+class ChannelTimeout(ChannelError):
+    """A receive or a send did not complete in time (the channel stays usable after a receive
+    timeout; a send timeout closes it, as a partial frame cannot be taken back)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A server's identity within its cluster: the handshake is bound to it (see the module docstring)."""
+
+    cluster: str
+    node: str       # "driver" for the coordinator, "node<N>" for node N
+    service: str    # "coordinator", "feed"
+
+    @classmethod
+    def coordinator(cls, cluster_id: str) -> "Endpoint":
+        """The driver's coordinator of cluster ``cluster_id``."""
+        return cls(cluster_id, "driver", "coordinator")
+
+    @classmethod
+    def feed(cls, cluster_id: str, node: int) -> "Endpoint":
+        """The feed server of node number ``node``."""
+        return cls(cluster_id, f"node{int(node)}", "feed")
+
+    def encode(self) -> bytes:
+        """An unambiguous byte form (each part length-prefixed), for the handshake's MACs."""
+        return b"".join(struct.pack("!H", len(part)) + part
+                        for part in (p.encode() for p in (self.cluster, self.node, self.service)))
+
+    def __str__(self) -> str:
+        return f"{self.service} of {self.node} in cluster {self.cluster}"
 
 
 def new_secret() -> bytes:
@@ -69,7 +114,8 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
 
 
 def _recv_exact(sock: socket.socket, count: int, deadline: float | None = None) -> bytes:
-    """Read exactly ``count`` bytes; with ``deadline`` (monotonic) the whole read is bounded."""
+    """Read exactly ``count`` bytes from a blocking socket (the handshake); with ``deadline``
+    (monotonic) the whole read is bounded."""
     chunks = []
     while count:
         if deadline is not None:
@@ -85,32 +131,38 @@ def _recv_exact(sock: socket.socket, count: int, deadline: float | None = None) 
     return b"".join(chunks)
 
 
-def _recv_into(sock: socket.socket, count: int, first: bytes = b"") -> bytearray:
-    """Read exactly ``count`` bytes (``first`` already read) into one preallocated buffer (no
-    per-chunk copies)."""
-    buffer = bytearray(count)
-    buffer[:len(first)] = first
-    view = memoryview(buffer)[len(first):]
-    count -= len(first)
-    while count:
-        received = sock.recv_into(view, count)
-        if not received:
-            raise ChannelError("connection closed by peer")
-        view = view[received:]
-        count -= received
-    return buffer
+def _frame_limit(kind: bytes) -> int:
+    """The largest payload a frame of ``kind`` may carry (read at call time: tests lower them)."""
+    if kind == KIND_JSON:
+        return min(MAX_JSON_BYTES, MAX_FRAME_BYTES)
+    if kind == KIND_BYTES:
+        return MAX_FRAME_BYTES
+    raise ChannelError(f"unknown frame kind {kind!r}")
+
+
+def _tune(sock: socket.socket) -> None:
+    """No Nagle delay, and TCP keepalive so a vanished peer host is noticed (about a minute)."""
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+                        ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+        if hasattr(socket, name):  # Linux; elsewhere the system's keepalive timings apply
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
 class Channel:
     """One authenticated, bidirectional connection. Thread-safe for one sender and one receiver."""
 
     def __init__(self, sock: socket.socket, session_key: bytes, is_server: bool):
+        _tune(sock)
+        sock.setblocking(False)  # every wait is a poll with its own deadline
         self._sock = sock
         self._key = session_key
         self._send_dir, self._recv_dir = (b"S", b"C") if is_server else (b"C", b"S")
         self._send_seq = 0
         self._recv_seq = 0
         self._send_lock = threading.Lock()
+        self._send_timeout: float | None = None
         self._closed = False
 
     @property
@@ -118,14 +170,16 @@ class Channel:
         """The local IP address this channel is bound to (the address peers can reach us on)."""
         return self._sock.getsockname()[0]
 
-    def set_timeout(self, seconds: float | None) -> None:
-        """Bound blocking sends (and the next receive) by ``seconds``; a send that times out raises."""
-        self._sock.settimeout(seconds)
+    def set_send_timeout(self, seconds: float | None) -> None:
+        """Bound each send by ``seconds`` (None: unbounded). A send that times out raises
+        ``ChannelTimeout`` and closes the channel. Receives take their own timeout."""
+        self._send_timeout = seconds
 
     def has_incoming(self) -> bool:
-        """Whether the peer has sent something not yet received (never blocks)."""
-        readable, _, _ = select.select([self._sock], [], [], 0)
-        return bool(readable)
+        """Whether the peer has sent something not yet received, or closed (never blocks)."""
+        poller = select.poll()
+        poller.register(self._sock, select.POLLIN)
+        return bool(poller.poll(0))
 
     def send(self, message: dict[str, Any]) -> None:
         """Send one JSON-serialisable message."""
@@ -138,15 +192,68 @@ class Channel:
     def _send_frame(self, kind: bytes, payload) -> None:
         view = memoryview(payload).cast("B")
         with self._send_lock:
-            mac = hmac.new(self._key, self._send_dir + struct.pack("!Q", self._send_seq) + kind, hashlib.sha256)
-            mac.update(view)
-            header = struct.pack("!I", len(view) + 1) + mac.digest() + kind
-            if len(view) < 65536:  # small frames: one write (fewer syscalls, one TCP segment)
-                self._sock.sendall(header + view)
-            else:  # large frames: no copy of the payload
-                self._sock.sendall(header)
-                self._sock.sendall(view)
+            if self._closed:
+                raise ChannelError("the channel is closed")
+            seq = struct.pack("!Q", self._send_seq)
+            head = _HEAD.pack(len(view), kind)
+            body_mac = hmac.new(self._key, self._send_dir + seq + b"body" + kind, hashlib.sha256)
+            body_mac.update(view)
+            header = head + _mac(self._key, self._send_dir, seq, b"head", head) + body_mac.digest()
+            deadline = None if self._send_timeout is None else time.monotonic() + self._send_timeout
+            try:
+                if len(view) < 65536:  # small frames: one write (fewer syscalls, one TCP segment)
+                    self._send_all(memoryview(header + view), deadline)
+                else:  # large frames: no copy of the payload
+                    self._send_all(memoryview(header), deadline)
+                    self._send_all(view, deadline)
+            except socket.timeout as exc:
+                self.close()  # part of a frame may be out: nothing more can be sent on this channel
+                raise ChannelTimeout(f"the peer accepted no data for {self._send_timeout} s") from exc
+            except ChannelError:
+                self.close()
+                raise
+            except (OSError, ValueError) as exc:  # ValueError: the socket was closed under us
+                self.close()
+                raise ChannelError(str(exc)) from exc
             self._send_seq += 1
+
+    def _send_all(self, view: memoryview, deadline: float | None) -> None:
+        while view:
+            try:
+                sent = self._sock.send(view)
+            except BlockingIOError:
+                self._wait(select.POLLOUT, deadline)
+                continue
+            view = view[sent:]
+
+    def _recv_into(self, view: memoryview, deadline: float | None) -> None:
+        while view:
+            try:
+                received = self._sock.recv_into(view)
+            except BlockingIOError:
+                self._wait(select.POLLIN, deadline)
+                continue
+            if not received:
+                raise ChannelError("connection closed by peer")
+            view = view[received:]
+
+    def _recv_exact(self, count: int, deadline: float | None) -> bytearray:
+        buffer = bytearray(count)
+        self._recv_into(memoryview(buffer), deadline)
+        return buffer
+
+    def _wait(self, event: int, deadline: float | None) -> None:
+        """Wait until the socket is ready for ``event``; socket.timeout once ``deadline`` passes."""
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise socket.timeout("timed out")
+        if self._closed:
+            raise ChannelError("the channel is closed")
+        poller = select.poll()
+        poller.register(self._sock, event)
+        # close() from another thread shuts the socket down first, which ends this wait.
+        if not poller.poll(None if remaining is None else max(1, int(remaining * 1000) + 1)):
+            raise socket.timeout("timed out")
 
     def recv(self, timeout: float | None = None) -> dict[str, Any]:
         """Receive one JSON message; raises ChannelError on a bad tag, EOF, timeout or binary frame."""
@@ -156,38 +263,44 @@ class Channel:
         return message
 
     def recv_any(self, timeout: float | None = None) -> dict[str, Any] | bytearray:
-        """Receive one frame: a dict for a JSON message, a bytearray for a binary frame."""
-        self._sock.settimeout(timeout)
+        """Receive one frame: a dict for a JSON message, a bytearray for a binary frame.
+
+        ``timeout`` bounds the whole frame (``ChannelTimeout``), so a peer trickling bytes cannot
+        hold the receiver longer than one silent one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            (length,) = struct.unpack("!I", _recv_exact(self._sock, 4))
+            head = bytes(self._recv_exact(4, deadline))
+            (length,) = struct.unpack("!I", head)
             if length > MAX_FRAME_BYTES:
                 raise ChannelError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
-            if length < 1:
-                raise ChannelError("empty frame")
-            tag = _recv_exact(self._sock, TAG_BYTES)
-            kind = _recv_exact(self._sock, 1)
-            if kind == KIND_JSON and length > MAX_JSON_BYTES:  # refused before anything is allocated for it
-                raise ChannelError(f"JSON frame of {length} bytes exceeds the {MAX_JSON_BYTES}-byte limit")
-            body = _recv_into(self._sock, length, first=kind)
+            rest = bytes(self._recv_exact(1 + 2 * TAG_BYTES, deadline))
+            kind, head_tag, body_tag = rest[:1], rest[1:1 + TAG_BYTES], rest[1 + TAG_BYTES:]
+            seq = struct.pack("!Q", self._recv_seq)
+            # Checked before anything is allocated for the payload: a forged header costs nothing.
+            if not hmac.compare_digest(head_tag, _mac(self._key, self._recv_dir, seq, b"head", head + kind)):
+                raise AuthenticationError("frame header failed its integrity check")
+            limit = _frame_limit(kind)
+            if length > limit:
+                raise ChannelError(f"{'JSON' if kind == KIND_JSON else 'binary'} frame of {length} bytes "
+                                   f"exceeds the {limit}-byte limit")
+            body = self._recv_exact(length, deadline)
         except socket.timeout as exc:
-            raise ChannelError(f"no message within {timeout} s") from exc
+            raise ChannelTimeout(f"no message within {timeout} s") from exc
         except OSError as exc:
             if isinstance(exc, ChannelError):
                 raise
             raise ChannelError(str(exc)) from exc
-        kind = bytes(body[:1])
-        mac = hmac.new(self._key, self._recv_dir + struct.pack("!Q", self._recv_seq), hashlib.sha256)
+        except ValueError as exc:  # the socket was closed under us (no descriptor to poll)
+            raise ChannelError(f"the channel is closed ({exc})") from exc
+        mac = hmac.new(self._key, self._recv_dir + seq + b"body" + kind, hashlib.sha256)
         mac.update(body)
-        if not hmac.compare_digest(tag, mac.digest()):
+        if not hmac.compare_digest(body_tag, mac.digest()):
             raise AuthenticationError("frame failed its integrity check")
         self._recv_seq += 1
         if kind == KIND_BYTES:
-            del body[:1]
             return body
-        if kind != KIND_JSON:
-            raise ChannelError(f"unknown frame kind {kind!r}")
         try:
-            return json.loads(body[1:])
+            return json.loads(body)
         except ValueError as exc:
             raise ChannelError(f"frame is not a JSON message: {exc}") from exc
 
@@ -208,100 +321,65 @@ class Channel:
         self.close()
 
 
-def _server_handshake(sock: socket.socket, secret: bytes) -> Channel:
+def _server_handshake(sock: socket.socket, secret: bytes, endpoint: Endpoint) -> Channel:
     # One deadline for the whole handshake, so a peer trickling bytes cannot hold a thread.
     deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
+    identity = endpoint.encode()
     server_nonce = os.urandom(NONCE_BYTES)
     sock.sendall(MAGIC + server_nonce)
     answer = _recv_exact(sock, NONCE_BYTES + TAG_BYTES, deadline)
     client_nonce, proof = answer[:NONCE_BYTES], answer[NONCE_BYTES:]
-    if not hmac.compare_digest(proof, _mac(secret, b"client", server_nonce, client_nonce)):
-        raise AuthenticationError("client did not prove the cluster secret")
-    sock.sendall(_mac(secret, b"server", client_nonce, server_nonce))
-    sock.settimeout(None)
-    return Channel(sock, _mac(secret, b"session", server_nonce, client_nonce), is_server=True)
+    if not hmac.compare_digest(proof, _mac(secret, b"client", identity, server_nonce, client_nonce)):
+        raise AuthenticationError(f"client did not prove the cluster secret for {endpoint}")
+    sock.sendall(_mac(secret, b"server", identity, client_nonce, server_nonce))
+    return Channel(sock, _mac(secret, b"session", identity, server_nonce, client_nonce), is_server=True)
 
 
-def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0) -> Channel:
-    """Open an authenticated channel to a ChannelServer at ``address``."""
+def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0, *, endpoint: Endpoint) -> Channel:
+    """Open an authenticated channel to the ChannelServer at ``address`` that is ``endpoint``.
+
+    A server that is another endpoint (even of the same cluster) fails the handshake:
+    ``AuthenticationError`` here, a refused connection there."""
+    identity = endpoint.encode()
     sock = socket.create_connection(address, timeout=timeout)
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         deadline = time.monotonic() + timeout
         hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
         if not hello.startswith(MAGIC):
-            raise ChannelError(f"{address} does not speak the sparkdl protocol")
+            raise ChannelError(f"{address} does not speak this version of the sparkdl protocol")
         server_nonce = hello[len(MAGIC):]
         client_nonce = os.urandom(NONCE_BYTES)
-        sock.sendall(client_nonce + _mac(secret, b"client", server_nonce, client_nonce))
+        sock.sendall(client_nonce + _mac(secret, b"client", identity, server_nonce, client_nonce))
         try:
             proof = _recv_exact(sock, TAG_BYTES, deadline)
         except ChannelError as exc:
-            raise AuthenticationError(f"server at {address} closed the connection after our proof: wrong "
-                                      "cluster secret (or not a sparkdl server)") from exc
-        if not hmac.compare_digest(proof, _mac(secret, b"server", client_nonce, server_nonce)):
-            raise AuthenticationError(f"server at {address} did not prove the cluster secret")
-        sock.settimeout(None)
+            raise AuthenticationError(f"server at {address} closed the connection after our proof: wrong cluster "
+                                      f"secret, or it is not the {endpoint} (or not a sparkdl server)") from exc
+        if not hmac.compare_digest(proof, _mac(secret, b"server", identity, client_nonce, server_nonce)):
+            raise AuthenticationError(f"server at {address} did not prove the cluster secret for {endpoint}")
+        return Channel(sock, _mac(secret, b"session", identity, server_nonce, client_nonce), is_server=False)
     except BaseException:
         sock.close()
         raise
-    return Channel(sock, _mac(secret, b"session", server_nonce, client_nonce), is_server=False)
 
 
 Handler = Callable[[Channel], None]
 
 
-class _RejectionLog:
-    """Logs refused connections without flooding: the first at once, then at most one summary
-    line per ``REJECTION_LOG_S`` seconds (how many, and the last reason), written when the
-    period ends even if no other connection comes."""
-
-    def __init__(self, name: str):
-        self._name = name
-        self._lock = threading.Lock()
-        self._last_logged = float("-inf")
-        self._unlogged = 0
-        self._last_reason = ""
-        self._timer: threading.Timer | None = None
-
-    def record(self, reason: str) -> None:
-        with self._lock:
-            now = time.monotonic()
-            if now - self._last_logged >= REJECTION_LOG_S and not self._unlogged:
-                self._last_logged = now
-                first = True
-            else:
-                first = False
-                self._unlogged += 1
-                self._last_reason = reason
-                if self._timer is None:
-                    self._timer = threading.Timer(max(0.0, self._last_logged + REJECTION_LOG_S - now), self._flush)
-                    self._timer.name, self._timer.daemon = f"sparkdl-{self._name}-rejections", True
-                    self._timer.start()
-        if first:
-            logger.warning("%s: %s", self._name, reason)
-
-    def _flush(self) -> None:
-        with self._lock:
-            count, reason, self._unlogged, self._timer = self._unlogged, self._last_reason, 0, None
-            self._last_logged = time.monotonic()
-        if count:
-            logger.warning("%s: refused %d more connection(s) in the last %.0f s; the last: %s", self._name, count,
-                           REJECTION_LOG_S, reason)
-
-
 class ChannelServer:
     """Accepts authenticated channels and hands each to ``handler`` on its own thread.
 
-    The server binds to one deliberate address (never all interfaces by accident). Peers
-    that fail the handshake are dropped and counted in ``rejected``; the handler only ever
-    sees authenticated channels.
+    The server binds to one deliberate address (never all interfaces by accident) and is
+    ``endpoint``: clients must name it (``connect(..., endpoint=...)``). Peers that fail the
+    handshake are dropped and counted in ``rejected``; the handler only ever sees
+    authenticated channels.
     """
 
     def __init__(self, secret: bytes, handler: Handler, host: str = "127.0.0.1", port: int = 0,
-                 name: str = "sparkdl-channel"):
+                 name: str = "sparkdl-channel", *, endpoint: Endpoint):
         self._secret = secret
+        self.endpoint = endpoint
         self._handler = handler
         self._name = name
         self._listener = socket.create_server((host, port), backlog=128)
@@ -310,7 +388,7 @@ class ChannelServer:
         self._lock = threading.Lock()
         self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
         self.rejected = 0  #: connections refused or failing the handshake
-        self._rejections = _RejectionLog(name)
+        self._rejections = RejectionLog(name, logger)
         self._address: tuple[str, int] = tuple(self._listener.getsockname()[:2])  # still known once closed
         self._thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept", daemon=True)
         self._thread.start()
@@ -351,7 +429,7 @@ class ChannelServer:
 
     def _serve(self, sock: socket.socket) -> None:
         try:
-            channel = _server_handshake(sock, self._secret)
+            channel = _server_handshake(sock, self._secret, self.endpoint)
         except (OSError, ChannelError) as exc:
             self._refuse(sock, f"rejected a connection: {exc}")
             return

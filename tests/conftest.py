@@ -22,21 +22,22 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.envi
 
 
 class SparkHolder:
-    """Keeps at most one SparkSession alive and switches executor counts on demand."""
+    """Keeps at most one SparkSession alive and switches executor counts (and shapes) on demand."""
 
     def __init__(self):
         self.spark = None
         self.key = None
 
-    def get(self, executors: int, conf: dict[str, str] | None = None):
-        """A SparkContext with ``executors`` executors and extra ``conf`` (restarts if different)."""
+    def get(self, executors: int, conf: dict[str, str] | None = None, cores: int = 1, memory_mb: int = 1024):
+        """A SparkContext on ``local-cluster[executors,cores,memory_mb]`` with extra ``conf``
+        (restarts if any of them differs)."""
         from pyspark.sql import SparkSession
 
-        key = (executors, tuple(sorted((conf or {}).items())))
+        key = (executors, cores, memory_mb, tuple(sorted((conf or {}).items())))
         if self.spark is not None and self.key == key:
             return self.spark.sparkContext
         self.stop()
-        builder = (SparkSession.builder.master(f"local-cluster[{executors},1,1024]")
+        builder = (SparkSession.builder.master(f"local-cluster[{executors},{cores},{memory_mb}]")
                    .appName(f"sparkdl-tests-{executors}")
                    .config("spark.ui.enabled", "false")
                    .config("spark.sql.execution.arrow.pyspark.enabled", "true"))

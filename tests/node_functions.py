@@ -98,6 +98,15 @@ def wait_for_flag(args, ctx):
     _write(args, ctx, {"log_dir": ctx.log_dir})
 
 
+def serve_until_flag(args, ctx):
+    """Start this node's ``tf.distribute.Server`` (its gRPC port from the cluster spec), say so,
+    and keep serving until the test creates the flag file."""
+    server = ctx.start_server()
+    _write(args, ctx, {"target": server.target, "port": ctx.port, "host": ctx.host, "pid": os.getpid()})
+    if not wait_for_file(_arg(args, "flag")):
+        raise TimeoutError("the test never created the flag file")
+
+
 def mwms_classifier(rows: int = 512, hidden: int = 16, metrics: tuple = ()):
     """(strategy, compiled classifier, dataset) for MultiWorkerMirroredStrategy model.fit tests."""
     import numpy as np

@@ -11,11 +11,12 @@ import time
 import pytest
 
 from sparkdl import channel as ch
-from sparkdl.channel import AuthenticationError, ChannelError, ChannelServer, connect, new_secret
+from sparkdl.channel import AuthenticationError, ChannelError, ChannelServer, Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(60)
 
 HELLO_BYTES = len(ch.MAGIC) + ch.NONCE_BYTES
+ENDPOINT = Endpoint("test-cluster", "node0", "echo")
 
 
 def wait_until(condition, timeout=5.0):
@@ -32,7 +33,7 @@ class Echo:
     def __init__(self, secret):
         self.received, self.errors, self.invocations = [], [], 0
         self.connected, self.finished = threading.Event(), threading.Event()
-        self.server = ChannelServer(secret, self.handle)
+        self.server = ChannelServer(secret, self.handle, endpoint=ENDPOINT)
 
     def handle(self, channel):
         self.invocations += 1
@@ -89,8 +90,9 @@ def frame_bytes(channel, message):
     real, captured = channel._sock, []
 
     class Capture:
-        def sendall(self, data):
-            captured.append(data)
+        def send(self, data):
+            captured.append(bytes(data))
+            return len(data)
 
     channel._sock = Capture()
     try:
@@ -112,7 +114,7 @@ class CreatesFile:
 
 def test_round_trip_of_nested_json(echo, secret):
     message = {"a": [1, 2.5, None, True, {"b": "ü\n"}], "c": {"d": {"e": []}}, "n": -3}
-    with connect(echo.server.address, secret, timeout=5) as client:
+    with connect(echo.server.address, secret, timeout=5, endpoint=ENDPOINT) as client:
         client.send(message)
         assert client.recv(timeout=5) == {"echo": message}
     assert echo.received == [message]
@@ -120,7 +122,7 @@ def test_round_trip_of_nested_json(echo, secret):
 
 
 def test_many_messages_arrive_in_order(echo, secret):
-    with connect(echo.server.address, secret, timeout=5) as client:
+    with connect(echo.server.address, secret, timeout=5, endpoint=ENDPOINT) as client:
         for i in range(300):
             client.send({"i": i, "pad": "x" * (i % 17)})
         replies = [client.recv(timeout=5)["echo"]["i"] for _ in range(300)]
@@ -129,21 +131,21 @@ def test_many_messages_arrive_in_order(echo, secret):
 
 
 def test_recv_timeout_raises_channel_error(echo, secret):
-    with connect(echo.server.address, secret, timeout=5) as client:
+    with connect(echo.server.address, secret, timeout=5, endpoint=ENDPOINT) as client:
         with pytest.raises(ChannelError, match="no message within"):
             client.recv(timeout=0.2)
 
 
 def test_wrong_secret_is_rejected_and_never_reaches_the_handler(echo):
     with pytest.raises(ChannelError):
-        connect(echo.server.address, new_secret(), timeout=5)
+        connect(echo.server.address, new_secret(), timeout=5, endpoint=ENDPOINT)
     assert wait_until(lambda: echo.server.rejected == 1)
     assert echo.invocations == 0 and echo.received == []
 
 
 def test_wrong_secret_raises_authentication_error_on_the_client(echo):
     with pytest.raises(AuthenticationError):
-        connect(echo.server.address, new_secret(), timeout=5)
+        connect(echo.server.address, new_secret(), timeout=5, endpoint=ENDPOINT)
 
 
 def impostor(sock):
@@ -175,7 +177,7 @@ def test_client_checks_the_server(secret, answer, error):
     thread.start()
     try:
         with pytest.raises(error):
-            connect(listener.getsockname(), secret, timeout=5)
+            connect(listener.getsockname(), secret, timeout=5, endpoint=ENDPOINT)
     finally:
         thread.join(timeout=5)
         listener.close()
@@ -201,10 +203,8 @@ def test_garbage_or_pickle_instead_of_handshake_is_rejected(echo, tmp_path, kind
 def test_authenticated_pickle_frame_is_not_unpickled(echo, secret, tmp_path):
     """Even a peer holding the secret cannot make the server unpickle: payloads are JSON only."""
     marker = tmp_path / "pwned"
-    with connect(echo.server.address, secret, timeout=5) as client:
-        payload = pickle.dumps(CreatesFile(marker))
-        tag = ch._mac(client._key, b"C", struct.pack("!Q", 0), payload)
-        client._sock.sendall(struct.pack("!I", len(payload)) + tag + payload)
+    with connect(echo.server.address, secret, timeout=5, endpoint=ENDPOINT) as client:
+        client._send_frame(ch.KIND_JSON, pickle.dumps(CreatesFile(marker)))  # genuinely tagged, not JSON
         assert echo.finished.wait(5)
     assert echo.received == [] and isinstance(echo.errors[0], (ValueError, ChannelError))  # not JSON
     assert not marker.exists()
@@ -223,7 +223,7 @@ def test_stalled_handshake_is_dropped_within_the_timeout(echo, monkeypatch):
 
 @pytest.mark.parametrize("attack", ["tamper", "replay"])
 def test_tampered_or_replayed_frame_fails_the_integrity_check(echo, secret, attack):
-    with connect(echo.server.address, secret, timeout=5) as client:
+    with connect(echo.server.address, secret, timeout=5, endpoint=ENDPOINT) as client:
         first = frame_bytes(client, {"x": "hello"})
         client._sock.sendall(bytes(first))  # the captured frame is genuine: it is accepted
         assert client.recv(timeout=5) == {"echo": {"x": "hello"}}
@@ -244,7 +244,7 @@ def test_rejection_log_never_contains_the_secret(echo, secret, caplog):
     wrong = new_secret()
     with caplog.at_level(logging.WARNING, logger="sparkdl.channel"):
         with pytest.raises(ChannelError) as info:
-            connect(echo.server.address, wrong, timeout=5)
+            connect(echo.server.address, wrong, timeout=5, endpoint=ENDPOINT)
         assert wait_until(lambda: any("rejected" in r.getMessage() for r in caplog.records))
     text = caplog.text + str(info.value)
     for key in (secret, wrong):
@@ -253,7 +253,7 @@ def test_rejection_log_never_contains_the_secret(echo, secret, caplog):
 
 
 def test_close_closes_open_channels_and_stops_accepting(echo, secret):
-    client = connect(echo.server.address, secret, timeout=5)
+    client = connect(echo.server.address, secret, timeout=5, endpoint=ENDPOINT)
     try:
         assert echo.connected.wait(5)
         address = echo.server.address
@@ -266,13 +266,13 @@ def test_close_closes_open_channels_and_stops_accepting(echo, secret):
     finally:
         client.close()
     with pytest.raises(OSError):  # ChannelError is an OSError too
-        connect(address, secret, timeout=2)
+        connect(address, secret, timeout=2, endpoint=ENDPOINT)
     assert echo.invocations == 1
 
 
 def test_oversized_frames_are_rejected(echo, secret, monkeypatch):
     monkeypatch.setattr(ch, "MAX_FRAME_BYTES", 64)
-    with connect(echo.server.address, secret, timeout=5) as client:
+    with connect(echo.server.address, secret, timeout=5, endpoint=ENDPOINT) as client:
         client.send({"d": "x" * 30})  # fits
         assert client.recv(timeout=5) == {"echo": {"d": "x" * 30}}
         client.send({"d": "x" * 50})  # fits one way; its echo does not
@@ -285,7 +285,8 @@ def test_oversized_frames_are_rejected(echo, secret, monkeypatch):
 
 
 def test_oversized_length_is_rejected_before_reading_the_payload(echo, secret):
-    with connect(echo.server.address, secret, timeout=5) as client:
+    with connect(echo.server.address, secret, timeout=5, endpoint=ENDPOINT) as client:
+        client._sock.setblocking(True)
         client._sock.sendall(struct.pack("!I", ch.MAX_FRAME_BYTES + 1))  # a header, and no payload at all
         assert echo.finished.wait(5)
     assert "exceeds" in str(echo.errors[0])

@@ -198,7 +198,7 @@ def test_keras3_can_be_chosen_and_custom_loops_work_with_a_warning(sc2, tmp_path
 
 
 def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path):
-    from sparkdl.channel import AuthenticationError, connect, new_secret
+    from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 
     flag = tmp_path / "flag"
     out = tmp_path / "out"
@@ -206,7 +206,8 @@ def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path):
     cluster = TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, num_executors=2)
     try:
         with pytest.raises(AuthenticationError):
-            connect(cluster._coordinator.address, new_secret(), timeout=10)
+            connect(cluster._coordinator.address, new_secret(), timeout=10,
+                    endpoint=Endpoint.coordinator(cluster.cluster_id))
         assert cluster._coordinator.rejected_connections == 1
         assert cluster._coordinator.address[0] != "0.0.0.0", "the coordinator must bind one deliberate address"
     finally:

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl.channel import connect, new_secret
+from sparkdl.channel import Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.cache import CacheReplay, RunCache, epoch_order
 from sparkdl.feed.data_feed import DataFeed
@@ -28,14 +28,14 @@ def secret():
 
 @pytest.fixture
 def server(secret, tmp_path):
-    server = FeedServer(secret, "127.0.0.1", cache_dir=tmp_path / "cache")
+    server = FeedServer(secret, "127.0.0.1", cache_dir=tmp_path / "cache", endpoint=Endpoint.feed("test-cluster", 0))
     yield server
     server.terminated.set()
     server.close()
 
 
 def ask(server, secret, message):
-    with connect(server.address, secret, timeout=10) as channel:
+    with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
         channel.send(message)
         return channel.recv(10)
 
@@ -47,7 +47,7 @@ def plan_message(session, rows, epochs, **extra):
 
 def feed_epoch(secret, server, partitions, epoch=0, session=1):
     """Feed one epoch of ``partitions`` (lists of row ids) to one node, one feeding task per partition."""
-    target = FeedTarget(secret, (server.address,), ("worker:0",), 30.0, "input")
+    target = FeedTarget(secret, (server.address,), (server.endpoint,), ("worker:0",), 30.0, "input")
     plan = balanced_plan([len(p) for p in partitions], 1)
     for index, ids in enumerate(partitions):
         batches = [pa.RecordBatch.from_arrays([pa.array(np.asarray(ids, np.int64)),

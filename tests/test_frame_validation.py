@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl.channel import connect, new_secret
+from sparkdl.channel import Endpoint, connect, new_secret
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.server import FeedServer
 from sparkdl.feed.wire import decode_batch, encode_batch
@@ -71,9 +71,9 @@ def test_a_malformed_frame_is_a_short_feed_data_error(case):
 
 def test_the_feed_server_answers_a_malformed_frame_naming_it_and_keeps_serving():
     secret = new_secret()
-    server = FeedServer(secret, "127.0.0.1")
+    server = FeedServer(secret, "127.0.0.1", endpoint=Endpoint.feed("test-cluster", 0))
     try:
-        with connect(server.address, secret, timeout=10) as channel:
+        with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
             channel.send({"type": "train", "session": 1, "partition": 7, "epoch": 0, "split": "train",
                           "qname": "input"})
             channel.send_bytes(_offsets_past_the_buffer())
@@ -81,7 +81,8 @@ def test_the_feed_server_answers_a_malformed_frame_naming_it_and_keeps_serving()
         assert reply["type"] == "error" and "invalid Arrow frame" in reply["message"]
         assert len(reply["message"]) < 300
         good = pa.record_batch({"x": pa.array([1.0, 2.0, 3.0])})
-        with connect(server.address, secret, timeout=10) as channel:  # the server goes on serving
+        # the server goes on serving
+        with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
             channel.send({"type": "train", "session": 1, "partition": 8, "epoch": 0, "split": "train",
                           "qname": "input"})
             channel.send_bytes(encode_batch(good))

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl.channel import AuthenticationError, connect, new_secret
+from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.feeder import FeedError, FeedTarget
@@ -56,7 +56,8 @@ def make_server(secret):
     servers = []
 
     def make(max_queue_bytes=64 * 1024 * 1024):
-        servers.append(FeedServer(secret, "127.0.0.1", max_queue_bytes=max_queue_bytes))
+        servers.append(FeedServer(secret, "127.0.0.1", max_queue_bytes=max_queue_bytes,
+                                  endpoint=Endpoint.feed("test-cluster", len(servers))))
         return servers[-1]
 
     yield make
@@ -73,7 +74,7 @@ def server(make_server):
 
 
 def driver_send(server, secret, message):
-    with connect(server.address, secret, timeout=10) as channel:
+    with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
         channel.send(message)
         assert channel.recv(10) == {"type": "ack"}
 
@@ -88,8 +89,8 @@ def send_end(server, secret):
 
 
 def target(secret, *servers, feed_timeout=30.0):
-    return FeedTarget(secret, tuple(s.address for s in servers), tuple(f"worker:{i}" for i in range(len(servers))),
-                      feed_timeout, "input")
+    return FeedTarget(secret, tuple(s.address for s in servers), tuple(s.endpoint for s in servers),
+                      tuple(f"worker:{i}" for i in range(len(servers))), feed_timeout, "input")
 
 
 def feed_rows(tgt, rows, session=1, epoch=0, partition=0):
@@ -416,7 +417,7 @@ def test_wrong_secret_is_rejected(server, secret):
         list(feeder.infer_partition(wrong, 0, 0, feeder.rdd_batches([1.0, 2.0])))
     assert isinstance(info.value.__cause__, AuthenticationError)
     with pytest.raises(AuthenticationError):
-        connect(server.address, b"not the secret", timeout=10)
+        connect(server.address, b"not the secret", timeout=10, endpoint=server.endpoint)
     assert server._server.rejected == 3
     queue = server.queue("input")
     assert queue.nbytes == 0

@@ -37,46 +37,42 @@ def test_slot_layout(master, settings, expected):
 @pytest.mark.parametrize("value", ["true", "TRUE", "True"])
 def test_dynamic_allocation_is_refused(value):
     with pytest.raises(PreflightError, match="spark.dynamicAllocation.enabled") as info:
-        check_configuration("spark://h:7077", {"spark.dynamicAllocation.enabled": value}.get, 2, False)
+        check_configuration("spark://h:7077", {"spark.dynamicAllocation.enabled": value}.get, 2)
     assert "spark.executor.instances=2" in str(info.value)
 
 
 def test_single_local_executor_cannot_host_two_nodes():
     with pytest.raises(PreflightError, match=r"local-cluster\[2,1,1024\]") as info:
-        check_configuration("local[4]", conf(), 2, False)
+        check_configuration("local[4]", conf(), 2)
     assert "num_executors=2" in str(info.value)
 
 
 def test_too_few_executors_in_local_cluster():
     with pytest.raises(PreflightError, match="num_executors=3") as info:
-        check_configuration("local-cluster[2,1,1024]", conf(), 3, False)
+        check_configuration("local-cluster[2,1,1024]", conf(), 3)
     assert "only 2 executor(s)" in str(info.value)
 
 
 def test_too_few_executor_instances_on_a_real_cluster():
     with pytest.raises(PreflightError, match="spark.executor.instances"):
-        check_configuration("spark://h:7077", conf(spark_executor_instances="2"), 4, False)
+        check_configuration("spark://h:7077", conf(spark_executor_instances="2"), 4)
 
 
-def test_two_slots_per_executor_refused_when_node_owns_executor():
-    with pytest.raises(PreflightError, match="spark.task.cpus") as info:
-        check_configuration("local-cluster[2,2,1024]", conf(), 2, node_owns_executor=True)
-    assert "2 task slots" in str(info.value)
-
-
-def test_two_slots_per_executor_fine_when_node_does_not_own_executor():
-    assert check_configuration("local-cluster[2,2,1024]", conf(), 2, node_owns_executor=False) == SlotLayout(2, 2)
+def test_several_slots_per_executor_pass_the_configuration_check():
+    """Nodes that must own an executor get it from the launch stage's profile (test_launch_scheduling.py)."""
+    assert check_configuration("local-cluster[2,2,1024]", conf(), 2) == SlotLayout(2, 2)
 
 
 @pytest.mark.parametrize("master, settings, nodes", [
     ("local-cluster[2,2,1024]", {"spark_task_cpus": "2"}, 2),
+    ("local-cluster[2,2,1024]", {}, 2),
     ("local-cluster[3,1,1024]", {"spark_dynamicAllocation_enabled": "false"}, 2),
     ("local", {}, 1),
     ("local[*]", {}, 1),
     ("yarn", {}, 8),  # nothing known: the executor wait decides
 ])
 def test_valid_configurations_pass(master, settings, nodes):
-    check_configuration(master, conf(**settings), nodes, node_owns_executor=True)
+    check_configuration(master, conf(**settings), nodes)
 
 
 def test_wait_for_executors_returns_as_soon_as_the_count_is_reached():
@@ -94,6 +90,11 @@ def test_wait_for_executors_returns_as_soon_as_the_count_is_reached():
 
 def test_wait_for_executors_counts_slots():
     assert wait_for_executors(lambda: 2, 4, SlotLayout(None, 2), wait_s=5) == 2
+
+
+def test_wait_for_executors_counts_executors_when_each_node_owns_one():
+    with pytest.raises(PreflightError, match=r"need 4 executors \(one each\), but only 2 executor\(s\) registered"):
+        wait_for_executors(lambda: 2, 4, SlotLayout(None, 2), wait_s=0.3, one_node_per_executor=True)
 
 
 def test_wait_for_executors_gives_up_naming_the_counts():

@@ -20,7 +20,7 @@ import pytest
 
 import node_functions as nf
 from sparkdl import ClusterError, TFCluster
-from sparkdl.channel import AuthenticationError, connect, new_secret
+from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 from sparkdl.feed.feeder import FeedTarget
 from sparkdl.node.launch import prune_old_clusters, user_root
 from test_faults import cluster_processes
@@ -58,13 +58,15 @@ def test_unauthenticated_and_pickled_input_is_rejected_and_never_unpickled(sc2, 
     out = tmp_path / "out"
     out.mkdir()
     cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(out)}, 2, input_mode=SPARK)
-    endpoints = [cluster._coordinator.address] + [(n.host, n.feed_port) for n in cluster._coordinator.nodes.values()]
-    assert len(endpoints) == 3
-    for address in endpoints:
+    servers = [(cluster._coordinator.address, Endpoint.coordinator(cluster.cluster_id))] + [
+        ((n.host, n.feed_port), Endpoint.feed(cluster.cluster_id, n.role.executor_id))
+        for n in cluster._coordinator.nodes.values()]
+    assert len(servers) == 3
+    for address, endpoint in servers:
         reply = _send_raw(address, pickle.dumps(_Canary(str(canary))))
         assert b"SPARKDL" in reply[:16], "the peer only ever gets the server's challenge"
         with pytest.raises(AuthenticationError):
-            connect(address, new_secret(), timeout=10)
+            connect(address, new_secret(), timeout=10, endpoint=endpoint)
     assert cluster._coordinator.rejected_connections == 2
     cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 1)  # the cluster is unharmed
     cluster.shutdown(timeout=120)
@@ -91,6 +93,40 @@ def test_listening_sockets_bind_one_deliberate_address(sc2, tmp_path):
         cluster.shutdown(timeout=120)
 
 
+def test_tensorflow_listens_on_all_interfaces_on_its_cluster_spec_port_and_nothing_else_does(sc2, tmp_path):
+    """TensorFlow 2.21's gRPC server binds "0.0.0.0:<port>" (gRPC makes that [::], every interface)
+    and has no setting for one address; the docs say so and name the port to firewall: the node's
+    port in the cluster spec. Everything else binds the node's interface (feed servers, TensorBoard)
+    or loopback (the data server TensorBoard starts)."""
+    out, flag = tmp_path / "out", tmp_path / "flag"
+    out.mkdir()
+    cluster = TFCluster.run(sc2, nf.serve_until_flag, {"out": str(out), "flag": str(flag)}, 2, input_mode=SPARK,
+                            tensorboard=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(out.glob("node*.json"))) < 2:  # every node's TF server started (bounded)
+            assert time.monotonic() < deadline, "the nodes' TF servers did not start"
+            time.sleep(0.1)
+        assert cluster.tensorboard_url()
+        listening = []
+        for process in cluster_processes(cluster.cluster_id):
+            listening += [c.laddr for c in process.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
+        spec = cluster._coordinator.cluster_spec
+        tf_ports = {int(address.rsplit(":", 1)[1]) for addresses in spec.values() for address in addresses}
+        hosts = {node.host for node in cluster._coordinator.nodes.values()}
+        everywhere = [addr for addr in listening if addr.ip in ("0.0.0.0", "::")]
+        assert {addr.port for addr in everywhere} == tf_ports and len(everywhere) == len(tf_ports), listening
+        on_node = [addr for addr in listening if addr.ip in hosts]
+        assert len(on_node) >= 3, "each node's feed server and the chief's TensorBoard bind the node's address"
+        loopback = [addr for addr in listening if addr.ip in ("127.0.0.1", "::1")]  # TensorBoard's data server
+        assert len(everywhere) + len(on_node) + len(loopback) == len(listening), (listening, hosts)
+    finally:
+        flag.touch()
+        cluster.shutdown(timeout=120)
+    deployment = (Path(__file__).resolve().parents[1] / "docs" / "deployment.md").read_text()
+    assert "TensorFlow's gRPC server listens on all interfaces" in deployment, "the docs must say what is true"
+
+
 def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog):
     import pyspark
 
@@ -100,7 +136,8 @@ def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog):
     with pytest.raises(ClusterError) as caught:
         cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 2), 1)
     texts = {"error": str(caught.value), "driver log": caplog.text, "cluster repr": repr(vars(cluster)),
-             "feed target repr": repr(FeedTarget(secret, (("h", 1),), ("worker:0",), 1.0, "input"))}
+             "feed target repr": repr(FeedTarget(secret, (("h", 1),), (Endpoint.feed("c", 0),), ("worker:0",), 1.0,
+                                                   "input"))}
     for path in (user_root() / cluster.cluster_id).rglob("*"):
         if path.is_file():
             texts[str(path)] = path.read_bytes().decode("latin-1")

@@ -49,6 +49,7 @@ class ClusterRequest:
     verbose_logs: bool = False
     env: dict = field(default_factory=dict)
     keep_node_files_days: float | None = 7  # earlier clusters' node directories older than this go
+    launch_profile: Any = None      # the launch stage's ResourceProfile (driver/scheduling.py), None: default
 
     @property
     def spark_nodes(self) -> int:
@@ -82,10 +83,12 @@ class ClusterAttempt:
         self.attempt = attempt
         self.secret = new_secret()
         bind, advertise = driver_addresses(sc)
-        self.coordinator = Coordinator(list(request.roles), self.secret, bind, request.stall_timeout, advertise)
+        self.coordinator = Coordinator(list(request.roles), self.secret, bind, request.stall_timeout, advertise,
+                                       cluster_id=cluster_id)
         self.feeder = ClusterFeeder(sc, self.secret, self.coordinator, cluster_id)
         self.job_group = f"sparkdl-{cluster_id}" + (f"-attempt{attempt}" if attempt else "")
         self.launch_errors: list[BaseException] = []
+        self.launch_records: list[dict] = []  # what each launch task returned (launch.spark_partition_launcher)
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -112,8 +115,11 @@ class ClusterAttempt:
         self.sc.setJobGroup(self.job_group, f"sparkdl: run {count} TensorFlow nodes (cluster {self.cluster_id}"
                             f"{attempt})", interruptOnCancel=True)
         rdd = self.sc.parallelize(range(count), count)
+        if self.request.launch_profile is not None:
+            rdd = rdd.withResources(self.request.launch_profile)  # a whole executor per launch task
         launcher = spark_partition_launcher(spec, self.request.first_spark_node)
-        (rdd.barrier().mapPartitions(launcher) if self.request.use_barrier else rdd.mapPartitions(launcher)).collect()
+        launched = rdd.barrier().mapPartitions(launcher) if self.request.use_barrier else rdd.mapPartitions(launcher)
+        self.launch_records = launched.collect()
 
     def _start_thread(self, target: Callable[[], Any], name: str) -> None:
         def body() -> None:

@@ -19,7 +19,7 @@ from pyspark import SparkContext
 
 from .. import roles as roles_mod
 from ..errors import ClusterError, ShutdownTimeout
-from . import preflight
+from . import preflight, scheduling
 from .attempt import ClusterAttempt, ClusterRequest
 from .history import TrainingHistory
 from .console import NodeOutputPrinter
@@ -40,7 +40,7 @@ class InputMode:
 
 def _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node, eval_node,
                         reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts,
-                        keep_node_files_days) -> None:
+                        keep_node_files_days, num_gpus=None) -> None:
     if not callable(map_fun):
         raise ValueError(f"map_fun must be callable, got {type(map_fun).__name__}")
     roles_mod.validate_layout(num_executors, num_ps, master_node, eval_node)
@@ -61,6 +61,8 @@ def _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node,
         raise ValueError("max_restarts cannot relaunch ps nodes hosted by the driver (driver_ps_nodes=True)")
     if keep_node_files_days is not None and not keep_node_files_days > 0:
         raise ValueError(f"keep_node_files_days must be positive days or None, got {keep_node_files_days!r}")
+    if num_gpus is not None and (not isinstance(num_gpus, int) or num_gpus < 0):
+        raise ValueError(f"num_gpus must be a non-negative integer or None, got {num_gpus!r}")
 
 
 class TFCluster:
@@ -163,8 +165,9 @@ class TFCluster:
 
         Raises ClusterError with the node's traceback as soon as a node fails, NodeStalled
         when a node reads nothing for ``feed_timeout`` seconds (naming it, with its Python
-        stacks), and FeedDataError for data that cannot become tensors, or validation data
-        that differs from the training data (naming the column). ``num_epochs=0`` means 1, as
+        stacks), FeedError when a feeding task sends nothing for ``feed_timeout`` seconds (its
+        node drops that stream), and FeedDataError for data that cannot become tensors, or
+        validation data that differs from the training data (naming the column). ``num_epochs=0`` means 1, as
         in TFoS. With ``max_restarts``, a failed node relaunches the cluster and the call goes
         on: with ``ctx.backup_and_restore(dir)`` and ``ctx.progress_callback()`` (after it in
         the callbacks list) only the epochs not yet completed are fed again, else all of them.
@@ -201,7 +204,10 @@ class TFCluster:
         TensorFlowOnSpark). Each partition is served by one node (``partition % nodes``), whose
         ``map_fun`` reads it with ``ctx.get_data_feed(train_mode=False)`` and answers with
         ``batch_results``. A partition whose node returns fewer or more results than rows
-        fails with FeedError; no row is ever dropped or duplicated silently.
+        fails with FeedError; no row is ever dropped or duplicated silently. ``feed_timeout``
+        bounds each wait of a partition's stream: a node that answers nothing for that long
+        fails the partition's task, and so does a task that sends no rows, or reads none of its
+        results, for that long (its node drops the stream; ``map_fun`` goes on with the next).
         """
         self._require_spark_mode("inference")
         run = uuid.uuid4().hex[:8]
@@ -373,22 +379,25 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
     """
     del queues  # sparkdl has no multiprocessing-manager queues
     _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node, eval_node,
-                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts, keep_node_files_days)
+                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts, keep_node_files_days,
+                        num_gpus)
     template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
     node_roles = roles_mod.roles_from_template(template)
     first_spark_node = num_ps if driver_ps_nodes else 0
     spark_nodes = num_executors - first_spark_node
-    conf = sc.getConf()
-    layout = preflight.check_configuration(sc.master, conf.get, spark_nodes,
-                                           node_owns_executor=input_mode == InputMode.SPARK)
-    preflight.wait_for_executors(lambda: _count_executors(sc), spark_nodes, layout, executor_wait_timeout)
+    feeds = input_mode == InputMode.SPARK
+    layout = preflight.check_configuration(sc.master, sc.getConf().get, spark_nodes)
+    preflight.wait_for_executors(lambda: _count_executors(sc), spark_nodes, layout, executor_wait_timeout,
+                                 one_node_per_executor=feeds)
+    # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
+    launch_plan = scheduling.plan_launch(sc, spark_nodes, num_gpus) if feeds else None
 
     from pyspark import cloudpickle
 
     chief_like = template.get(master_node or "", []) or template.get("worker", [])[:1]
     request = ClusterRequest(
         fn=cloudpickle.dumps((map_fun, tf_args)), roles=tuple(node_roles), first_spark_node=first_spark_node,
-        feeds=input_mode == InputMode.SPARK,
+        feeds=feeds, launch_profile=launch_plan.profile if launch_plan else None,
         tensorboard_executor=chief_like[0] if tensorboard and chief_like else None, log_dir=log_dir,
         reservation_timeout=float(reservation_timeout), release_port=release_port, num_gpus=num_gpus,
         use_barrier=use_barrier, set_tf_config=set_tf_config, feed_queue_bytes=int(feed_queue_bytes),

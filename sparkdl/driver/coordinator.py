@@ -13,7 +13,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass, field
 
-from ..channel import Channel, ChannelError, ChannelServer
+from ..channel import Channel, ChannelError, ChannelServer, Endpoint
 from ..errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
 from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
 
@@ -61,7 +61,7 @@ class Coordinator:
     """Registration and supervision of one cluster's nodes (driver side)."""
 
     def __init__(self, roles: list[NodeRole], secret: bytes, host: str, stall_timeout: float | None = None,
-                 advertise_host: str | None = None):
+                 advertise_host: str | None = None, *, cluster_id: str):
         self.roles = roles
         self.nodes = {role.executor_id: NodeState(role) for role in roles}
         self.cluster_spec: dict[str, list[str]] | None = None
@@ -75,7 +75,8 @@ class Coordinator:
         self.on_epoch_end = None                # called with (node, report) for each epoch-end progress report
         self._closed = False
         self._cond = threading.Condition()
-        self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-coordinator")
+        self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-coordinator",
+                                     endpoint=Endpoint.coordinator(cluster_id))
         self._advertise_host = advertise_host or self._server.address[0]
         self._stall_watch = threading.Thread(target=self._watch_stalls, name="sparkdl-stall-watch", daemon=True)
         self._stall_watch.start()

@@ -19,7 +19,7 @@ from typing import Callable
 from pyspark import InheritableThread, RDD, SparkContext
 from pyspark.sql import DataFrame
 
-from ..channel import ChannelError, connect
+from ..channel import ChannelError, Endpoint, connect
 from ..errors import ClusterError
 from ..feed.columns import FeedDataError, check_same_columns, check_spark_schema
 from ..feed.feeder import FeedError, FeedTarget, feed_training_partition, infer_partition, rdd_batches
@@ -67,13 +67,18 @@ class ClusterFeeder:
 
     def _target(self, feed_timeout: float, qname: str, run: str = "") -> FeedTarget:
         nodes = self.data_nodes()
-        return FeedTarget(self._secret, tuple((n.host, n.feed_port) for n in nodes),
+        return FeedTarget(self._secret, tuple((n.host, n.feed_port) for n in nodes), tuple(map(self._endpoint, nodes)),
                           tuple(n.role.label for n in nodes), float(feed_timeout), qname, run)
+
+    def _endpoint(self, node: NodeState) -> Endpoint:
+        """The identity of ``node``'s feed server (the handshake is bound to it)."""
+        return Endpoint.feed(self._cluster_id, node.role.executor_id)
 
     def _tell_nodes(self, message: dict, timeout: float, nodes: list[NodeState] | None = None,
                     need_ack: bool = True) -> None:
         for node in nodes if nodes is not None else self.data_nodes():
-            with connect((node.host, node.feed_port), self._secret, timeout=timeout) as channel:
+            with connect((node.host, node.feed_port), self._secret, timeout=timeout,
+                         endpoint=self._endpoint(node)) as channel:
                 channel.send(message)
                 try:
                     channel.recv(timeout)
@@ -190,7 +195,8 @@ class ClusterFeeder:
         problems = {}
         try:
             for node in live:
-                with connect((node.host, node.feed_port), self._secret, timeout=timeout) as channel:
+                with connect((node.host, node.feed_port), self._secret, timeout=timeout,
+                             endpoint=self._endpoint(node)) as channel:
                     channel.send({"type": "cache_seal", "qname": qname, "session": session})
                     problem = channel.recv(timeout).get("problem")
                 if problem:

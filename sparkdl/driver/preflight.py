@@ -28,12 +28,18 @@ class SlotLayout:
     slots_per_executor: int | None
 
 
+def local_cluster_shape(master: str) -> tuple[int, int, int] | None:
+    """``(executors, cores each, MiB each)`` of a ``local-cluster[N,C,M]`` master, else None."""
+    match = _LOCAL_CLUSTER.match(master)
+    return (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else None
+
+
 def slot_layout(master: str, conf: Callable[[str], str | None]) -> SlotLayout:
     """Read the executor count and task slots per executor from the master URL and conf."""
     task_cpus = int(conf("spark.task.cpus") or 1)
-    match = _LOCAL_CLUSTER.match(master)
-    if match:
-        executors, cores = int(match.group(1)), int(match.group(2))
+    shape = local_cluster_shape(master)
+    if shape:
+        executors, cores, _ = shape
         return SlotLayout(executors, max(cores // task_cpus, 0))
     match = _LOCAL.match(master)
     if match:
@@ -48,9 +54,12 @@ def slot_layout(master: str, conf: Callable[[str], str | None]) -> SlotLayout:
                       int(cores) // task_cpus if cores else None)
 
 
-def check_configuration(master: str, conf: Callable[[str], str | None], num_executors: int,
-                        node_owns_executor: bool) -> SlotLayout:
-    """Check what the configuration alone can tell; raise PreflightError naming the setting."""
+def check_configuration(master: str, conf: Callable[[str], str | None], num_executors: int) -> SlotLayout:
+    """Check what the configuration alone can tell; raise PreflightError naming the setting.
+
+    Whether nodes that must each own an executor (InputMode.SPARK) can share one is
+    ``scheduling.py``'s question: it gives their launch stage a whole executor per task.
+    """
     if (conf("spark.dynamicAllocation.enabled") or "false").lower() == "true":
         raise PreflightError(
             "spark.dynamicAllocation.enabled=true: a TensorFlow cluster needs a fixed set of executors "
@@ -67,30 +76,30 @@ def check_configuration(master: str, conf: Callable[[str], str | None], num_exec
             f"num_executors={num_executors} but this Spark application is configured with only "
             f"{layout.expected_executors} executor(s); start it with at least {num_executors} "
             "(spark.executor.instances / local-cluster[N,...]).")
-    if node_owns_executor and layout.slots_per_executor is not None and layout.slots_per_executor > 1:
-        raise PreflightError(
-            f"each executor has {layout.slots_per_executor} task slots, so Spark may place two TF nodes (or a "
-            "feeding task for another node) on one executor. Give each executor one slot: set spark.task.cpus "
-            "equal to spark.executor.cores.")
     return layout
 
 
 def wait_for_executors(count_executors: Callable[[], int], num_executors: int, layout: SlotLayout,
-                       wait_s: float) -> int:
+                       wait_s: float, one_node_per_executor: bool = False) -> int:
     """Wait (bounded) until ``num_executors`` task slots are registered; raise if they never are.
 
-    Executors register a few seconds after the SparkContext starts, so an immediate count
-    would be wrong; the wait is short and ends as soon as enough are there.
+    With ``one_node_per_executor`` (InputMode.SPARK: each node takes a whole executor) each
+    executor counts as one slot. Executors register a few seconds after the SparkContext
+    starts, so an immediate count would be wrong; the wait is short and ends as soon as
+    enough are there.
     """
-    slots_each = layout.slots_per_executor or 1
+    slots_each = 1 if one_node_per_executor else layout.slots_per_executor or 1
     deadline = time.monotonic() + wait_s
     while True:
         executors = count_executors()
         if executors * slots_each >= num_executors:
             return executors
         if time.monotonic() >= deadline:
+            need, have = ((f"{num_executors} executors (one each)", f"{executors} executor(s)")
+                          if one_node_per_executor else
+                          (f"{num_executors} executor task slots",
+                           f"{executors} executor(s) with {slots_each} slot(s) each"))
             raise PreflightError(
-                f"num_executors={num_executors} TF nodes need {num_executors} executor task slots, but only "
-                f"{executors} executor(s) with {slots_each} slot(s) each registered within {wait_s:g} s. "
-                "Start Spark with more executors or lower num_executors.")
+                f"num_executors={num_executors} TF nodes need {need}, but only {have} registered within "
+                f"{wait_s:g} s. Start Spark with more executors or lower num_executors.")
         time.sleep(0.2)  # polling the JVM's executor list; no event is exposed to Python

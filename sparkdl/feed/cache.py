@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import aligned
 from .columns import batch_to_columns
 from .elements import RowLayout
 from .wire import decode_batch
@@ -206,7 +207,7 @@ class CacheReplay:
             start, count = start + take, count - take
         if len(pieces) == 1:
             return pieces[0]
-        return {n: np.concatenate([p[n] for p in pieces]) for n in self.names}
+        return {n: aligned.concatenate([p[n] for p in pieces]) for n in self.names}
 
     def _load(self, order: np.ndarray | None, first: int) -> dict[str, np.ndarray]:
         """The window of rows ``order[first:first + window_rows]``, gathered in file order."""
@@ -216,7 +217,8 @@ class CacheReplay:
         ordered = wanted[by_position]
         frame_of = np.searchsorted(self.starts, ordered, side="right") - 1
         bounds = np.searchsorted(frame_of, np.arange(len(self.columns) + 1))
-        window = {n: np.empty((last - first, *c.shape[1:]), dtype=c.dtype) for n, c in self.columns[0].items()}
+        # aligned, so the batches sliced from it reach TensorFlow without another copy
+        window = {n: aligned.empty((last - first, *c.shape[1:]), c.dtype) for n, c in self.columns[0].items()}
         self._window = None  # let the previous window go before this one fills
         traversed = 0
         for frame, columns in enumerate(self.columns):

@@ -1,14 +1,17 @@
 """The executor end of the data plane: Spark tasks that stream partitions to TF nodes.
 
-Each task opens authenticated channels to the node(s) its rows belong to and sends Arrow
-record batches. Sends block while a node's queue is full (backpressure) and time out after
-``feed_timeout`` with a message naming the node and partition. The functions here are shipped
-to executors inside Spark closures: they hold only the small ``FeedTarget`` description.
+Each task opens authenticated channels to the node(s) its rows belong to (each channel bound
+to that node's feed server: a connection relayed to another node fails its handshake) and
+sends Arrow record batches. Sends block while a node's queue is full (backpressure) and time
+out after ``feed_timeout`` with a message naming the node and partition. The node holds the
+task to the same ``feed_timeout`` (named in each stream's first message): a task that sends
+nothing, or reads none of its inference results, for that long is dropped and fails. The
+functions here are shipped to executors inside Spark closures: they hold only the small
+``FeedTarget`` description.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -16,7 +19,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..channel import AuthenticationError, Channel, ChannelError, connect
+from ..channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from ..errors import SparkDLError
 from .columns import FeedDataError, rows_to_record_batch
 from .plan import FeedPlan
@@ -40,6 +43,7 @@ class FeedTarget:
 
     secret: bytes = field(repr=False)  # never in logs or error messages
     addresses: tuple[tuple[str, int], ...]
+    endpoints: tuple[Endpoint, ...]   # who each address must be (the handshake is bound to it)
     labels: tuple[str, ...]
     feed_timeout: float
     qname: str
@@ -77,13 +81,18 @@ class _NodeLink:
         self.timeout = target.feed_timeout
         self.rows = 0
         try:
-            self.channel: Channel = connect(target.addresses[node], target.secret, timeout=min(60.0, self.timeout))
+            self.channel: Channel = connect(target.addresses[node], target.secret, timeout=min(60.0, self.timeout),
+                                            endpoint=target.endpoints[node])
         except AuthenticationError as exc:  # a configuration or security problem, never "node gone"
             raise FeedError(f"node {self.label} refused this feeder's credentials: {exc}") from exc
         except (OSError, ChannelError) as exc:
             raise NodeGone(f"cannot reach node {self.label} to feed partition {partition}: {exc}") from exc
-        self.channel.set_timeout(self.timeout)
-        self.channel.send(header)
+        self.channel.set_send_timeout(self.timeout)
+        try:
+            self.channel.send({**header, "timeout": self.timeout})  # the node holds this task to it too
+        except ChannelError as exc:
+            self.channel.close()
+            raise NodeGone(f"lost node {self.label} as partition {partition} started: {exc}") from exc
 
     def send(self, batch: pa.RecordBatch, check_replies: bool = True) -> bool:
         """Send one batch; False when the node has terminated its feed.
@@ -91,11 +100,15 @@ class _NodeLink:
         ``check_replies=False`` when another thread reads this channel (inference).
         """
         if check_replies and self.channel.has_incoming():
-            self._raise_or_stop(self.channel.recv(self.timeout))
+            try:
+                reply = self.channel.recv(self.timeout)
+            except ChannelError as exc:
+                raise NodeGone(f"lost node {self.label} while feeding partition {self.partition}: {exc}") from exc
+            self._raise_or_stop(reply)
             return False
         try:
             self.channel.send_bytes(encode_batch(batch))
-        except socket.timeout as exc:
+        except ChannelTimeout as exc:
             raise FeedError(f"Timeout while feeding partition {self.partition} to node {self.label}: it accepted "
                             f"no data for {self.timeout:.0f} s (feed_timeout). Is map_fun reading its feed?") from exc
         except OSError as exc:
@@ -106,6 +119,8 @@ class _NodeLink:
     def _raise_or_stop(self, reply: dict) -> None:
         if reply.get("type") == "error":
             raise FeedDataError(f"node {self.label} rejected partition {self.partition}: {reply['message']}")
+        if reply.get("type") == "dropped":
+            raise FeedError(f"node {self.label} dropped partition {self.partition}: {reply.get('message')}")
         if reply.get("type") != "terminated":
             raise FeedError(f"unexpected reply from node {self.label}: {reply}")
 
@@ -224,7 +239,9 @@ def infer_partition(target: FeedTarget, node: int, partition: int,
             except ChannelError as exc:
                 if failure:
                     raise failure[0]
-                raise FeedError(f"lost node {link.label} during inference on partition {partition}: {exc}") from exc
+                raise FeedError(f"lost node {link.label} during inference on partition {partition} ({exc}): the node "
+                                "failed, or this task read none of its results (or sent no rows) for feed_timeout "
+                                f"({target.feed_timeout:g} s) and the node dropped it") from exc
             if isinstance(frame, dict):
                 if frame.get("type") == "complete":
                     break

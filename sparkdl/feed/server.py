@@ -7,6 +7,10 @@ feeding task blocks (backpressure, so memory stays bounded). The driver sends ea
 run's plan first; during a run's first epoch the server also writes what it receives to the
 run's epoch cache (``cache.py``), and the driver later tells it whether epochs 2..N come from
 that cache. Reading is ``DataFeed``'s job (``data_feed.py``).
+
+Every stream is bounded in time by the ``feed_timeout`` its feeder names (``streams.py``): a
+silent feeder, or one that stops reading its results, is dropped and its Spark task fails;
+``map_fun`` and the node's inference turn never wait on it.
 """
 
 from __future__ import annotations
@@ -19,15 +23,15 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from ..channel import Channel, ChannelError, ChannelServer
+from ..channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
 from .cache import RunCache
 from .columns import FeedDataError, batch_to_columns
 from .elements import RowLayout
-from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch, encode_batch, results_to_batch
+from .streams import FIRST_MESSAGE_TIMEOUT_S, InferenceStream, send_notice, stream_timeout
+from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch
 
 logger = logging.getLogger(__name__)
 
@@ -35,54 +39,6 @@ DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
 END = "end"                 # no more data will ever come (shutdown)
 END_PARTITION = "end-partition"
 WAIT_HEARTBEAT_S = 1.0       # how often a node waiting for data tells the driver it is alive
-
-
-@dataclass
-class InferenceStream:
-    """One inference partition being served: results go back on its channel, in order.
-
-    A Spark action that needs only part of a partition (``first()``, ``take(n)``) closes the
-    feeding task's channel early: the stream is then ``abandoned`` and the rest of its results
-    are dropped, so ``map_fun`` carries on with the next partition.
-    """
-
-    channel: Channel
-    expected: int | None = None
-    delivered: int = 0
-    abandoned: bool = False
-    finished: threading.Event = field(default_factory=threading.Event)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def send_results(self, results: Any) -> None:
-        """Return results for the next ``len(results)`` rows of this stream."""
-        payload = encode_batch(results_to_batch(results))  # a result that cannot be sent raises here
-        if not self.abandoned:
-            try:
-                self.channel.send_bytes(payload)
-            except OSError as exc:  # ChannelError included
-                self.abandon(exc)
-        self.delivered += len(results)
-        self.maybe_complete()
-
-    def abandon(self, reason: Exception) -> None:
-        """The feeding task stopped listening (its action needed no more rows): drop what is left."""
-        if not self.abandoned:
-            self.abandoned = True
-            logger.info("sparkdl: a Spark task stopped reading its inference results (%s); the rest of its "
-                        "partition's results are dropped", reason)
-
-    def maybe_complete(self) -> None:
-        """Tell the feeder the partition is fully answered, once it is."""
-        with self.lock:  # the reader thread and map_fun's thread may both get here
-            if self.expected is not None and self.delivered >= self.expected and not self.finished.is_set():
-                if not self.abandoned:
-                    try:
-                        self.channel.send({"type": "complete", "rows": self.delivered})
-                    except OSError as exc:
-                        self.abandon(exc)
-                self.finished.set()
-
-
 @dataclass
 class Chunk:
     """Rows received from a feeder, as dense numpy columns."""
@@ -228,7 +184,7 @@ class FeedServer:
     """
 
     def __init__(self, secret: bytes, host: str, max_queue_bytes: int = DEFAULT_QUEUE_BYTES, notify=None,
-                 cache_dir: str | Path | None = None):
+                 cache_dir: str | Path | None = None, *, endpoint: Endpoint):
         self.max_queue_bytes = max_queue_bytes
         self.notify = notify or (lambda event, **fields: None)  # tells the driver (through the supervisor)
         self.progress = lambda: None  # a heartbeat to the driver: the node reads its feed
@@ -241,12 +197,17 @@ class FeedServer:
         self._ended = False
         self._cond = threading.Condition()
         self._inference_turn = threading.Lock()  # one inference partition at a time per node
-        self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-feed")
+        self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-feed", endpoint=endpoint)
 
     @property
     def address(self) -> tuple[str, int]:
         """Where feeders connect."""
         return self._server.address
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """Who this server is (feeders name it when they connect)."""
+        return self._server.endpoint
 
     @property
     def ended(self) -> bool:
@@ -351,8 +312,10 @@ class FeedServer:
     # -- streams --
 
     def _handle(self, channel: Channel) -> None:
-        message = channel.recv(timeout=60)
+        message = channel.recv(timeout=FIRST_MESSAGE_TIMEOUT_S)
         kind, qname = message.get("type"), message.get("qname", "input")
+        timeout = stream_timeout(message)
+        channel.set_send_timeout(timeout)  # a peer that stops reading holds neither this thread nor map_fun
         if kind == "plan":
             self._add_plan(qname, SessionPlan.from_message(message))
             channel.send({"type": "ack"})
@@ -376,16 +339,24 @@ class FeedServer:
             split = message.get("split", TRAIN_SPLIT)
             if split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
                 raise ChannelError(f"unknown split {split!r}")
-            self._receive(channel, self.queue(qname, split), session=int(message["session"]),
-                          epoch=int(message.get("epoch", 0)), split=split, partition=int(message.get("partition", 0)),
-                          qname=qname)
+            session, partition = int(message["session"]), int(message.get("partition", 0))
+            try:
+                self._receive(channel, self.queue(qname, split), timeout, session=session,
+                              epoch=int(message.get("epoch", 0)), split=split, partition=partition, qname=qname)
+            except ChannelTimeout:
+                why = (f"the feeding task of partition {partition} (training run {session}) sent nothing for "
+                       f"{timeout:g} s (feed_timeout): the node dropped it")
+                logger.warning("sparkdl: %s", why)
+                send_notice(channel, why)
         elif kind == "infer":
-            with self._inference_turn:
+            with self._inference_turn:  # released however the stream ends, within its timeout
                 stream = InferenceStream(channel)
                 try:
-                    rows = self._receive(channel, self.queue(qname), stream=stream)
-                except OSError as exc:  # the task went away mid-partition (e.g. take(n) had its rows)
-                    stream.abandon(exc)
+                    rows = self._receive(channel, self.queue(qname), timeout, stream=stream)
+                except OSError as exc:  # the task went away mid-partition (e.g. take(n) had its rows), or silent
+                    stream.abandon(exc, f"the feeding task of inference partition {message.get('partition')} sent "
+                                        f"nothing for {timeout:g} s (feed_timeout): the node dropped it"
+                                   if isinstance(exc, ChannelTimeout) else None)
                     self.queue(qname).put(END_PARTITION)  # map_fun's batch ends with the rows that came
                     return
                 if rows is not None:
@@ -438,10 +409,12 @@ class FeedServer:
                 raise FeedDataError(f"validation column {name!r} is {got.dtype}{list(got.shape[1:])} but the "
                                     f"training column is {want.dtype}{list(want.shape[1:])}")
 
-    def _receive(self, channel: Channel, queue: BoundedQueue, session: int | None = None,
+    def _receive(self, channel: Channel, queue: BoundedQueue, timeout: float, session: int | None = None,
                  stream: InferenceStream | None = None, epoch: int = 0, split: str = TRAIN_SPLIT,
                  partition: int = 0, qname: str = "input") -> int | None:
-        """Queue a feeder's data frames until its ``done``; returns the row count (None if cut short)."""
+        """Queue a feeder's data frames until its ``done``; returns the row count (None if cut short).
+        Each frame must arrive within ``timeout`` (``ChannelTimeout``); waiting for queue space is
+        not counted (backpressure holds the feeder, not the reverse)."""
         run = None
         if session is not None:
             with self._cond:
@@ -449,7 +422,7 @@ class FeedServer:
         cache = run.cache if run is not None and epoch == 0 else None
         rows = 0
         while True:
-            frame = channel.recv_any()
+            frame = channel.recv_any(timeout)
             if isinstance(frame, dict):
                 if frame.get("type") != "done":
                     raise ChannelError(f"unexpected feed message {frame.get('type')!r}")

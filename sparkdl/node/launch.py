@@ -208,6 +208,8 @@ def spark_partition_launcher(spec: LaunchSpec, first_executor_id: int = 0):
         spark_executor = ""
         if isinstance(context, BarrierTaskContext):
             spark_executor = context.getTaskInfos()[context.partitionId()].address
-        yield launch_node(spec, executor_id, addresses, spark_executor)
+        record = launch_node(spec, executor_id, addresses, spark_executor)
+        record["task_cpus"] = context.cpus()  # a whole executor's when the stage has sparkdl's profile
+        yield record
 
     return launch

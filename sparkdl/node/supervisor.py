@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from .. import roles
-from ..channel import Channel, ChannelError, connect
+from ..channel import Channel, ChannelError, Endpoint, connect
 from . import keras_policy, watchdog
 from .console import console_lines
 from .launch import FAILED, READY, feed_cache_dir
@@ -96,7 +96,8 @@ class Supervisor:
         """Register, run the node, report; returns the supervisor's exit status."""
         watchdog.watch_pid(self.cfg["anchor_pid"], self.on_anchor_exit)
         try:
-            self.channel = connect(tuple(self.cfg["driver_address"]), self.cfg["secret"])
+            self.channel = connect(tuple(self.cfg["driver_address"]), self.cfg["secret"],
+                                   endpoint=Endpoint.coordinator(self.cfg["cluster_id"]))
         except (OSError, ChannelError) as exc:
             self.announce(f"{FAILED} cannot reach the sparkdl driver at {self.cfg['driver_address']}: {exc}")
             return 2

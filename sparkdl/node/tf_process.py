@@ -87,10 +87,13 @@ def main() -> int:
                       if payload["socket_fd"] is not None else None)
         feed_server = None
         if payload["feed"]:
+            from ..channel import Endpoint
             from ..feed.server import FeedServer
 
-            feed_server = FeedServer(payload["secret"], payload["ctx"]["host"], payload["feed_queue_bytes"],
-                                     cache_dir=feed_cache_dir(payload["node_dir"]))
+            node = payload["ctx"]
+            feed_server = FeedServer(payload["secret"], node["host"], payload["feed_queue_bytes"],
+                                     cache_dir=feed_cache_dir(payload["node_dir"]),
+                                     endpoint=Endpoint.feed(node["cluster_id"], node["executor_id"]))
         ctx = NodeContext(tmp_socket=tmp_socket, status_writer=_status_writer(payload["status_fd"]),
                           feed_server=feed_server, **payload["ctx"])
         if feed_server is not None:

@@ -17,6 +17,7 @@ import pytest
 
 from sparkdl import channel as ch
 from sparkdl.channel import ChannelError, ChannelServer, Endpoint, connect, new_secret
+from test_channel import closed_by_peer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -141,16 +142,6 @@ FORGED_BYTES = 60 << 20  # what each forged header announces: under the 64 MiB l
 FORGERS = 4
 
 
-def _closed_by_peer(sock: socket.socket, timeout: float) -> bool:
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
-
-
 def test_a_forged_binary_frame_header_costs_the_receiver_no_memory():
     """A peer inside an authenticated channel (or one injecting into it) announces 60 MiB binary
     frames with tags nobody computed: the receiver checks the header's tag before it allocates
@@ -170,7 +161,7 @@ def test_a_forged_binary_frame_header_costs_the_receiver_no_memory():
             client._sock.sendall(forged)  # a header and the start of a body, then the peer waits
         deadline, still_open = time.monotonic() + 10, list(clients)
         while still_open and time.monotonic() < deadline:  # bounded: until the receiver dropped each one
-            still_open = [c for c in still_open if not _closed_by_peer(c._sock, 0.1)]
+            still_open = [c for c in still_open if not closed_by_peer(c._sock, 0.1)]
         grown = psutil.Process(receiver.pid).memory_info().rss - before
         assert grown < 16 << 20, f"{FORGERS} forged headers grew the receiver by {grown >> 20} MiB"
         assert not still_open, "the receiver kept reading frames whose header failed its check"

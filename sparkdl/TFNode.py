@@ -14,14 +14,10 @@ def hdfs_path(ctx: NodeContext, path: str) -> str:
 def start_cluster_server(ctx: NodeContext, num_gpus: int = 1, rdma: bool = False):
     """Start this node's ``tf.distribute.Server``; returns ``(tf.train.ClusterSpec, server)``.
 
-    ``num_gpus`` and ``rdma`` are accepted for compatibility: sparkdl pins GPUs before the node
-    starts, and gRPC is the only protocol TensorFlow 2 ships.
+    Same as ``ctx.start_cluster_server(num_gpus, rdma)``; see
+    :meth:`sparkdl.node.context.NodeContext.start_cluster_server`.
     """
-    import tensorflow as tf
-
-    server = ctx.start_server()
-    addressable = {job: hosts for job, hosts in ctx.cluster_spec.items() if job != "evaluator"}
-    return tf.train.ClusterSpec(addressable), server
+    return ctx.start_cluster_server(num_gpus, rdma)
 
 
 def release_port(ctx: NodeContext) -> None:

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pyspark import SparkContext
-
 from .driver.cluster import run as _run_cluster
 
 
-def run(sc: SparkContext, map_fn: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
+def run(sc: Any, map_fn: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
         use_barrier: bool = True, *, timeout: float = 259200, **kwargs: Any) -> None:
     """Run ``map_fn(tf_args, ctx)`` once on each of ``num_executors`` executors and wait for all.
 
-    ``use_barrier`` gang-schedules the tasks (all start together, one per executor slot);
+    ``sc`` is a SparkContext, a SparkSession or a Spark Connect session. ``use_barrier`` gang-schedules the tasks (all start together, one per executor slot);
     asking for more nodes than there are slots raises PreflightError at once. Raises
     ClusterError naming each failed node. Extra keyword arguments go to ``TFCluster.run``
     (e.g. ``num_gpus``, ``env``).

@@ -145,10 +145,10 @@ class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMo
             if missing:
                 raise ValueError(f"input_mapping names columns {missing} that the DataFrame does not have; its "
                                  f"columns are {dataset.columns}")
-        sc = dataset.sparkSession.sparkContext
+        spark = dataset.sparkSession  # classic or Spark Connect: TFCluster.run takes either
         logger.info("sparkdl TFEstimator: training with %s", args)
         argv = self._argv()
-        cluster = cluster_mod.run(sc, self.train_fn, argv or args, args.cluster_size, args.num_ps,
+        cluster = cluster_mod.run(spark, self.train_fn, argv or args, args.cluster_size, args.num_ps,
                                   args.tensorboard, args.input_mode, master_node=args.master_node,
                                   driver_ps_nodes=args.driver_ps_nodes, num_gpus=args.num_gpus,
                                   stall_timeout=args.stall_timeout, max_restarts=args.max_restarts)
@@ -164,7 +164,12 @@ class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMo
             if not args.export_dir:
                 raise ValueError("export_fn needs export_dir")
             export_fn = self.export_fn
-            sc.parallelize([0], 1).foreachPartition(lambda _: export_fn(args, argv))
+
+            def export(_batches):  # one task on an executor, through DataFrame operations only
+                export_fn(args, argv)
+                yield from ()
+
+            spark.range(0, 1, 1, numPartitions=1).mapInArrow(export, "done long").collect()
         location = args.export_dir or args.model_dir
         if location and "://" not in location and not os.path.exists(location):
             logger.warning("sparkdl TFEstimator: %s does not exist after training; train_fn (chief) or export_fn "

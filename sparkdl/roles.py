@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-#: Roles whose TF process runs a server until the cluster shuts down instead of finishing.
-SERVER_ROLES = frozenset({"ps"})
 #: Roles stopped by ``shutdown()`` once the training nodes are done (they never end on their own).
 STOPPED_AT_SHUTDOWN = frozenset({"ps", "evaluator"})
 #: Roles that take part in the collective (MultiWorkerMirroredStrategy's workers).
@@ -21,9 +19,9 @@ VALID_MASTER_NODES = (None, "chief", "master")
 
 @dataclass(frozen=True)
 class NodeRole:
-    """One node's place in the cluster: ``executor_id`` is its 0-based node number (TFoS's name)."""
+    """One node's place in the cluster: ``node_number`` is its 0-based number (TFoS's ``executor_id``)."""
 
-    executor_id: int
+    node_number: int
     job_name: str
     task_index: int
 
@@ -73,16 +71,15 @@ def cluster_template(num_executors: int, num_ps: int = 0, master_node: str | Non
 
 def roles_from_template(template: dict[str, list[int]]) -> list[NodeRole]:
     """Flatten a template into one NodeRole per node, ordered by node number."""
-    roles = [NodeRole(executor_id, job, index)
-             for job, ids in template.items() for index, executor_id in enumerate(ids)]
-    return sorted(roles, key=lambda role: role.executor_id)
+    roles = [NodeRole(number, job, index) for job, numbers in template.items() for index, number in enumerate(numbers)]
+    return sorted(roles, key=lambda role: role.node_number)
 
 
 def build_cluster_spec(roles: list[NodeRole], addresses: dict[int, str]) -> dict[str, list[str]]:
     """``{job: ["host:port", ...]}`` from each node's registered address, indexed by task."""
     spec: dict[str, list[str]] = {}
     for role in sorted(roles, key=lambda r: (r.job_name, r.task_index)):
-        spec.setdefault(role.job_name, []).append(addresses[role.executor_id])
+        spec.setdefault(role.job_name, []).append(addresses[role.node_number])
     return spec
 
 

@@ -170,3 +170,12 @@ def estimator_train_fn(args, ctx):
     # Every MWMS node takes part in saving; only the chief writes to the real location.
     with ctx.export_path(args.export_dir) as target:
         model.save(target)
+
+
+def export_marker(args, argv):
+    """A ``TFEstimator`` export_fn: record, in ``args.export_dir``, that it ran on an executor."""
+    import json
+    import os
+
+    with open(os.path.join(args.export_dir, "export_fn.json"), "w") as out:
+        json.dump({"pid": os.getpid(), "argv": argv, "epochs": args.epochs}, out)

@@ -526,5 +526,5 @@ def print_text(args, ctx):
 def print_then_wait(args, ctx):
     """Print a marker line, say so in a file, then wait for the flag file (the test kills the node)."""
     print(f"marker line of {ctx.job_name}:{ctx.task_index} before the loss", flush=True)
-    _write(args, ctx, {"pid": os.getpid()}, suffix="-ready")
+    _write(args, ctx, {"pid": os.getpid(), "supervisor_pid": os.getppid()}, suffix="-ready")
     wait_for_file(_arg(args, "flag"))

@@ -14,6 +14,7 @@ import pytest
 import node_functions as nf
 from conftest import read_json_files
 from sparkdl import ClusterError, PreflightError, ReservationTimeout, TFCluster, TFParallel
+from test_faults import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -82,7 +83,7 @@ def test_exception_in_map_fun_raises_with_remote_traceback_then_a_new_cluster_ru
     assert "worker:0" in message and "exited with code 1" in message
     assert "Traceback" in message and "boom from worker:0 (sentinel 7f3a)" in message
     failure = caught.value.failures[0]
-    assert failure.label == "worker:0" and failure.executor_id == 1 and failure.host
+    assert failure.label == "worker:0" and failure.node_number == 1 and failure.host
     assert "node_functions.py" in failure.traceback
 
     # No state survives the failed cluster: the same driver runs a healthy one.
@@ -197,7 +198,7 @@ def test_keras3_can_be_chosen_and_custom_loops_work_with_a_warning(sc2, tmp_path
     assert all("keras-team/keras#20585" in log for log in logs), "multi-worker Keras 3 must warn"
 
 
-def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path):
+def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path, caplog):
     from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 
     flag = tmp_path / "flag"
@@ -206,10 +207,11 @@ def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path):
     cluster = TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, num_executors=2)
     try:
         with pytest.raises(AuthenticationError):
-            connect(cluster._coordinator.address, new_secret(), timeout=10,
+            connect(cluster.coordinator_address, new_secret(), timeout=10,
                     endpoint=Endpoint.coordinator(cluster.cluster_id))
-        assert cluster._coordinator.rejected_connections == 1
-        assert cluster._coordinator.address[0] != "0.0.0.0", "the coordinator must bind one deliberate address"
+        wait_for(lambda: "sparkdl-coordinator: rejected a connection" in caplog.text, 10,
+                 "the coordinator to log the rejection")
+        assert cluster.coordinator_address[0] != "0.0.0.0", "the coordinator must bind one deliberate address"
     finally:
         flag.touch()
     cluster.shutdown(timeout=120)

@@ -31,7 +31,7 @@ CHATTER = [
     "optimized because the dataset does not implement the AsGraphDefInternal() method needed to apply optimizations.",
 ]
 SHOWN = [
-    "sparkdl: starting map_fun on NodeContext(chief:0, executor_id=0, num_workers=2)",
+    "sparkdl: starting map_fun on NodeContext(chief:0, node_number=0, num_workers=2)",
     "Epoch 1/3",
     "118/118 - 3s - loss: 0.4211 - accuracy: 0.8750 - 3s/epoch - 25ms/step",
     "2026-11-23 10:57:32,180 WARNING tensorflow: Your input ran out of data; interrupting training.",

@@ -22,6 +22,7 @@ def tf():
 
 # -- without Spark --
 
+@pytest.mark.cluster  # imports TensorFlow
 def test_examples_round_trip_through_to_and_from_tfexample(tf):
     from pyspark.ml.linalg import Vectors
     from pyspark.sql import Row

@@ -108,6 +108,7 @@ def test_missing_java_is_reported_as_a_problem(tmp_path):
     assert re.search(r"^note: no java on JAVA_HOME=.*no-such-jdk: PySpark 4 needs Java 17", report, re.M), report
 
 
+@pytest.mark.cluster  # TensorFlow, started as a node starts it
 def test_check_tf_imports_tensorflow_like_a_node_and_lists_devices(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     report = _doctor("--check-tf", tmp_path=tmp_path, env=env)

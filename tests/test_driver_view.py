@@ -63,7 +63,7 @@ def test_train_shows_rows_epochs_partitions_and_the_chief_loss(sc2, tmp_path, ca
     assert all(re.search(r"partitions \d+/\d+", line) for line in lines)
     # train() returns once everything is fed, possibly before the chief's first step; the figures
     # the display shows for the chief are its progress_callback reports, which must have arrived:
-    chief = cluster._coordinator.nodes[0].metrics
+    chief = cluster.cluster_info[0]["metrics"]
     assert chief["step"] > 0 and chief["loss"] > 0 and chief["epoch"] == 2, chief
 
 
@@ -92,7 +92,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_a_terminal_gets_a_progress_bar(sc2):
+def test_a_terminal_gets_a_progress_bar():
     """TrainProgress draws a tqdm bar on a terminal; a fake tty stands in for one (no real
     terminal exists under pytest). The nodes here are the cluster's real NodeState objects."""
     from sparkdl.driver.coordinator import NodeState
@@ -100,8 +100,8 @@ def test_a_terminal_gets_a_progress_bar(sc2):
 
     node = NodeState(NodeRole(0, "chief", 0), metrics={"rows_received": 0, "rows_read": 0})
     stream = _Terminal()
-    progress = TrainProgress(sc2, nodes=[node], job_group="none", total_rows=1000, epochs=2,
-                             stream=stream)
+    progress = TrainProgress(nodes=[node], total_rows=1000, epochs=2, stream=stream,
+                             partitions=lambda: (3, 4))  # as Spark's status tracker would say
     progress.start()
     node.metrics.update(rows_received=400, rows_read=300, step=7, loss=0.25)
     progress.render()
@@ -109,6 +109,7 @@ def test_a_terminal_gets_a_progress_bar(sc2):
     drawn = stream.getvalue()
     assert "sparkdl train" in drawn and "1.00k/1.00k" in drawn, drawn
     assert "chief:0: step 7, loss 0.25" in drawn
+    assert "partitions 3/4" in drawn
 
 
 def test_a_terminal_gets_an_inference_bar_per_action():

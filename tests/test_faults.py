@@ -32,7 +32,8 @@ DETECTION_LIMIT_S = 10.0
 POLL_S = 0.05
 
 
-def _wait_for(predicate, timeout_s: float, what: str):
+def wait_for(predicate, timeout_s: float, what: str):
+    """Poll ``predicate`` until it returns something true (returned), or fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = predicate()
@@ -43,7 +44,7 @@ def _wait_for(predicate, timeout_s: float, what: str):
 
 
 def _read(tmp_path: Path, name: str) -> dict:
-    """A node's JSON record; {} while the node is still writing it (polled with _wait_for)."""
+    """A node's JSON record; {} while the node is still writing it (polled with wait_for)."""
     try:
         return json.loads((tmp_path / f"{name}.json").read_text())
     except ValueError:  # caught mid-write: a flake in CI killed the test's killer thread here
@@ -89,13 +90,13 @@ def _bindable(host: str, port: int) -> bool:
 def assert_nothing_left(cluster, sc, tmp_path: Path) -> None:
     """No process of the cluster, its ports free, and the SparkContext runs a new cluster."""
     cluster.shutdown(timeout=60)  # a no-op when the failure already stopped everything
-    _wait_for(lambda: not cluster_processes(cluster.cluster_id), 15,
+    wait_for(lambda: not cluster_processes(cluster.cluster_id), 15,
               f"the processes of cluster {cluster.cluster_id} to end: {cluster_processes(cluster.cluster_id)}")
-    addresses = [(n.host, n.port) for n in cluster._coordinator.nodes.values() if n.port]
-    addresses += [(n.host, n.feed_port) for n in cluster._coordinator.nodes.values() if n.feed_port]
-    addresses.append(cluster._coordinator.address)
+    nodes = cluster.cluster_info
+    addresses = [(n["host"], n[port]) for n in nodes for port in ("port", "feed_port") if n[port]]
+    addresses.append(cluster.coordinator_address)
     assert addresses
-    _wait_for(lambda: all(_bindable(h, p) for h, p in addresses), 15, f"ports {addresses} to be free")
+    wait_for(lambda: all(_bindable(h, p) for h, p in addresses), 15, f"ports {addresses} to be free")
     out = tmp_path / "after"
     out.mkdir()
     TFCluster.run(sc, nf.describe_node, {"out": str(out)}, 2, executor_wait_timeout=90).shutdown(timeout=120)
@@ -107,7 +108,7 @@ def assert_names_the_node(error: ClusterError, label: str) -> None:
     assert failure.label == label
     assert failure.host and failure.spark_executor, failure
     text = str(error)
-    assert f"node {label} (node #{failure.executor_id}) on host {failure.host}" in text
+    assert f"node {label} (node #{failure.node_number}) on host {failure.host}" in text
     assert f"Spark executor {failure.spark_executor}" in text
     assert failure.log_tail, "the error must quote the tail of the node's log"
 
@@ -195,6 +196,21 @@ def test_hung_node_is_stopped_by_stall_timeout_in_tensorflow_mode(sc2, tmp_path,
     assert_nothing_left(cluster, sc2, tmp_path)
 
 
+def _executor_jvm_at(address: str) -> psutil.Process:
+    """The executor JVM that Spark names by ``host:port`` (``cluster_info[i]["spark_executor"]``,
+    a barrier task's executor address: its end of its connection to the driver), the JVM a
+    SPARK-mode node lives and dies with."""
+    port = int(address.rsplit(":", 1)[1])
+    for process in psutil.process_iter(["name"]):
+        try:
+            if (process.info["name"] or "").startswith("java") and any(
+                    c.laddr and c.laddr.port == port for c in process.net_connections("tcp")):
+                return process
+        except psutil.Error:
+            continue
+    raise AssertionError(f"no JVM has a connection from {address}")
+
+
 def _executor_jvm(pid: int) -> psutil.Process:
     for parent in psutil.Process(pid).parents():
         if parent.name().startswith("java"):
@@ -210,10 +226,10 @@ def test_executor_lost_during_training_is_raised_at_once(sc2, tmp_path, mode):
     killed = {}
 
     def kill_executor_of_node_1() -> None:
-        ready = _wait_for(lambda: (tmp_path / "ready-1.json").exists() and _read(tmp_path, "ready-1"), 60,
+        ready = wait_for(lambda: (tmp_path / "ready-1.json").exists() and _read(tmp_path, "ready-1"), 60,
                           "node 1 to be training")
         jvm = _executor_jvm(ready["tf_pid"]) if not spark_mode else \
-            psutil.Process(cluster._coordinator.nodes[1].anchor_pid)
+            _executor_jvm_at(cluster.cluster_info[1]["spark_executor"])
         assert jvm.name().startswith("java")
         killed["time"] = time.time()
         jvm.send_signal(signal.SIGKILL)
@@ -239,9 +255,9 @@ def test_executor_lost_during_training_is_raised_at_once(sc2, tmp_path, mode):
 def test_parameter_server_death_under_ps_strategy_is_raised_at_once(sc3, tmp_path):
     args = {"out": str(tmp_path)}
     cluster = TFCluster.run(sc3, ff.parameter_server_training, args, 3, num_ps=1)
-    _wait_for(lambda: (tmp_path / "chief-training.json").exists(), 120, "the chief to be training")
+    wait_for(lambda: (tmp_path / "chief-training.json").exists(), 120, "the chief to be training")
     ps_pid = _read(tmp_path, "ready-0")["pid"]
-    assert cluster._coordinator.nodes[0].role.job_name == "ps"
+    assert cluster.cluster_info[0]["job_name"] == "ps"
     killed_at = time.time()
     os.kill(ps_pid, signal.SIGKILL)
     with pytest.raises(ClusterError) as caught:

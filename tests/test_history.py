@@ -103,8 +103,8 @@ def test_epoch_lines():
     assert history.epoch_lines(1)[-1].startswith("epoch 2/2:"), "never fewer epochs than were recorded"
 
 
-def test_train_progress_ends_with_one_line_per_epoch(sc2):
-    """A TrainProgress without a cluster (the nodes are real NodeState objects, Spark is real)."""
+def test_train_progress_ends_with_one_line_per_epoch():
+    """A TrainProgress without a cluster (the nodes are real NodeState objects; no Spark job runs)."""
     history = TrainingHistory()
     history.record(_report(0, loss=0.9, val_loss=1.0))
     history.record(_report(1, loss=0.5, val_loss=0.6))
@@ -112,7 +112,7 @@ def test_train_progress_ends_with_one_line_per_epoch(sc2):
 
     def shown(succeeded: bool) -> list[str]:
         stream = io.StringIO()
-        progress = TrainProgress(sc2, nodes=[node], job_group="none", total_rows=100, epochs=2, stream=stream,
+        progress = TrainProgress(nodes=[node], total_rows=100, epochs=2, stream=stream,
                                  interval_s=600, history=history)
         progress.start()
         progress.close(succeeded=succeeded)
@@ -130,8 +130,8 @@ def test_cluster_history_of_a_mwms_fit_with_validation(sc2, tmp_path):
     history = cluster.history
     assert set(history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}, history
     for name in ("loss", "val_loss"):
+        # three finite values: epochs 0, 1 and 2 all completed (a missing one would be NaN)
         assert len(history[name]) == 3 and all(math.isfinite(v) for v in history[name]), history
-    assert cluster._history.completed_epochs() == 3
     chief = read_json_files(tmp_path)["node0"]
     assert chief["job_name"] == "chief" and set(chief["history"]) == set(history)
     for name, values in chief["history"].items():

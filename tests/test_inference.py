@@ -118,6 +118,7 @@ def test_gpu_visibility_follows_spark_resources():
     assert worker.task_device({"mode": "spark", "visible": [], "gpus": 0}, ["0"], None) == ("/CPU:0", None)
 
 
+@pytest.mark.cluster  # TensorFlow in a fresh worker process
 @pytest.mark.timeout(120)
 def test_tensorflow_setup_restores_the_worker_environment():
     # A fresh interpreter (TensorFlow not imported yet), as a new Python worker is.
@@ -374,6 +375,7 @@ def test_predict_batch_udf_matches_pyspark_and_accepts_a_model(spark, models):
     assert len(row["probs"]) == 10 and isinstance(row["score"], float)
 
 
+@pytest.mark.cluster  # its own Spark Connect server
 @pytest.mark.timeout(240)
 def test_map_in_pandas_under_spark_connect(tmp_path, models):
     """A Spark Connect session (a local Connect server over local-cluster, one executor to keep it

@@ -17,7 +17,8 @@ import node_functions as nf
 from conftest import read_json_files
 from sparkdl import PreflightError, TFCluster
 from sparkdl.driver.scheduling import (LaunchResources, executor_cores, launch_resources, register_profile,
-                                       registered_executor_cores, slots_per_executor)
+                                       slots_per_executor)
+from sparkdl.driver.spark_access import ClassicSpark
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -115,10 +116,13 @@ def test_a_profile_spark_refuses_is_a_preflight_error(sc2):
     local-cluster refuses it, and the refusal names Spark's reason and the setting to change."""
     from pyspark.resource import ExecutorResourceRequests, ResourceProfileBuilder, TaskResourceRequests
 
-    profile = (ResourceProfileBuilder().require(ExecutorResourceRequests().cores(2))
-               .require(TaskResourceRequests().cpus(1)).build)
+    class WithExecutorRequests(ClassicSpark):  # the profile sparkdl builds, plus an executor request
+        def check_profile(self, profile):
+            super().check_profile(ResourceProfileBuilder().require(ExecutorResourceRequests().cores(2))
+                                  .require(TaskResourceRequests().cpus(1)).build)
+
     with pytest.raises(PreflightError, match="dynamic allocation") as info:
-        register_profile(sc2, profile, "2 cores")
+        register_profile(WithExecutorRequests(sc2), LaunchResources(2))
     assert "spark.task.cpus equal to spark.executor.cores" in str(info.value)
 
 
@@ -150,7 +154,7 @@ def test_spark_mode_nodes_own_executors_while_etl_keeps_two_slots_each(sc_two_sl
     cluster = TFCluster.run(sc_two_slots, nf.fit_from_feed, {"out": str(tmp_path), "batch": 32, "epochs": 2}, 2,
                             input_mode=TFCluster.InputMode.SPARK)
     with cluster:  # aborts the nodes if anything below raises
-        assert registered_executor_cores(sc_two_slots, at_least=2) == [2, 2]  # what a standalone master reports
+        assert ClassicSpark(sc_two_slots).executor_cores(at_least=2) == [2, 2]  # what a standalone master reports
         node_executors = [node["spark_executor"] for node in cluster.cluster_info]
         # While both nodes run: four ETL tasks at once on the two executors.
         etl = spark.range(0, 4, numPartitions=4).rdd.barrier().mapPartitions(rendezvous).collect()

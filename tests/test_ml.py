@@ -84,11 +84,16 @@ def test_tfestimator_fit_trains_on_a_tfcluster_and_returns_a_working_tfmodel(spa
     from pyspark.sql import functions as F
 
     df = im.digits_frame(spark, partitions=4).withColumn("held_out", F.col("id") % 5 == 0)
-    estimator = (TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005})
+    estimator = (TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005}, export_fn=im.export_marker)
                  .setInputMapping({"pixels": "image", "label": "label"}).setClusterSize(2).setEpochs(3)
                  .setBatchSize(32).setExportDir(str(tmp_path / "export")).setValidationIndicatorCol("held_out"))
     model = estimator.fit(df)
     assert isinstance(model, TFModel) and model.getExportDir() == str(tmp_path / "export")
+    import json
+    import os
+
+    exported = json.loads((tmp_path / "export" / "export_fn.json").read_text())
+    assert exported["epochs"] == 3 and exported["pid"] != os.getpid()  # ran once, on an executor
     assert len(model.history["loss"]) == 3 and len(model.history["val_loss"]) == 3
     assert (tmp_path / "export" / "saved_model.pb").exists()
     # The fitted model maps only the model's inputs; the label column was for training.

@@ -10,7 +10,7 @@ import pytest
 
 from sparkdl.inference.worker import ModelLoadError, ModelSource, get_model
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.cluster]  # TensorFlow's Keras saves and loads models
 
 
 def _lambda_model_h5(path, marker):

@@ -1,14 +1,22 @@
-"""``ctx`` helpers that need no cluster: ``export_path`` gives the chief the real path and other
-nodes a scratch path in the cluster's private directory, removed afterwards."""
+"""``ctx`` without a cluster: TensorFlowOnSpark's names for the node number, ``export_path``
+(the chief gets the real path, other nodes a scratch path in the cluster's private directory,
+removed afterwards), and ``start_cluster_server`` in a process of its own with TensorFlow."""
 
 from __future__ import annotations
 
+import ast
+import json
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 import uuid
 from pathlib import Path
 
 import pytest
 
+import sparkdl
 from sparkdl.node.context import NodeContext
 from sparkdl.node.launch import user_root
 
@@ -16,8 +24,8 @@ pytestmark = pytest.mark.timeout(60)
 SPEC = {"chief": ["h:1"], "worker": ["h:2"]}
 
 
-def _ctx(job_name: str, cluster_id: str) -> NodeContext:
-    return NodeContext(executor_id=0, job_name=job_name, task_index=0, cluster_spec=SPEC, default_fs="file://",
+def _ctx(job_name: str, cluster_id: str, node_number: int = 0) -> NodeContext:
+    return NodeContext(node_number=node_number, job_name=job_name, task_index=0, cluster_spec=SPEC, default_fs="file://",
                        working_dir="/tmp", host="h", port=1, cluster_id=cluster_id)
 
 
@@ -39,3 +47,63 @@ def test_export_path_gives_the_chief_the_real_path_and_workers_a_removed_scratch
         assert not Path(target).parent.exists(), "removed when the save fails too"
     finally:
         shutil.rmtree(user_root() / cluster_id, ignore_errors=True)
+
+
+def test_tfos_names_for_the_node_number_are_kept():
+    ctx = _ctx("worker", "c", node_number=3)
+    assert ctx.node_number == ctx.executor_id == ctx.worker_num == 3
+
+
+def test_the_tfos_faces_sit_on_top_no_module_imports_them():
+    """TFCluster, TFNode and TFParallel only re-export or wrap the modules below them."""
+    faces = {"TFCluster", "TFNode", "TFParallel"}
+    root = Path(sparkdl.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.parent == root and (path.stem in faces or path.stem == "__init__"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):  # from ..TFNode import x, from .. import TFNode
+                names = {(node.module or "").rsplit(".", 1)[-1]}
+                if node.module in (None, "sparkdl"):
+                    names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.Import):
+                names = {alias.name.rsplit(".", 1)[-1] for alias in node.names}
+            else:
+                continue
+            if names & faces:
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []
+
+
+START_CLUSTER_SERVER = textwrap.dedent("""
+    import json, os
+    from sparkdl import TFNode, roles
+    from sparkdl.node.context import NodeContext
+    from sparkdl.node.ports import reserve_port
+
+    reserved = reserve_port("127.0.0.1")
+    port = reserved.getsockname()[1]
+    spec = {"chief": [f"127.0.0.1:{port}"], "evaluator": ["127.0.0.1:1"]}
+    os.environ["TF_CONFIG"] = roles.tf_config(spec, "chief", 0)
+    events = []
+    ctx = NodeContext(node_number=0, job_name="chief", task_index=0, cluster_spec=spec, default_fs="file://",
+                      working_dir=".", host="127.0.0.1", port=port, cluster_id="c", tmp_socket=reserved,
+                      status_writer=lambda event, fields: events.append(event))
+    cluster_spec, server = TFNode.start_cluster_server(ctx, num_gpus=0)
+    print(json.dumps({"spec": cluster_spec.as_dict(), "target": server.target, "released": ctx.tmp_socket is None,
+                      "events": events}), flush=True)
+    os._exit(0)  # TensorFlow's threads can stall an orderly exit
+""")
+
+
+@pytest.mark.cluster
+def test_start_cluster_server_starts_the_nodes_server_and_leaves_the_evaluator_out():
+    """TFoS's ``TFNode.start_cluster_server(ctx)`` (``ctx.start_cluster_server()``) with TensorFlow."""
+    done = subprocess.run([sys.executable, "-c", START_CLUSTER_SERVER], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    port = int(result["spec"]["chief"][0].rsplit(":", 1)[1])
+    assert result["spec"] == {"chief": [f"127.0.0.1:{port}"]}, "the evaluator is not addressable"
+    assert result["target"].endswith(f":{port}") and result["released"] and result["events"] == ["serving"]

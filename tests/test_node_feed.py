@@ -243,6 +243,7 @@ def test_balanced_plan_over_two_nodes(make_server, secret):
     assert received == [list(range(0, 19, 2)), [1, 3, 5, 0] + list(range(7, 19, 2))]
 
 
+@pytest.mark.cluster  # imports TensorFlow
 def test_as_dataset_one_epoch_per_iteration(server, secret):
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     tf = pytest.importorskip("tensorflow")

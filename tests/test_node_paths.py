@@ -7,15 +7,16 @@ driver code that reads a node's files fails here even though this machine could 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
-import time
 
 import pytest
 
 import node_functions as nf
 from sparkdl import ClusterError, TFCluster
+from test_faults import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 _OPENED: list[str] = []  # paths the driver opened while a test watched (an audit hook cannot be removed)
@@ -43,22 +44,23 @@ def executor_tmp(spark_holder, tmp_path_factory):
     _WATCH.clear()
 
 
-def _wait_for(predicate, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-def test_a_lost_node_is_reported_with_the_lines_it_forwarded_not_a_file_read_by_the_driver(executor_tmp, tmp_path):
+def test_a_lost_node_is_reported_with_the_lines_it_forwarded_not_a_file_read_by_the_driver(executor_tmp, tmp_path,
+                                                                                           capsys):
     sc, executor_root = executor_tmp
     args = {"out": str(tmp_path), "flag": str(tmp_path / "never")}
     cluster = TFCluster.run(sc, nf.print_then_wait, args, 2)
-    _wait_for(lambda: (tmp_path / "node1-ready.json").exists(), 120)
-    node = cluster._coordinator.nodes[1]
-    assert node.log_path.startswith(str(executor_root)), "the node's files are under the executors' TMPDIR"
-    _wait_for(lambda: any("marker line" in line for line in node.recent_lines), 60)
-    os.kill(node.supervisor_pid, signal.SIGKILL)  # the node's host "goes away": no report will come
+    ready = tmp_path / "node1-ready.json"
+    wait_for(ready.exists, 120, "node 1 to print its marker line")
+    assert cluster.cluster_info[1]["log_path"].startswith(str(executor_root)), \
+        "the node's files are under the executors' TMPDIR"
+    shown: list[str] = []
+
+    def driver_printed_the_marker() -> bool:  # the driver has the line once its console shows it
+        shown.append(capsys.readouterr().out)
+        return "[worker:0] marker line" in "".join(shown)
+
+    wait_for(driver_printed_the_marker, 60, "the driver to print node 1's marker line")
+    os.kill(json.loads(ready.read_text())["supervisor_pid"], signal.SIGKILL)  # its host "goes away": no report comes
     with pytest.raises(ClusterError) as caught:
         cluster.shutdown(timeout=120)
     failure = caught.value.failures[0]

@@ -49,6 +49,7 @@ def _cell_source(cell) -> str:
 
 
 @pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks")
+@pytest.mark.cluster  # the notebook starts its own Spark
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, tmp_path):
     nb = nbformat.read(path, as_version=4)

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.timeout(1500)
+# Slow as a cluster test: the build all three share, and the demo on Spark the last one runs.
+pytestmark = [pytest.mark.timeout(1500), pytest.mark.cluster]
 
 BUILD_TIMEOUT_S = 300
 INSTALL_TIMEOUT_S = 900

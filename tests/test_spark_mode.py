@@ -186,7 +186,7 @@ def test_train_returns_once_every_node_has_read_its_rows(sc2, tmp_path, fail):
     else:
         cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 2), 1)
         assert flag.exists(), "train returned before its feeding job ended"
-        assert [n.metrics.get("rows_read") for n in cluster._attempt.feeder.data_nodes()] == [500, 500]
+        assert [n["metrics"].get("rows_read") for n in cluster.cluster_info] == [500, 500]
         cluster.shutdown(timeout=120)
         assert [n["rows"] for n in read_json_files(tmp_path).values()] == [500, 500]
     watcher.join(5)

@@ -39,6 +39,7 @@ def tiny_model(keras):
     return model
 
 
+@pytest.mark.cluster  # imports TensorFlow
 def test_export_saved_model_on_the_chief_and_nowhere_on_workers(tf, tmp_path, monkeypatch):
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -54,6 +55,7 @@ def test_export_saved_model_on_the_chief_and_nowhere_on_workers(tf, tmp_path, mo
     assert (tmp_path / "model.keras").is_file()
 
 
+@pytest.mark.cluster  # imports TensorFlow
 def test_export_saved_model_with_keras_3(tf, tmp_path):
     keras = pytest.importorskip("keras")
     if not keras.__version__.startswith("3."):
@@ -62,6 +64,7 @@ def test_export_saved_model_with_keras_3(tf, tmp_path):
     assert (tmp_path / "k3" / "saved_model.pb").exists()
 
 
+@pytest.mark.cluster  # imports TensorFlow
 def test_disable_auto_shard_and_is_gpu_available(tf):
     options = tf.data.Options()
     assert compat.disable_auto_shard(options) is options

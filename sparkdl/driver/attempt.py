@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
-
-from pyspark import InheritableThread, SparkContext
 
 from ..channel import new_secret
 from ..errors import ReservationTimeout
@@ -22,6 +19,7 @@ from ..node.launch import LaunchSpec, launch_node, spark_partition_launcher
 from ..roles import NodeRole
 from .coordinator import Coordinator
 from .feeding import ClusterFeeder
+from .spark_access import SparkAccess
 
 logger = logging.getLogger(__name__)
 
@@ -57,35 +55,19 @@ class ClusterRequest:
         return len(self.roles) - self.first_spark_node
 
 
-def driver_addresses(sc: SparkContext) -> tuple[str, str]:
-    """(bind, advertise): where the coordinator listens and the address nodes are told to use.
-
-    Nodes connect to ``spark.driver.host`` (resolved), as Spark's own executors do. The
-    coordinator binds that same address, unless ``spark.driver.bindAddress`` says otherwise
-    (e.g. 0.0.0.0 in a Kubernetes driver pod, where the advertised name is a service).
-    """
-    conf = sc.getConf()
-    host = conf.get("spark.driver.host") or socket.gethostname()
-    try:
-        advertise = socket.gethostbyname(host)
-    except OSError:
-        advertise = "127.0.0.1"
-    return conf.get("spark.driver.bindAddress") or advertise, advertise
-
-
 class ClusterAttempt:
     """Launches and supervises one generation of a cluster's nodes (see the module docstring)."""
 
-    def __init__(self, sc: SparkContext, request: ClusterRequest, cluster_id: str, attempt: int):
-        self.sc = sc
+    def __init__(self, spark: SparkAccess, request: ClusterRequest, cluster_id: str, attempt: int):
+        self.spark = spark
         self.request = request
         self.cluster_id = cluster_id
         self.attempt = attempt
         self.secret = new_secret()
-        bind, advertise = driver_addresses(sc)
+        bind, advertise = spark.coordinator_addresses()
         self.coordinator = Coordinator(list(request.roles), self.secret, bind, request.stall_timeout, advertise,
                                        cluster_id=cluster_id)
-        self.feeder = ClusterFeeder(sc, self.secret, self.coordinator, cluster_id)
+        self.feeder = ClusterFeeder(spark, self.secret, self.coordinator, cluster_id)
         self.job_group = f"sparkdl-{cluster_id}" + (f"-attempt{attempt}" if attempt else "")
         self.launch_errors: list[BaseException] = []
         self.launch_records: list[dict] = []  # what each launch task returned (launch.spark_partition_launcher)
@@ -100,26 +82,23 @@ class ClusterAttempt:
             roles=request.roles, fn=request.fn, detached=request.feeds, set_tf_config=request.set_tf_config,
             release_port=request.release_port, reservation_timeout=request.reservation_timeout,
             tensorboard_executor=request.tensorboard_executor, log_dir=request.log_dir,
-            default_fs=self.sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file://",
+            default_fs=self.spark.default_fs(),
             num_gpus=request.num_gpus, env=dict(request.env), feed_queue_bytes=request.feed_queue_bytes,
             attempt=self.attempt, stream_logs=request.stream_logs, verbose_logs=request.verbose_logs,
             keep_node_files_days=request.keep_node_files_days)
-        for executor_id in range(request.first_spark_node):  # ps nodes hosted by the driver
-            self._start_thread(lambda i=executor_id: launch_node(spec, i, anchor_pid=os.getpid()),
-                               f"sparkdl-driver-ps-{executor_id}")
+        for number in range(request.first_spark_node):  # ps nodes hosted by the driver
+            self._start_thread(lambda i=number: launch_node(spec, i, anchor_pid=os.getpid()),
+                               f"sparkdl-driver-ps-{number}")
         self._start_thread(lambda: self._launch_on_spark(spec), f"sparkdl-launch-{self.cluster_id}")
 
     def _launch_on_spark(self, spec: LaunchSpec) -> None:
         count = self.request.spark_nodes
         attempt = f", attempt {self.attempt}" if self.attempt else ""
-        self.sc.setJobGroup(self.job_group, f"sparkdl: run {count} TensorFlow nodes (cluster {self.cluster_id}"
-                            f"{attempt})", interruptOnCancel=True)
-        rdd = self.sc.parallelize(range(count), count)
-        if self.request.launch_profile is not None:
-            rdd = rdd.withResources(self.request.launch_profile)  # a whole executor per launch task
-        launcher = spark_partition_launcher(spec, self.request.first_spark_node)
-        launched = rdd.barrier().mapPartitions(launcher) if self.request.use_barrier else rdd.mapPartitions(launcher)
-        self.launch_records = launched.collect()
+        self.spark.set_job_tag(self.job_group, f"sparkdl: run {count} TensorFlow nodes (cluster {self.cluster_id}"
+                               f"{attempt})")
+        # With a profile, each launch task takes a whole executor (driver/scheduling.py).
+        self.launch_records = self.spark.launch(count, spark_partition_launcher(spec, self.request.first_spark_node),
+                                                self.request.launch_profile, self.request.use_barrier)
 
     def _start_thread(self, target: Callable[[], Any], name: str) -> None:
         def body() -> None:
@@ -129,7 +108,7 @@ class ClusterAttempt:
                 self.launch_errors.append(exc)
                 self.coordinator.notify_external()
 
-        thread = InheritableThread(target=body, name=name, daemon=True)
+        thread = self.spark.thread(body, name)
         self._threads.append(thread)
         thread.start()
 
@@ -158,7 +137,7 @@ class ClusterAttempt:
         for thread in self._threads:
             thread.join(timeout)
         if any(t.is_alive() for t in self._threads):
-            self.sc.cancelJobGroup(self.job_group)
+            self.spark.cancel(self.job_group)
             for thread in self._threads:
                 thread.join(timeout)
 
@@ -170,8 +149,8 @@ class ClusterAttempt:
         self.coordinator.abort(reason)  # also stops every running node
         self.coordinator.wait_until(lambda c: c.all_done(), ABORT_WAIT_S)
         logger.debug("sparkdl: every node of cluster %s ended", self.cluster_id)
-        self.sc.cancelJobGroup(self.job_group)
-        self.sc.cancelJobGroup(self.feeder.job_group)
+        self.spark.cancel(self.job_group)
+        self.spark.cancel(self.feeder.job_group)
         self.join(ABORT_WAIT_S)
         self.close()
         logger.debug("sparkdl: cluster %s closed", self.cluster_id)

@@ -15,20 +15,19 @@ import os
 import uuid
 from typing import Any, Callable
 
-from pyspark import SparkContext
-
 from .. import roles as roles_mod
 from ..errors import ClusterError, ShutdownTimeout
 from . import preflight, scheduling
 from .attempt import ClusterAttempt, ClusterRequest
 from .history import TrainingHistory
 from .console import NodeOutputPrinter
+from .coordinator import CAUSE_WAIT_S
 from .progress import InferenceProgress, progress_enabled
+from .spark_access import SparkAccess, spark_access
 
 logger = logging.getLogger(__name__)
 
 STOP_WAIT_S = 60.0
-CAUSE_WAIT_S = 10.0  # how long a failed launch job waits for the node report that explains it
 
 
 class InputMode:
@@ -72,9 +71,10 @@ class TFCluster:
     (one per launch: a relaunch under ``max_restarts`` replaces it), never in module globals.
     """
 
-    def __init__(self, sc: SparkContext, request: ClusterRequest, cluster_id: str, input_mode: int,
+    def __init__(self, spark: SparkAccess, request: ClusterRequest, cluster_id: str, input_mode: int,
                  max_restarts: int = 0, progress: bool | None = None):
-        self.sc = sc
+        self.spark = spark                       #: how this cluster reaches Spark (classic or Connect)
+        self.sc = spark.sc                       #: the SparkContext (TFoS's attribute); None under Spark Connect
         self.cluster_id = cluster_id
         self.input_mode = input_mode
         self.max_restarts = max_restarts
@@ -89,7 +89,7 @@ class TFCluster:
         self._closed = False
 
     def _new_attempt(self, number: int) -> ClusterAttempt:
-        attempt = ClusterAttempt(self.sc, self._request, self.cluster_id, number)
+        attempt = ClusterAttempt(self.spark, self._request, self.cluster_id, number)
         attempt.coordinator.on_log = self._printer
         attempt.coordinator.on_inferred = self._inference_progress
         coordinator = attempt.coordinator
@@ -105,18 +105,22 @@ class TFCluster:
     def _coordinator(self):
         return self._attempt.coordinator
 
-    @property
-    def _secret(self) -> bytes:
-        return self._attempt.secret
-
     # -- TFoS-compatible API --
 
     @property
     def cluster_info(self) -> list[dict[str, Any]]:
-        """One dict per node: executor_id, job_name, task_index, host, port, spark_executor, status, log_path."""
-        return [{"executor_id": n.role.executor_id, "job_name": n.role.job_name, "task_index": n.role.task_index,
+        """One dict per node: executor_id (TFoS's name for the node number), job_name, task_index, host,
+        port, spark_executor, status, log_path; and feed_port (InputMode.SPARK, else None) and metrics
+        (a copy of the node's latest progress report: step, epoch, loss, rows_read, ...)."""
+        return [{"executor_id": n.role.node_number, "job_name": n.role.job_name, "task_index": n.role.task_index,
                  "host": n.host, "port": n.port, "spark_executor": n.spark_executor, "status": n.status,
-                 "log_path": n.log_path} for n in self._coordinator.nodes.values()]
+                 "log_path": n.log_path, "feed_port": n.feed_port or None, "metrics": dict(n.metrics)}
+                for n in self._coordinator.nodes.values()]
+
+    @property
+    def coordinator_address(self) -> tuple[str, int]:
+        """``(host, port)`` of the driver's coordinator, which every node must reach (firewall rules)."""
+        return self._coordinator.address
 
     @property
     def cluster_spec(self) -> dict[str, list[str]]:
@@ -197,11 +201,14 @@ class TFCluster:
             self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
         return self.history
 
-    def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input"):
+    def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input", *, result_schema=None):
         """An RDD with one result per input row, in input order partition by partition (lazy).
 
         ``dataRDD`` may be an RDD or a DataFrame; the result is an RDD either way (as in
-        TensorFlowOnSpark). Each partition is served by one node (``partition % nodes``), whose
+        TensorFlowOnSpark), unless ``result_schema`` (a DDL string such as ``"prediction
+        double"``, or a StructType) asks for a DataFrame of results: each result fills the one
+        field, or with several fields is a sequence or dict of them. Under Spark Connect (no
+        RDDs) the input must be a DataFrame and ``result_schema`` is required. Each partition is served by one node (``partition % nodes``), whose
         ``map_fun`` reads it with ``ctx.get_data_feed(train_mode=False)`` and answers with
         ``batch_results``. A partition whose node returns fewer or more results than rows
         fails with FeedError; no row is ever dropped or duplicated silently. ``feed_timeout``
@@ -211,9 +218,10 @@ class TFCluster:
         """
         self._require_spark_mode("inference")
         run = uuid.uuid4().hex[:8]
-        results = self._attempt.feeder.inference(dataRDD, feed_timeout, qname, run)
+        results = self._attempt.feeder.inference(dataRDD, feed_timeout, qname, run, result_schema)
         if self._inference_progress is not None:
-            self._inference_progress.watch(run, results.getNumPartitions())
+            # A DataFrame's partition count is known only once it runs (its progress shows no total).
+            self._inference_progress.watch(run, results.getNumPartitions() if result_schema is None else None)
         return results
 
     def _require_spark_mode(self, what: str) -> None:
@@ -328,7 +336,7 @@ class TFCluster:
             self._printer.close(timeout=10)  # the nodes' last lines, before shutdown returns
 
 
-def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
+def run(sc: Any, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
         num_ps: int = 0, tensorboard: bool = False, input_mode: int = InputMode.TENSORFLOW,
         log_dir: str | None = None, driver_ps_nodes: bool = False, master_node: str | None = "chief",
         reservation_timeout: float = 600, queues: Any = None, eval_node: bool = False,
@@ -339,7 +347,10 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         verbose: bool | None = None, keep_node_files_days: float | None = 7) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
-    Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
+    ``sc`` is a SparkContext, a SparkSession, or a Spark Connect session (no SparkContext): under
+    Connect the nodes launch as a barrier ``mapInArrow``, ``train``/``inference`` take DataFrames
+    only, and the coordinator runs in this (the client's) process, which the executors must reach
+    (docs/deployment.md, "Spark Connect"). Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
     then the ``master_node`` ('chief', 'master' or None), then an evaluator if ``eval_node``,
     then workers. ``tf_args`` (argparse Namespace, dict or argv list) reaches ``map_fun`` as is.
     ``tensorboard`` starts TensorBoard on the chief (or worker 0) logging ``log_dir`` (default:
@@ -386,11 +397,13 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
     first_spark_node = num_ps if driver_ps_nodes else 0
     spark_nodes = num_executors - first_spark_node
     feeds = input_mode == InputMode.SPARK
-    layout = preflight.check_configuration(sc.master, sc.getConf().get, spark_nodes)
-    preflight.wait_for_executors(lambda: _count_executors(sc), spark_nodes, layout, executor_wait_timeout,
-                                 one_node_per_executor=feeds)
+    spark = spark_access(sc)
+    layout = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
+    if spark.count_executors() is not None:  # under Spark Connect, Spark's barrier check waits for slots
+        preflight.wait_for_executors(spark.count_executors, spark_nodes, layout, executor_wait_timeout,
+                                     one_node_per_executor=feeds)
     # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
-    launch_plan = scheduling.plan_launch(sc, spark_nodes, num_gpus) if feeds else None
+    launch_plan = scheduling.plan_launch(spark, spark_nodes, num_gpus) if feeds else None
 
     from pyspark import cloudpickle
 
@@ -404,7 +417,7 @@ def run(sc: SparkContext, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_
         stall_timeout=stall_timeout, stream_logs=bool(log_to_driver),
         verbose_logs=_verbose(verbose), env=dict(env or {}),
         keep_node_files_days=keep_node_files_days)
-    cluster = TFCluster(sc, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
+    cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
     cluster._start()
     return cluster
 
@@ -415,8 +428,3 @@ def _verbose(verbose: bool | None) -> bool:
         return bool(verbose)
     return os.environ.get("SPARKDL_VERBOSE", "").strip().lower() not in ("", "0", "false", "no")
 
-
-def _count_executors(sc: SparkContext) -> int:
-    """Registered executors (the driver excluded, except in local mode where it is the executor)."""
-    count = sc._jsc.sc().getExecutorMemoryStatus().size()
-    return count if sc.master.startswith("local") and not sc.master.startswith("local-cluster") else count - 1

@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 STALL_CHECK_S = 0.5    # how often the driver looks for stalled nodes
 RECENT_LINES = 40      # forwarded lines kept per node, for the failure of a node that is lost
 STALL_REPORT_S = 5.0   # how long a stalled node's supervisor has to report before the driver gives up on it
+CAUSE_WAIT_S = 10.0    # how long a failed Spark job (launch or feed) waits for the node report that explains it
 
 
 @dataclass
@@ -63,7 +64,7 @@ class Coordinator:
     def __init__(self, roles: list[NodeRole], secret: bytes, host: str, stall_timeout: float | None = None,
                  advertise_host: str | None = None, *, cluster_id: str):
         self.roles = roles
-        self.nodes = {role.executor_id: NodeState(role) for role in roles}
+        self.nodes = {role.node_number: NodeState(role) for role in roles}
         self.cluster_spec: dict[str, list[str]] | None = None
         self.tensorboard_url: str | None = None
         self.aborted: str | None = None
@@ -86,11 +87,6 @@ class Coordinator:
         """Where node supervisors connect (the advertised host, the bound port)."""
         return self._advertise_host, self._server.address[1]
 
-    @property
-    def bound_address(self) -> tuple[str, int]:
-        """The address the coordinator listens on."""
-        return self._server.address
-
     # -- channel handling (one thread per node) --
 
     def _handle(self, channel: Channel) -> None:
@@ -112,7 +108,7 @@ class Coordinator:
                     self._on_message(node, message)
                 except Exception as exc:  # noqa: BLE001 - a driver-side bug must fail the node, loudly
                     self._record_failure(node, NodeFailure(
-                        node.role.label, node.role.executor_id, node.host, node.spark_executor,
+                        node.role.label, node.role.node_number, node.host, node.spark_executor,
                         cause=f"the driver failed handling its {message.get('type')!r} message "
                               f"({type(exc).__name__}: {exc})",
                         traceback=traceback.format_exc(), log_path=node.log_path))
@@ -126,16 +122,16 @@ class Coordinator:
                     self._cond.notify_all()
             elif not node.finished:
                 self._record_failure(node, NodeFailure(
-                    node.role.label, node.role.executor_id, node.host, node.spark_executor,
+                    node.role.label, node.role.node_number, node.host, node.spark_executor,
                     cause=f"lost contact with its supervisor ({exc}): its Spark executor or host was lost",
                     log_tail="\n".join(node.recent_lines), log_path=node.log_path))
 
     def _register(self, channel: Channel, message: dict) -> NodeState | None:
-        executor_id = message.get("executor_id")
+        number = message.get("node_number")
         with self._cond:
-            node = self.nodes.get(executor_id)
+            node = self.nodes.get(number)
             if node is None or node.status != "pending" or self.aborted:
-                reason = self.aborted or f"node #{executor_id} is unknown or already registered"
+                reason = self.aborted or f"node #{number} is unknown or already registered"
                 channel.send({"type": "abort", "reason": reason})
                 return None
             node.host, node.port = message["host"], int(message["port"])
@@ -191,7 +187,7 @@ class Coordinator:
         if kind == "exited":
             failed = message.get("failed", message.get("exit_code") != 0 and not message.get("stopped"))
             failure = NodeFailure(
-                node.role.label, node.role.executor_id, node.host, node.spark_executor,
+                node.role.label, node.role.node_number, node.host, node.spark_executor,
                 exit_code=message.get("exit_code"), signal=message.get("signal"),
                 traceback=message.get("traceback", ""), log_tail=message.get("log_tail", ""),
                 log_path=message.get("log_path", ""), hint=message.get("hint", ""),
@@ -254,12 +250,12 @@ class Coordinator:
                     pass  # the supervisor is unreachable: reported as unresponsive below
             for node in unresponsive:
                 self._record_failure(node, NodeFailure(
-                    node.role.label, node.role.executor_id, node.host, node.spark_executor, stalled=True,
+                    node.role.label, node.role.node_number, node.host, node.spark_executor, stalled=True,
                     cause="made no progress and its supervisor did not answer the stop", log_path=node.log_path))
 
     # -- driver API --
 
-    def wait_for_reservation(self, timeout: float, launch_error=lambda: None) -> dict:
+    def wait_for_reservation(self, timeout: float, launch_error=lambda: None) -> None:
         """Block until every node registered; raise ReservationTimeout naming the missing ones.
 
         ``launch_error`` is polled so a failed launch job ends the wait at once.
@@ -276,11 +272,11 @@ class Coordinator:
                     break
                 self._cond.wait(min(remaining, 0.5))
             if self.cluster_spec is not None:
-                return self.cluster_spec
+                return
             missing = [n.role for n in self.nodes.values() if n.status == "pending"]
             registered = len(self.nodes) - len(missing)
         reason = (f"only {registered} of {len(self.nodes)} TF nodes registered within {timeout:.0f} s; missing: "
-                  + ", ".join(f"node #{r.executor_id} ({r.label})" for r in missing)
+                  + ", ".join(f"node #{r.node_number} ({r.label})" for r in missing)
                   + ". Are there enough free executors (one task slot each) for num_executors?")
         self.abort(reason)
         raise ReservationTimeout(reason)
@@ -339,8 +335,3 @@ class Coordinator:
             self._cond.notify_all()
         self._server.close()
         self._stall_watch.join(5)
-
-    @property
-    def rejected_connections(self) -> int:
-        """How many connections failed authentication."""
-        return self._server.rejected

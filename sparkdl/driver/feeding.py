@@ -16,7 +16,7 @@ import secrets
 import time
 from typing import Callable
 
-from pyspark import InheritableThread, RDD, SparkContext
+from pyspark import RDD
 from pyspark.sql import DataFrame
 
 from ..channel import ChannelError, Endpoint, connect
@@ -26,15 +26,14 @@ from ..feed.feeder import FeedError, FeedTarget, feed_training_partition, infer_
 from ..feed.plan import balanced_plan
 from ..feed.wire import TRAIN_SPLIT, VALIDATION_SPLIT
 from ..roles import COLLECTIVE_ROLES
-from .coordinator import Coordinator, NodeState
+from .coordinator import CAUSE_WAIT_S, Coordinator, NodeState
 from .history import TrainingHistory
 from .partitions import stable_partitions
 from .progress import TrainProgress
+from .spark_access import SparkAccess
 
 logger = logging.getLogger(__name__)
 
-#: How long a failed feeding job waits for the node failure that may have caused it.
-CAUSE_WAIT_S = 10.0
 #: How long train() waits for the chief's report of its last epoch once every row was read.
 LAST_EPOCH_WAIT_S = 30.0
 
@@ -51,8 +50,8 @@ def _spark_error_summary(exc: BaseException) -> str:
 class ClusterFeeder:
     """Feeds RDDs and DataFrames to one cluster's data nodes (its chief and workers)."""
 
-    def __init__(self, sc: SparkContext, secret: bytes, coordinator: Coordinator, cluster_id: str):
-        self.sc = sc
+    def __init__(self, spark: SparkAccess, secret: bytes, coordinator: Coordinator, cluster_id: str):
+        self.spark = spark
         self._secret = secret
         self._coordinator = coordinator
         self.job_group = f"sparkdl-{cluster_id}-feed"
@@ -63,7 +62,7 @@ class ClusterFeeder:
     def data_nodes(self) -> list[NodeState]:
         """The nodes that receive data, in node-number order."""
         nodes = [n for n in self._coordinator.nodes.values() if n.role.job_name in COLLECTIVE_ROLES]
-        return sorted(nodes, key=lambda n: n.role.executor_id)
+        return sorted(nodes, key=lambda n: n.role.node_number)
 
     def _target(self, feed_timeout: float, qname: str, run: str = "") -> FeedTarget:
         nodes = self.data_nodes()
@@ -72,7 +71,7 @@ class ClusterFeeder:
 
     def _endpoint(self, node: NodeState) -> Endpoint:
         """The identity of ``node``'s feed server (the handshake is bound to it)."""
-        return Endpoint.feed(self._cluster_id, node.role.executor_id)
+        return Endpoint.feed(self._cluster_id, node.role.node_number)
 
     def _tell_nodes(self, message: dict, timeout: float, nodes: list[NodeState] | None = None,
                     need_ack: bool = True) -> None:
@@ -102,6 +101,9 @@ class ClusterFeeder:
         lines once it holds ``history_reports`` epoch reports (the chief reports an epoch after
         its validation, so shortly after the rows were read).
         """
+        self.spark.require_frames(data, "cluster.train")
+        if validation_data is not None:
+            self.spark.require_frames(validation_data, "cluster.train(validation_data=...)")
         self._check_train_arguments(data, num_epochs, validation_data, cache_max_bytes)
         self.qnames.add(qname)
         with contextlib.ExitStack() as pinned:
@@ -161,8 +163,9 @@ class ClusterFeeder:
         logger.info("sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
                     plan.total_rows, num_epochs, len(nodes), plan.rows_per_node)
         total = sum(p.rows_per_node for _, _, p in splits) * len(nodes) * num_epochs
-        progress = TrainProgress(self.sc, nodes, self.job_group, total, num_epochs,
-                                 history=history) if show_progress else None
+        progress = TrainProgress(nodes, total, num_epochs, history=history,
+                                 partitions=lambda: self.spark.feeding_job_progress(self.job_group)
+                                 ) if show_progress else None
         self._coordinator.feed_timeout = float(feed_timeout)  # a node that stops reading is a stall
         try:
             with progress or contextlib.nullcontext():
@@ -261,18 +264,30 @@ class ClusterFeeder:
 
     # -- inference --
 
-    def inference(self, data: RDD | DataFrame, feed_timeout: float, qname: str, run: str = "") -> RDD:
-        """An RDD of results, one per input row, partition by partition (lazy, like any RDD).
+    def inference(self, data: RDD | DataFrame, feed_timeout: float, qname: str, run: str = "",
+                  result_schema=None) -> RDD | DataFrame:
+        """The results, one per input row, partition by partition (lazy, like any RDD or DataFrame).
 
-        ``run`` names this call in the nodes' reports of answered partitions (the driver's progress).
+        An RDD of results, or with ``result_schema`` (a DataFrame input only) a DataFrame of that
+        schema; under Spark Connect a DataFrame input and ``result_schema`` are required. ``run``
+        names this call in the nodes' reports of answered partitions (the driver's progress).
         """
+        self.spark.require_frames(data, "cluster.inference")
         target = self._target(feed_timeout, qname, run)
         count = len(target.addresses)
         if isinstance(data, DataFrame):
             check_spark_schema(data.schema)
+            if result_schema is not None:
+                return _infer_frame_to_frame(data, target, count, result_schema)
+            if self.spark.connect:
+                raise TypeError("cluster.inference under Spark Connect returns a DataFrame, whose schema Spark needs "
+                                "up front: pass result_schema, e.g. result_schema='prediction double' (a DDL "
+                                "string or StructType; several fields take a sequence or dict per result)")
             return _infer_frame(data, target, count)
         if not isinstance(data, RDD):
             raise TypeError(f"cluster.inference needs an RDD or a DataFrame, got {type(data).__name__}")
+        if result_schema is not None:
+            raise TypeError("result_schema is for DataFrame input; an RDD input gives an RDD of results")
 
         def infer(index, rows):
             for results in infer_partition(target, index % count, index, rdd_batches(rows)):
@@ -302,7 +317,7 @@ class ClusterFeeder:
         outcome: dict = {}
 
         def body() -> None:
-            self.sc.setJobGroup(self.job_group, f"{description} (cluster {self._cluster_id})", interruptOnCancel=True)
+            self.spark.set_job_tag(self.job_group, f"{description} (cluster {self._cluster_id})")
             try:
                 outcome["value"] = action()
             except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
@@ -311,12 +326,12 @@ class ClusterFeeder:
                 outcome["done"] = True
                 self._coordinator.notify_external()
 
-        thread = InheritableThread(target=body, name="sparkdl-feed-job", daemon=True)
+        thread = self.spark.thread(body, "sparkdl-feed-job")
         thread.start()
         self._coordinator.wait_until(lambda c: "done" in outcome or bool(c.failures), None)
         if self._coordinator.failures:
             logger.debug("sparkdl: a node failed during '%s'; cancelling the feeding job", description)
-            self.sc.cancelJobGroup(self.job_group)
+            self.spark.cancel(self.job_group)
             thread.join(60)
             logger.debug("sparkdl: the feeding job ended")
             raise self._node_failed(description)
@@ -345,9 +360,9 @@ def _count_rows(data: RDD | DataFrame) -> list[int]:
         from pyspark.sql import functions as F
 
         # Project the columns away first: counting then reads no feature data (Spark prunes it).
+        # mapInArrow calls ``count`` for every partition, empty ones too, so none is missing.
         pairs = data.select(F.lit(0).alias("_")).mapInArrow(count, "partition long, rows long").collect()
-        partitions = data.rdd.getNumPartitions()
-        counts = [0] * max(partitions, max((p for p, _ in pairs), default=-1) + 1)
+        counts = [0] * (max((p for p, _ in pairs), default=-1) + 1)
         for partition, rows in pairs:
             counts[partition] = rows
         return counts
@@ -396,3 +411,26 @@ def _infer_frame(data: DataFrame, target: FeedTarget, count: int) -> RDD:
 
     return data.mapInArrow(infer, "payload binary").rdd.flatMap(
         lambda row: batch_to_results(decode_batch(row[0])))
+
+
+def _infer_frame_to_frame(data: DataFrame, target: FeedTarget, count: int, result_schema) -> DataFrame:
+    """DataFrame inference to a DataFrame of ``result_schema`` (Arrow in, Arrow out, no RDD)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    from ..feed.results import results_as_rows
+    from ..feed.wire import batch_to_results, decode_batch
+
+    # Spark parses a DDL string (on the server under Connect); the executors get Arrow's schema.
+    struct = result_schema if isinstance(result_schema, StructType) else \
+        data.sparkSession.createDataFrame([], result_schema).schema
+    arrow_schema = to_arrow_schema(struct)
+
+    def infer(batches):
+        from pyspark import TaskContext
+
+        partition = TaskContext.get().partitionId()
+        for payload in infer_partition(target, partition % count, partition, batches, decode=False):
+            yield results_as_rows(batch_to_results(decode_batch(payload)), arrow_schema)
+
+    return data.mapInArrow(infer, struct)

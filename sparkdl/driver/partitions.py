@@ -24,6 +24,8 @@ from typing import Iterator, TypeVar
 from pyspark import RDD, StorageLevel
 from pyspark.sql import DataFrame
 
+from .spark_access import is_connect_frame
+
 logger = logging.getLogger(__name__)
 
 Data = TypeVar("Data", RDD, DataFrame)
@@ -45,12 +47,20 @@ def _has_exchange(frame: DataFrame) -> bool:
     once run, inside query stages), while its tree string prints that whole plan, subqueries
     included. Planning does not run anything.
     """
-    plan = frame._jdf.queryExecution().executedPlan().toString()
+    if is_connect_frame(frame):  # the server's physical plan, as explain() prints it
+        plan = frame._explain_string(extended=False)
+    else:
+        plan = frame._jdf.queryExecution().executedPlan().toString()
     return _EXCHANGE_NODE.search(plan) is not None
 
 
 def _release(frame: DataFrame) -> None:
-    """Drop the blocks of a local checkpoint made by :func:`stable_partitions` (best effort)."""
+    """Drop the blocks of a local checkpoint made by :func:`stable_partitions` (best effort).
+
+    Under Spark Connect the server drops them itself once the client lets go of the frame.
+    """
+    if is_connect_frame(frame):
+        return
     try:
         logical = frame._jdf.queryExecution().logical()  # LogicalRDD over the checkpointed RDD
         rdd_id = logical.rdd().id()

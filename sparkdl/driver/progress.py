@@ -5,8 +5,9 @@ In a terminal it is a tqdm progress bar; anywhere else (Jupyter, spark-submit lo
 to a file) it is one plain, readable line every ``interval_s`` seconds and at the end of each
 epoch, with no widgets. The figures come from the nodes' own progress reports (rows their
 feed server received and rows their ``DataFeed`` handed to ``map_fun``; step/loss from
-``ctx.progress_callback()``) and from Spark's
-status tracker (partitions of the feeding job). Turn it off with ``TFCluster.run(...,
+``ctx.progress_callback()``) and, with a classic SparkContext, from Spark's status tracker
+(partitions of the feeding job; a Spark Connect client has no status tracker, and the line
+leaves the partitions out). Turn it off with ``TFCluster.run(...,
 progress=False)`` or ``SPARKDL_PROGRESS=0``.
 """
 
@@ -16,9 +17,7 @@ import os
 import sys
 import threading
 import time
-from typing import TextIO
-
-from pyspark import SparkContext
+from typing import Callable, TextIO
 
 from .coordinator import NodeState
 from .history import TrainingHistory
@@ -51,12 +50,11 @@ def _is_terminal(stream: TextIO) -> bool:
 class TrainProgress:
     """Shows one ``cluster.train`` call's progress until closed (a context manager)."""
 
-    def __init__(self, sc: SparkContext, nodes: list[NodeState], job_group: str,
-                 total_rows: int, epochs: int, stream: TextIO | None = None, interval_s: float | None = None,
-                 *, history: TrainingHistory | None = None):
-        self.sc = sc
+    def __init__(self, nodes: list[NodeState], total_rows: int, epochs: int, stream: TextIO | None = None,
+                 interval_s: float | None = None, *, history: TrainingHistory | None = None,
+                 partitions: Callable[[], "tuple[int, int] | None"] | None = None):
         self.nodes = nodes
-        self.job_group = job_group
+        self._partitions = partitions  # (completed, total) tasks of the latest feeding job, or None
         self.total_rows = total_rows
         self.epochs = epochs
         self.epoch = 0
@@ -64,7 +62,7 @@ class TrainProgress:
         self.stream = stream or sys.stdout
         self.terminal = _is_terminal(self.stream)
         self.interval_s = interval_s or (BAR_INTERVAL_S if self.terminal else PLAIN_INTERVAL_S)
-        self._base = {n.role.executor_id: (int(n.metrics.get("rows_received", 0)), int(n.metrics.get("rows_read", 0)))
+        self._base = {n.role.node_number: (int(n.metrics.get("rows_received", 0)), int(n.metrics.get("rows_read", 0)))
                       for n in nodes}
         self._started = time.monotonic()
         self._stop = threading.Event()
@@ -75,23 +73,13 @@ class TrainProgress:
 
     def rows(self) -> tuple[int, int]:
         """(fed, read) during this call: rows the data nodes received, and rows their map_funs read."""
-        fed = sum(int(n.metrics.get("rows_received", 0)) - self._base[n.role.executor_id][0] for n in self.nodes)
-        read = sum(int(n.metrics.get("rows_read", 0)) - self._base[n.role.executor_id][1] for n in self.nodes)
+        fed = sum(int(n.metrics.get("rows_received", 0)) - self._base[n.role.node_number][0] for n in self.nodes)
+        read = sum(int(n.metrics.get("rows_read", 0)) - self._base[n.role.node_number][1] for n in self.nodes)
         return fed, read
 
-    def partitions(self) -> tuple[int, int]:
-        """(completed, total) tasks of the latest feeding job, from Spark's status tracker."""
-        tracker = self.sc.statusTracker()
-        job_ids = tracker.getJobIdsForGroup(self.job_group)
-        if not job_ids:
-            return 0, 0
-        job = tracker.getJobInfo(max(job_ids))
-        done = total = 0
-        for stage_id in job.stageIds if job else []:
-            stage = tracker.getStageInfo(stage_id)
-            if stage:
-                done, total = done + stage.numCompletedTasks, total + stage.numTasks
-        return done, total
+    def partitions(self) -> tuple[int, int] | None:
+        """(completed, total) tasks of the latest feeding job; None when Spark cannot tell (Connect)."""
+        return self._partitions() if self._partitions is not None else None
 
     def chief_metrics(self) -> dict:
         """The latest step/epoch/loss (and other metrics) the first data node reported."""
@@ -102,11 +90,13 @@ class TrainProgress:
 
     def describe(self) -> str:
         """The status line (without the bar)."""
-        done, total = self.partitions()
         # Epochs replayed from the nodes' caches run no Spark job: count them by the rows read.
         per_epoch = self.total_rows // self.epochs if self.epochs else 0
         epoch = max(self.epoch, self.rows()[1] // per_epoch if per_epoch else 0)
-        parts = [f"epoch {min(epoch + 1, self.epochs)}/{self.epochs}", f"partitions {done}/{total}"]
+        parts = [f"epoch {min(epoch + 1, self.epochs)}/{self.epochs}"]
+        partitions = self.partitions()
+        if partitions is not None:
+            parts.append(f"partitions {partitions[0]}/{partitions[1]}")
         chief = self.chief_metrics()
         if chief:
             shown = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
@@ -190,8 +180,8 @@ class InferenceProgress:
         self._passes: dict[tuple[str, int], _InferencePass] = {}
         self._lock = threading.Lock()
 
-    def watch(self, run: str, partitions: int) -> None:
-        """Follow the partitions of the ``cluster.inference`` call identified by ``run``."""
+    def watch(self, run: str, partitions: int | None) -> None:
+        """Follow the partitions of the ``cluster.inference`` call identified by ``run`` (None: unknown)."""
         with self._lock:
             self._partitions[run] = partitions
 
@@ -219,8 +209,8 @@ class InferenceProgress:
 class _InferencePass:
     """One Spark stage's pass over the partitions of an inference RDD."""
 
-    def __init__(self, partitions: int):
-        self.partitions = partitions
+    def __init__(self, partitions: int | None):
+        self.partitions = partitions  # None: a DataFrame's, unknown until it has run
         self.rows: dict = {}  # rows answered per partition (a retried task counts once)
         self._started = time.monotonic()
         self._printed_at: float | None = None
@@ -229,7 +219,7 @@ class _InferencePass:
     def add(self, partition, rows: int, stream: TextIO, interval_s: float | None) -> None:
         self.rows[partition] = rows
         done, scored = len(self.rows), sum(self.rows.values())
-        complete = done >= self.partitions
+        complete = self.partitions is not None and done >= self.partitions
         if _is_terminal(stream):
             if self._bar is None:
                 from tqdm import tqdm
@@ -244,7 +234,8 @@ class _InferencePass:
         now = time.monotonic()
         if self._printed_at is None or complete or now - self._printed_at >= (interval_s or PLAIN_INTERVAL_S):
             self._printed_at = now
-            print(f"sparkdl inference: {done}/{self.partitions} partitions, {scored:,} rows scored · "
+            of = f"/{self.partitions}" if self.partitions is not None else ""
+            print(f"sparkdl inference: {done}{of} partitions, {scored:,} rows scored · "
                   f"{now - self._started:.0f} s", file=stream, flush=True)
 
     def close(self) -> None:

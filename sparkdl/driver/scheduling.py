@@ -18,7 +18,6 @@ task has returned is documented in docs/deployment.md ("Stage-level scheduling")
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -145,56 +144,39 @@ def resource_profile(resources: LaunchResources) -> Any:
     return ResourceProfileBuilder().require(requests).build
 
 
-def register_profile(sc, profile: Any, what: str) -> None:
-    """Have Spark accept ``profile`` now, on an RDD that never runs, so a refusal is a PreflightError.
+def register_profile(access, resources: LaunchResources) -> Any:
+    """The profile for ``resources``, accepted by Spark now, so a refusal is a PreflightError.
 
-    Spark checks a profile when an RDD first takes it (``RDD.withResources``): a cluster manager
-    or setting that rejects stage-level scheduling says so here, before any node starts.
+    Spark checks a profile when an RDD first takes it (classic) or when the client creates it
+    (Spark Connect): a cluster manager or setting that rejects stage-level scheduling says so
+    here, before any node starts.
     """
     try:
-        sc.parallelize([0], 1).withResources(profile)
-    except Exception as exc:  # py4j's Py4JJavaError: Spark's reason is its first line
+        profile = resource_profile(resources)
+        access.check_profile(profile)
+    except Exception as exc:  # py4j's Py4JJavaError or Connect's error: Spark's reason is its first line
         reason = str(getattr(exc, "java_exception", exc)).strip().splitlines()[0].rstrip(".")
         raise PreflightError(
-            f"Spark refused the TF node launch stage's resource profile ({what} per task): {reason}. Give each "
-            "executor one task slot instead: set spark.task.cpus equal to spark.executor.cores.") from exc
+            f"Spark refused the TF node launch stage's resource profile ({resources.describe()} per task): "
+            f"{reason}. Give each executor one task slot instead: set spark.task.cpus equal to "
+            "spark.executor.cores.") from exc
+    return profile
 
 
-def registered_executor_cores(sc, at_least: int = 1, wait_s: float = 10.0) -> list[int]:
-    """Cores of each registered executor, from Spark's status store ([] when it cannot be read).
+def plan_launch(access, spark_nodes: int, num_gpus: int | None) -> LaunchPlan | None:
+    """The launch stage's profile for an InputMode.SPARK cluster (None: the default one).
 
-    The store learns of executors from Spark's listener bus, a moment after the scheduler does:
-    wait (bounded) until it lists ``at_least`` of them.
+    ``access`` is the cluster's ``SparkAccess``. Call it once the executors registered
+    (``preflight.wait_for_executors``): their cores are read from Spark when the configuration
+    does not say (a classic SparkContext only; under Spark Connect, set spark.executor.cores).
     """
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            executors = sc._jsc.sc().statusStore().executorList(True)
-            infos = [executors.apply(i) for i in range(executors.size())]
-            cores = [int(info.totalCores()) for info in infos if info.id() != "driver" and info.totalCores() > 0]
-        except Exception:  # noqa: BLE001 - a Spark-internal API: without it, spark.executor.cores is asked for
-            logger.debug("sparkdl: cannot read the executors' cores from Spark's status store", exc_info=True)
-            return []
-        if len(cores) >= at_least or time.monotonic() >= deadline:
-            return cores
-        time.sleep(0.1)  # no event reaches Python when the listener bus catches up
-
-
-def plan_launch(sc, spark_nodes: int, num_gpus: int | None) -> LaunchPlan | None:
-    """The launch stage's profile for an InputMode.SPARK cluster on ``sc`` (None: the default one).
-
-    Call it once the executors registered (``preflight.wait_for_executors``): their cores are
-    read from Spark when the configuration does not say.
-    """
-    conf = sc.getConf().get
+    master = access.master
     # Only a master that can use a profile needs the cores (local[N] has no executors to ask).
-    registered = (lambda: registered_executor_cores(sc, at_least=spark_nodes)) \
-        if supports_task_profiles(sc.master) else list
-    cores = executor_cores(sc.master, conf, registered)
-    resources = launch_resources(sc.master, conf, spark_nodes, num_gpus, cores)
+    registered = (lambda: access.executor_cores(at_least=spark_nodes)) if supports_task_profiles(master) else list
+    cores = executor_cores(master, access.conf, registered)
+    resources = launch_resources(master, access.conf, spark_nodes, num_gpus, cores)
     if resources is None:
         return None
-    profile = resource_profile(resources)
-    register_profile(sc, profile, resources.describe())
+    profile = register_profile(access, resources)
     logger.info("sparkdl: each TF node's launch task asks for a whole executor: %s", resources.describe())
     return LaunchPlan(resources, profile)

@@ -2,8 +2,9 @@
 
 DataFrames travel as Arrow record batches end to end: an ``array<float>`` column becomes one
 ``(rows, width)`` float32 array by reshaping Arrow's flat value buffer, with no per-row Python
-objects. RDD rows are turned into record batches once, on the executor that feeds them, with their
-structure in the schema metadata (``elements.py``).
+objects (:mod:`sparkdl.arrow_numpy`, shared with inference). RDD rows are turned into record
+batches once, on the executor that feeds them, with their structure in the schema metadata
+(``elements.py``).
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..arrow_numpy import ColumnRef, arrow_to_numpy
 from ..errors import SparkDLError
 from .elements import BARE, LIST, TUPLE, RowLayout, value_kind
-
-VECTOR_FIELDS = {"type", "size", "indices", "values"}  # pyspark.ml.linalg.VectorUDT's sqlType
 
 
 class FeedDataError(SparkDLError, ValueError):
@@ -61,56 +61,10 @@ def check_same_columns(training, validation) -> None:
                             f"{list(expected)}); select them in the same order")
 
 
-def _values_2d(values: pa.Array, lengths: np.ndarray, name: str) -> np.ndarray:
-    widths = np.unique(lengths)
-    if len(widths) > 1:
-        raise FeedDataError(f"column {name!r} holds arrays of different lengths (e.g. {widths[0]} and "
-                            f"{widths[-1]}); a batch must be a dense tensor: pad or filter the rows")
-    width = int(widths[0]) if len(widths) else 0
-    flat = values.to_numpy(zero_copy_only=False)
-    return flat.reshape(len(lengths), width)
-
-
 def column_to_numpy(array: pa.Array | pa.ChunkedArray, name: str) -> np.ndarray:
-    """One Arrow column as a dense numpy array (2-D for arrays and vectors)."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
-    if array.null_count:
-        raise FeedDataError(f"column {name!r} has {array.null_count} null value(s) in a batch of {len(array)}; "
-                            "fill or filter them before feeding (e.g. df.na.drop(subset=[...]))")
-    kind = array.type
-    if pa.types.is_fixed_size_list(kind):
-        return array.flatten().to_numpy(zero_copy_only=False).reshape(len(array), kind.list_size)
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        if array.flatten().null_count:
-            raise FeedDataError(f"column {name!r} has null elements inside its arrays; fill them before feeding")
-        offsets = array.offsets.to_numpy()
-        return _values_2d(array.flatten(), np.diff(offsets), name)
-    if pa.types.is_struct(kind) and {f.name for f in kind} == VECTOR_FIELDS:
-        return _vectors_to_dense(array, name)
-    if pa.types.is_struct(kind) or pa.types.is_map(kind) or pa.types.is_nested(kind):
-        raise FeedDataError(f"column {name!r} has Arrow type {kind}, which cannot be fed as a dense tensor")
-    return array.to_numpy(zero_copy_only=False)
-
-
-def _vectors_to_dense(array: pa.StructArray, name: str) -> np.ndarray:
-    """pyspark.ml Vectors (dense type=1, sparse type=0) as a dense float64 matrix."""
-    kinds = array.field("type").to_numpy(zero_copy_only=False)
-    values = array.field("values")
-    if (kinds == 1).all():
-        return _values_2d(values.flatten(), np.diff(values.offsets.to_numpy()), name)
-    sizes = array.field("size").to_numpy(zero_copy_only=False)
-    dense_widths = np.diff(values.offsets.to_numpy())
-    width = int(max(np.max(np.where(kinds == 0, sizes, dense_widths)), 0))
-    out = np.zeros((len(array), width), dtype=np.float64)
-    indices = array.field("indices")
-    for row in range(len(array)):  # sparse vectors are rare in feeds; a simple scatter per row
-        row_values = values[row].values.to_numpy(zero_copy_only=False)
-        if kinds[row] == 1:
-            out[row, : len(row_values)] = row_values
-        else:
-            out[row, indices[row].values.to_numpy(zero_copy_only=False)] = row_values
-    return out
+    """One Arrow column as a dense numpy array (2-D for arrays and vectors); see
+    :func:`sparkdl.arrow_numpy.arrow_to_numpy`."""
+    return arrow_to_numpy(array, ColumnRef(name, FeedDataError))
 
 
 def batch_to_columns(batch: pa.RecordBatch) -> dict[str, np.ndarray]:

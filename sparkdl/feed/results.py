@@ -147,3 +147,34 @@ def _decode_array(column: pa.Array, dtype: np.dtype, shape: tuple[int, ...]) -> 
         return flat.tolist() if dtype.kind == "O" else list(flat.astype(dtype))
     array = np.array(flat, dtype=dtype)  # a writable copy, as an unpickled array was
     return list(array.reshape((rows, *shape)))
+
+
+# -- results as rows of a declared schema (cluster.inference(..., result_schema=...)) --
+
+def results_as_rows(results: list, schema: pa.Schema) -> pa.RecordBatch:
+    """Per-row results as a record batch of ``schema``: with one field each result is that
+    field's value; with several, each result is a sequence (one item per field, in order) or a
+    dict keyed by field name. Raises ResultsError naming the field that a value does not fit."""
+    names = schema.names
+    if len(names) == 1:
+        columns = [results]
+    else:
+        columns = [[] for _ in names]
+        for row in results:
+            if isinstance(row, dict):
+                items = [row.get(name) for name in names]
+            else:
+                items = list(row) if isinstance(row, (tuple, list, np.ndarray)) else None
+                if items is None or len(items) != len(names):
+                    raise ResultsError(f"result_schema has {len(names)} fields ({', '.join(names)}), so each "
+                                       f"result must be a sequence or dict of {len(names)} values, got {row!r:.80}")
+            for column, item in zip(columns, items):
+                column.append(item)
+    arrays = []
+    for field, values in zip(schema, columns):
+        try:
+            arrays.append(pa.array([_plain(v) for v in values], type=field.type))
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise ResultsError(f"result_schema field {field.name!r} ({field.type}) cannot hold the results: "
+                               f"{str(exc).splitlines()[0][:200]}") from None
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -20,12 +20,22 @@ Three forms over one engine:
 The model (a ``.keras`` file, a SavedModel directory, or a ``make_predict_fn``) is loaded once
 per Python worker and reused across tasks, batches and jobs while Spark keeps the worker alive
 (``spark.python.worker.reuse``, the default); overwriting the model file makes the next task
-reload it. See :mod:`sparkdl.inference.worker` for the cache, GPU and Keras rules.
+reload it. See :mod:`sparkdl.inference.worker` for the cache and GPU rules and
+:mod:`sparkdl.inference.loaders` for the Keras rules.
+
+Driver side: :mod:`.predictor` (the public forms) and :mod:`.planning` (the one plan builder,
+the signature probe). Executor side: :mod:`.scoring` (the functions Spark runs),
+:mod:`.worker` (devices, the model cache) and :mod:`.loaders`. Both: :mod:`.model` (model
+sources and signatures) and :mod:`.columns` (batches to tensors and back, through
+:mod:`sparkdl.arrow_numpy`).
 """
 
 from .columns import InferenceInputError
-from .predictor import Predictor, ScoringPlan, map_in_arrow, map_in_pandas, predict_batch_udf, read_signature
-from .worker import CACHE_CAPACITY, ModelLoadError, cache_info, clear_cache
+from .model import ModelLoadError
+from .planning import read_signature
+from .predictor import Predictor, map_in_arrow, map_in_pandas, predict_batch_udf
+from .scoring import ScoringPlan
+from .worker import CACHE_CAPACITY, cache_info, clear_cache
 
 __all__ = ["Predictor", "ScoringPlan", "map_in_pandas", "map_in_arrow", "predict_batch_udf", "read_signature",
            "cache_info", "clear_cache", "CACHE_CAPACITY", "InferenceInputError", "ModelLoadError"]

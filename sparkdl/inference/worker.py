@@ -1,4 +1,5 @@
-"""Executor side: set TensorFlow up once per Python worker, load models once, keep them cached.
+"""Executor side: set TensorFlow up once per Python worker, load models once (:mod:`.loaders`),
+keep them cached.
 
 **The per-worker model cache** (``_WORKER`` below) is sparkdl's one deliberate piece of
 module-global mutable state. Loading a model costs seconds; scoring a batch costs milliseconds.
@@ -25,127 +26,28 @@ assigned GPU when TensorFlow can see it, and warns otherwise. TensorFlow's threa
 sized to the task's ``spark.task.cpus`` (TensorFlow would otherwise start one thread per core of
 the machine in every worker).
 
-**Keras.** This module never uses ``tf.keras`` and never sets ``TF_USE_LEGACY_KERAS`` (which
-would leak into later tasks of the worker). ``.keras`` files are loaded by the Keras that wrote
-them, read from the archive's ``metadata.json`` (``keras_version`` 3.x: ``keras``; 2.x:
-``tf_keras``); ``.h5`` files by ``tf_keras``; SavedModel directories by
-``tf.saved_model.load``, which needs no Keras at all.
+**Keras**: see :mod:`.loaders`. The model's types (:class:`~.model.ModelSource`,
+:class:`~.model.LoadedModel`, :class:`~.model.ModelLoadError`) live in :mod:`.model`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
-import uuid
 import warnings
-import zipfile
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-
-import numpy as np
+from typing import Any, Mapping
 
 from .. import gpus as gpus_mod
-from ..errors import SparkDLError
+from .loaders import fingerprint, load, model_kind
+from .model import GPU_MODES, LoadedModel, ModelLoadError, ModelSource
 
 logger = logging.getLogger(__name__)
 
 CACHE_CAPACITY = 3  #: models kept per Python worker (PySpark's predict_batch_udf keeps 3 too)
-
-GPU_MODES = ("spark", "visible", "none")
-
-
-class ModelLoadError(SparkDLError):
-    """The model cannot be loaded or does not have the requested signature."""
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """A model input or output: name, numpy dtype name and per-row shape (batch axis dropped).
-
-    ``batch`` is the fixed batch size when the model only accepts one (else None).
-    """
-
-    name: str
-    dtype: str | None
-    shape: tuple[int | None, ...] | None
-    batch: int | None = None
-
-    def as_dict(self) -> dict:
-        """JSON-friendly form (for the driver's signature probe)."""
-        return {"name": self.name, "dtype": self.dtype, "shape": None if self.shape is None else list(self.shape),
-                "batch": self.batch}
-
-    @classmethod
-    def from_dict(cls, value: Mapping) -> "TensorInfo":
-        """Inverse of :meth:`as_dict`."""
-        shape = value.get("shape")
-        return cls(value["name"], value.get("dtype"), None if shape is None else tuple(shape), value.get("batch"))
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """Where a model comes from: a path (``.keras``/``.h5`` file or SavedModel directory) or a
-    user ``make_predict_fn``. Picklable; shipped to executors inside the UDF closure.
-
-    ``uid`` identifies a ``make_predict_fn`` source in the cache (fixed when the source is made,
-    on the driver, so all tasks of all jobs using it share one load per worker). ``safe_mode``
-    (default True) refuses model files that would run their own Python code when loaded: Keras'
-    safe mode for ``.keras`` files, and for ``.h5`` files (whose tf-keras loader has no safe
-    mode) any ``Lambda`` layer in the saved config; False is the opt-in for trusted files.
-    """
-
-    path: str | None = None
-    make_predict_fn: Callable[[], Callable] | None = None
-    signature: str = "serving_default"
-    tags: tuple[str, ...] | None = None
-    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
-    safe_mode: bool = True
-
-    def __post_init__(self):
-        if (self.path is None) == (self.make_predict_fn is None):
-            raise ValueError("give exactly one of model (a path) or make_predict_fn")
-        if self.make_predict_fn is not None and not callable(self.make_predict_fn):
-            raise ValueError(f"make_predict_fn must be callable, got {type(self.make_predict_fn).__name__}")
-
-    def describe(self) -> str:
-        """A short human description for messages."""
-        if self.path is not None:
-            return f"model {self.path!r}"
-        return f"make_predict_fn {getattr(self.make_predict_fn, '__qualname__', self.make_predict_fn)!r}"
-
-
-class LoadedModel:
-    """A model ready to score numpy batches, with its input/output signature."""
-
-    def __init__(self, kind: str, inputs: list[TensorInfo] | None, outputs: list[TensorInfo] | None,
-                 call: Callable[[list[np.ndarray]], Any], keep_alive: Any = None, traced: Any = None):
-        self.kind = kind
-        self.inputs = inputs
-        self.outputs = outputs
-        self._call = call
-        self._keep_alive = keep_alive  # the object owning the variables (tf.saved_model.load's result)
-        self._traced = traced          # the tf.function, for tracing counts
-
-    def __call__(self, arrays: list[np.ndarray]) -> Any:
-        """Score one batch: ``arrays`` in input order; returns what the model returns."""
-        return self._call(arrays)
-
-    def tracing_count(self) -> int | None:
-        """How many times sparkdl's ``tf.function`` traced (1 means no retracing), if it has one."""
-        return None if self._traced is None else int(self._traced.experimental_get_tracing_count())
-
-    def signature(self) -> dict:
-        """JSON-friendly signature (kind, inputs, outputs)."""
-        return {"kind": self.kind,
-                "inputs": None if self.inputs is None else [t.as_dict() for t in self.inputs],
-                "outputs": None if self.outputs is None else [t.as_dict() for t in self.outputs]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,245 +223,8 @@ def _set_up_tensorflow(mode: str, addresses: list[str], inherited: str | None) -
 
 
 # ---------------------------------------------------------------------------------------------
-# Loading
+# The cache
 # ---------------------------------------------------------------------------------------------
-
-def _is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
-
-
-def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
-
-
-def fingerprint(path: str) -> str:
-    """A digest of a model file or directory's files (relative path, size, mtime): it changes
-    when the model is overwritten. Remote paths (``hdfs://``, ``gs://``...) use ``tf.io.gfile``."""
-    entries = []
-    if _is_remote(path):
-        import tensorflow as tf
-
-        if not tf.io.gfile.isdir(path):
-            stat = tf.io.gfile.stat(path)
-            entries.append(("", stat.length, stat.mtime_nsec))
-        else:
-            for root, _, files in tf.io.gfile.walk(path):
-                for name in files:
-                    full = f"{root.rstrip('/')}/{name}"
-                    stat = tf.io.gfile.stat(full)
-                    entries.append((full[len(path):], stat.length, stat.mtime_nsec))
-    else:
-        local = _local(path)
-        if not os.path.exists(local):
-            raise ModelLoadError(f"model path {path!r} does not exist on this executor (host "
-                                 f"{os.uname().nodename}); executors need a path they can all read "
-                                 "(a shared file system, HDFS, or a cloud store)")
-        if os.path.isfile(local):
-            stat = os.stat(local)
-            entries.append(("", stat.st_size, stat.st_mtime_ns))
-        else:
-            for root, dirs, files in os.walk(local):
-                dirs.sort()
-                for name in sorted(files):
-                    full = os.path.join(root, name)
-                    stat = os.stat(full)
-                    entries.append((os.path.relpath(full, local), stat.st_size, stat.st_mtime_ns))
-    return hashlib.sha256(json.dumps(sorted(entries)).encode()).hexdigest()[:16]
-
-
-def _keras_module_for(path: str):
-    """The Keras package that can read this file: from ``.keras``'s metadata, ``tf_keras`` for .h5."""
-    if path.endswith(".h5") or path.endswith(".hdf5"):
-        import tf_keras
-
-        return tf_keras
-    version = ""
-    try:
-        with zipfile.ZipFile(_local(path)) as archive:
-            version = json.loads(archive.read("metadata.json")).get("keras_version", "")
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        pass  # remote or unusual file: fall back to Keras 3
-    if version.startswith("2."):
-        import tf_keras
-
-        return tf_keras
-    import keras
-
-    return keras
-
-
-def _numpy_dtype(dtype: Any) -> str | None:
-    if dtype is None:
-        return None
-    name = getattr(dtype, "name", None) or str(dtype)
-    return "str" if name == "string" else name
-
-
-def _shape_info(shape: Any) -> tuple[tuple[int | None, ...] | None, int | None]:
-    """``(per-row shape, fixed batch size or None)`` of a TensorShape or tuple (None if unknown)."""
-    if shape is None:
-        return None, None
-    if hasattr(shape, "rank"):
-        if shape.rank is None:
-            return None, None
-        shape = shape.as_list()
-    dims = list(shape)
-    if not dims:
-        return (), None
-    return tuple(dims[1:]), dims[0]
-
-
-def _layer_name(tensor: Any, index: int) -> str:
-    """The name of the layer producing a Keras output tensor (what users named it)."""
-    history = getattr(tensor, "_keras_history", None)
-    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
-    return getattr(layer, "name", None) or f"output_{index}"
-
-
-def _refuse_code_in_h5(path: str, local: str) -> None:
-    """Raise ModelLoadError if the ``.h5`` file's model config holds a ``Lambda`` layer.
-
-    tf-keras rebuilds an .h5 model by calling its layers, so a Lambda layer's marshalled Python
-    runs during the load: Keras' safe mode covers ``.keras`` files only.
-    """
-    import h5py
-
-    with h5py.File(local, "r") as handle:
-        config = handle.attrs.get("model_config")
-    if isinstance(config, bytes):
-        config = config.decode("utf-8", errors="replace")
-    layers = re.findall(r'"class_name":\s*"(Lambda)"', config or "")
-    if layers:
-        raise ModelLoadError(f"model {path!r} has a Lambda layer: its Python code would run while the .h5 file "
-                             "loads. Load it only if you trust who wrote the file: pass safe_mode=False")
-
-
-def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedModel:
-    module = _keras_module_for(path)
-    local = _local(path) if not _is_remote(path) else path
-    if path.endswith((".h5", ".hdf5")):
-        if safe_mode:
-            _refuse_code_in_h5(path, local)
-        options = {}
-    else:
-        options = {"safe_mode": safe_mode}
-    with tf.device(device):
-        try:
-            model = module.models.load_model(local, compile=False, **options)
-        except ValueError as exc:
-            if safe_mode and "safe_mode" in str(exc):  # Keras refused code in a .keras file
-                raise ModelLoadError(f"model {path!r}: {exc}") from exc
-            raise
-    inputs = []
-    for tensor in model.inputs:
-        shape, batch = _shape_info(tensor.shape)
-        inputs.append(TensorInfo(getattr(tensor, "name", None) or f"input_{len(inputs)}",
-                                 _numpy_dtype(tensor.dtype), shape, batch))
-    names = [t.name.split(":")[0] for t in inputs]
-    try:
-        structure = model.input
-    except (AttributeError, ValueError):  # a Sequential model that was never called
-        structure = None
-    output_names = [_layer_name(t, i) for i, t in enumerate(model.outputs)]
-    if len(set(output_names)) != len(output_names):
-        output_names = [f"output_{i}" for i in range(len(output_names))]
-
-    def arrange(xs):
-        by_name = dict(zip(names, xs))
-        if isinstance(structure, dict):
-            return {key: by_name[getattr(value, "name", key).split(":")[0]] for key, value in structure.items()}
-        if isinstance(structure, (list, tuple)) and len(names) > 1:
-            return [by_name[getattr(value, "name", "").split(":")[0]] for value in structure]
-        return xs[0]
-
-    # One trace for every batch size: the batch axis is None in the signature.
-    specs = [tf.TensorSpec(None if t.shape is None else (t.batch or None, *t.shape), t.dtype) for t in inputs]
-
-    @tf.function(input_signature=specs)
-    def serve(*xs):
-        result = model(arrange(list(xs)), training=False)
-        if isinstance(result, dict):
-            return dict(result)
-        if isinstance(result, (list, tuple)):
-            return dict(zip(output_names, result))
-        return {output_names[0]: result}
-
-    # The traced function's own output structure gives names, dtypes and shapes as returned.
-    returned = serve.get_concrete_function().structured_outputs
-    outputs = []
-    for name in returned:
-        shape, batch = _shape_info(returned[name].shape)
-        outputs.append(TensorInfo(name, _numpy_dtype(returned[name].dtype), shape, None))
-
-    def call(arrays):
-        with tf.device(device):
-            return {name: value.numpy() for name, value in serve(*arrays).items()}
-
-    return LoadedModel("keras", inputs, outputs, call, keep_alive=model, traced=serve)
-
-
-def _load_saved_model(tf, path: str, source: ModelSource, device: str) -> LoadedModel:
-    with tf.device(device):
-        loaded = tf.saved_model.load(_local(path) if not _is_remote(path) else path,
-                                     tags=list(source.tags) if source.tags else None)
-    signatures = dict(loaded.signatures)
-    if source.signature not in signatures:
-        raise ModelLoadError(f"SavedModel {path!r} has no signature {source.signature!r}; it has "
-                             f"{sorted(signatures) or 'none'} (export it with model.export() or "
-                             "tf.saved_model.save(..., signatures=...))")
-    function = signatures[source.signature]
-    input_specs = function.structured_input_signature[1]
-    # Keep the signature's own order when it is stable: sorted by name (SavedModel stores a map).
-    inputs = []
-    for name in sorted(input_specs):
-        shape, batch = _shape_info(input_specs[name].shape)
-        inputs.append(TensorInfo(name, _numpy_dtype(input_specs[name].dtype), shape, batch))
-    outputs = []
-    for name in sorted(function.structured_outputs):
-        spec = function.structured_outputs[name]
-        shape, batch = _shape_info(spec.shape)
-        outputs.append(TensorInfo(name, _numpy_dtype(spec.dtype), shape, batch))
-    names = [t.name for t in inputs]
-
-    def call(arrays):
-        with tf.device(device):
-            result = function(**{name: tf.constant(array) for name, array in zip(names, arrays)})
-        return {name: value.numpy() for name, value in result.items()}
-
-    return LoadedModel("saved_model", inputs, outputs, call, keep_alive=loaded)
-
-
-def _load_function(tf, source: ModelSource, device: str | None) -> LoadedModel:
-    if device is None:
-        predict = source.make_predict_fn()
-        return LoadedModel("function", None, None, lambda arrays: predict(*arrays))
-    with tf.device(device):
-        predict = source.make_predict_fn()
-
-    def call(arrays):
-        with tf.device(device):
-            return predict(*arrays)
-
-    return LoadedModel("function", None, None, call)
-
-
-def _resolve_kind(path: str) -> str:
-    if path.endswith((".keras", ".h5", ".hdf5")):
-        return "keras"
-    if _is_remote(path):
-        return "saved_model"
-    local = _local(path)
-    if os.path.isdir(local):
-        if os.path.exists(os.path.join(local, "saved_model.pb")) or os.path.exists(
-                os.path.join(local, "saved_model.pbtxt")):
-            return "saved_model"
-        raise ModelLoadError(f"{path!r} is a directory without saved_model.pb; give a SavedModel directory "
-                             "(model.export(path) or tf.saved_model.save) or a .keras file")
-    if os.path.isfile(local) and zipfile.is_zipfile(local):
-        return "keras"
-    raise ModelLoadError(f"cannot tell what kind of model {path!r} is: use a .keras/.h5 file or a "
-                         "SavedModel directory")
-
 
 def _tensorflow_or_none(mode: str) -> tuple[Any, str | None]:
     import importlib.util
@@ -574,7 +239,7 @@ def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
     if source.path is not None:
         tf, device = ensure_tensorflow(gpus)
         digest = fingerprint(source.path)  # first: it says clearly when the path does not exist
-        kind = _resolve_kind(source.path)
+        kind = model_kind(source.path)
         key = (kind, source.path, digest, source.signature, source.tags, device, source.safe_mode)
     else:
         tf, device = _tensorflow_or_none(gpus)
@@ -587,12 +252,7 @@ def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
             _WORKER.hits += 1
             return cached[0]
     started = time.perf_counter()
-    if kind == "keras":
-        model = _load_keras(tf, source.path, device, source.safe_mode)
-    elif kind == "saved_model":
-        model = _load_saved_model(tf, source.path, source, device)
-    else:
-        model = _load_function(tf, source, device)
+    model = load(tf, source, kind, device)
     seconds = time.perf_counter() - started
     logger.info("sparkdl: loaded %s in %.2f s on %s (worker pid %d)", source.describe(), seconds, device, os.getpid())
     with _WORKER.lock:

@@ -21,9 +21,9 @@ from .. import paths, roles
 class NodeContext:
     """The node's identity, its cluster and helpers, handed to ``map_fun(args, ctx)``.
 
-    Attributes (TFoS names): ``executor_id`` (the node number, 0-based), ``job_name``,
-    ``task_index``, ``cluster_spec`` (``{job: ["host:port", ...]}``, evaluator included),
-    ``num_workers`` (chief + workers), ``worker_num`` (same as ``executor_id``),
+    Attributes (TFoS names): ``executor_id`` (the node number, 0-based, also ``node_number``),
+    ``job_name``, ``task_index``, ``cluster_spec`` (``{job: ["host:port", ...]}``, evaluator
+    included), ``num_workers`` (chief + workers), ``worker_num`` (the node number again),
     ``defaultFS``, ``working_dir``, ``tmp_socket`` (the socket holding this node's TF port
     until released, or None) and ``mgr`` (in InputMode.SPARK, the node's feed server, so
     TFoS's ``TFNode.DataFeed(ctx.mgr, ...)`` works; None otherwise).
@@ -35,13 +35,13 @@ class NodeContext:
     #: Progress reports are sent at most this often (seconds); epoch ends always go out.
     PROGRESS_INTERVAL_S = 1.0
 
-    def __init__(self, *, executor_id: int, job_name: str, task_index: int,
+    def __init__(self, *, node_number: int, job_name: str, task_index: int,
                  cluster_spec: dict[str, list[str]], default_fs: str, working_dir: str, host: str,
                  port: int, cluster_id: str, tmp_socket: socket.socket | None = None,
                  log_dir: str | None = None, gpus: str | None = None, attempt: int = 0,
                  status_writer=None, feed_server=None):
-        self.executor_id = executor_id
-        self.worker_num = executor_id
+        self.node_number = node_number
+        self.executor_id = self.worker_num = node_number  # TFoS's names for the node number
         self.job_name = job_name
         self.task_index = task_index
         self.cluster_spec = cluster_spec
@@ -185,10 +185,18 @@ class NodeContext:
         return server
 
     def start_cluster_server(self, num_gpus: int = 1, rdma: bool = False):
-        """TensorFlowOnSpark's ``ctx.start_cluster_server``: see :func:`sparkdl.TFNode.start_cluster_server`."""
-        from ..TFNode import start_cluster_server
+        """TensorFlowOnSpark's ``start_cluster_server``: returns ``(tf.train.ClusterSpec, server)``.
 
-        return start_cluster_server(self, num_gpus, rdma)
+        Starts the server as :meth:`start_server` does. ``num_gpus`` and ``rdma`` are accepted for
+        compatibility: sparkdl pins GPUs before the node starts, and gRPC is the only protocol
+        TensorFlow 2 ships.
+        """
+        del num_gpus, rdma
+        import tensorflow as tf
+
+        server = self.start_server()
+        addressable = {job: hosts for job, hosts in self.cluster_spec.items() if job != "evaluator"}
+        return tf.train.ClusterSpec(addressable), server
 
     def serve(self) -> None:
         """Run this node as a TF server until the cluster shuts down (ps, or PSStrategy workers)."""
@@ -211,7 +219,7 @@ class NodeContext:
         return DataFeed(self._feed_server, train_mode, qname_in, qname_out, input_mapping, feed_timeout)
 
     def __repr__(self) -> str:
-        return (f"NodeContext({self.job_name}:{self.task_index}, executor_id={self.executor_id}, "
+        return (f"NodeContext({self.job_name}:{self.task_index}, node_number={self.node_number}, "
                 f"num_workers={self.num_workers}, host={self.host}:{self.port}, attempt={self.attempt})")
 
 

@@ -85,7 +85,7 @@ def cluster_dir(cluster_id: str) -> Path:
 
 def node_dir(cluster_id: str, role: NodeRole, attempt: int = 0) -> Path:
     """A private per-user, per-cluster, per-node (and per-relaunch) directory for logs and status."""
-    name = f"node{role.executor_id}-{role.job_name}{role.task_index}" + (f"-attempt{attempt}" if attempt else "")
+    name = f"node{role.node_number}-{role.job_name}{role.task_index}" + (f"-attempt{attempt}" if attempt else "")
     path = cluster_dir(cluster_id) / name
     path.mkdir(exist_ok=True, mode=0o700)
     return path
@@ -135,38 +135,38 @@ def executor_jvm_pid() -> int:
     return os.getppid()
 
 
-def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[str] | None = None,
+def launch_node(spec: LaunchSpec, node_number: int, spark_gpu_addresses: list[str] | None = None,
                 spark_executor: str = "", anchor_pid: int | None = None) -> dict:
-    """Start the node numbered ``executor_id`` and return a small status record.
+    """Start the node numbered ``node_number`` and return a small status record.
 
     Raises RuntimeError when the node cannot start (GPU selection, registration refused);
     the driver also hears about it over the channel.
     """
-    role = spec.roles[executor_id]
+    role = spec.roles[node_number]
     directory = node_dir(spec.cluster_id, role, spec.attempt)
     prune_old_clusters(user_root(), spec.keep_node_files_days, spec.cluster_id)
     label = f"{role.label} on host {os.uname().nodename}"
     assignment = gpus.select_gpus(spec.num_gpus, spark_gpu_addresses, os.environ.get("CUDA_VISIBLE_DEVICES"),
-                                  slot=executor_id, node_label=label)
+                                  slot=node_number, node_label=label)
     env = dict(spec.env)
     env.update(keras_policy.node_keras_env(spec.env, os.environ))
     if assignment.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = assignment.cuda_visible_devices
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # nvidia-smi's numbering, which the choice used
     # TensorBoard's default log dir is per cluster, so concurrent clusters never share one.
-    log_dir = spec.log_dir or (str(directory / "tensorboard") if spec.tensorboard_executor == executor_id else None)
+    log_dir = spec.log_dir or (str(directory / "tensorboard") if spec.tensorboard_executor == node_number else None)
     if anchor_pid is None:
         anchor_pid = executor_jvm_pid() if spec.detached else os.getpid()
     # The node's processes import what this task can (sparkdl, addPyFile'd modules, test helpers).
     pythonpath = os.pathsep.join(p for p in sys.path if p)
     config = {
         "cluster_id": spec.cluster_id, "secret": spec.secret, "driver_address": list(spec.driver_address),
-        "executor_id": executor_id, "job_name": role.job_name, "task_index": role.task_index,
+        "node_number": node_number, "job_name": role.job_name, "task_index": role.task_index,
         "spark_executor": spark_executor, "anchor_pid": anchor_pid,
         "reservation_timeout": spec.reservation_timeout, "fn": spec.fn, "env": env,
         "set_tf_config": spec.set_tf_config, "release_port": spec.release_port, "feed": spec.detached,
         "feed_queue_bytes": spec.feed_queue_bytes,
-        "tensorboard_node": spec.tensorboard_executor == executor_id, "log_dir": log_dir,
+        "tensorboard_node": spec.tensorboard_executor == node_number, "log_dir": log_dir,
         "default_fs": spec.default_fs, "working_dir": os.getcwd(), "node_dir": str(directory),
         "gpus": assignment.cuda_visible_devices, "pythonpath": pythonpath, "attempt": spec.attempt,
         "stream_logs": spec.stream_logs, "verbose_logs": spec.verbose_logs,
@@ -184,31 +184,31 @@ def launch_node(spec: LaunchSpec, executor_id: int, spark_gpu_addresses: list[st
         reason = first_line[len(FAILED):].strip() if first_line.startswith(FAILED) else \
             f"supervisor exited with status {supervisor.returncode}; see {directory / 'supervisor.log'}"
         raise RuntimeError(f"sparkdl node {role.label} did not start: {reason}")
-    record = {"executor_id": executor_id, "job_name": role.job_name, "task_index": role.task_index,
+    record = {"node_number": node_number, "job_name": role.job_name, "task_index": role.task_index,
               "gpus": asdict(assignment), "supervisor_pid": supervisor.pid}
     if not spec.detached:
         record["supervisor_exit"] = supervisor.wait()
     return record
 
 
-def spark_partition_launcher(spec: LaunchSpec, first_executor_id: int = 0):
-    """The ``mapPartitions`` function that launches node ``first_executor_id + partition``."""
+def spark_partition_launcher(spec: LaunchSpec, first_node_number: int = 0):
+    """The ``mapPartitions`` function that launches node ``first_node_number + partition``."""
 
     def launch(_rows):
         from pyspark import BarrierTaskContext, TaskContext
 
         context = TaskContext.get()
-        executor_id = first_executor_id + context.partitionId()
+        node_number = first_node_number + context.partitionId()
         if context.attemptNumber() > 0:
             # Spark retried the launch; a TF node is never restarted behind the driver's back.
-            yield {"executor_id": executor_id, "skipped": "retry"}
+            yield {"node_number": node_number, "skipped": "retry"}
             return
         resources = context.resources()
         addresses = list(resources["gpu"].addresses) if "gpu" in resources else None
         spark_executor = ""
         if isinstance(context, BarrierTaskContext):
             spark_executor = context.getTaskInfos()[context.partitionId()].address
-        record = launch_node(spec, executor_id, addresses, spark_executor)
+        record = launch_node(spec, node_number, addresses, spark_executor)
         record["task_cpus"] = context.cpus()  # a whole executor's when the stage has sparkdl's profile
         yield record
 

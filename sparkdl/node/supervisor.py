@@ -34,8 +34,8 @@ from .ports import reserve_port
 
 TENSORBOARD_START_TIMEOUT_S = 90.0
 STOP_GRACE_MIN_S = 3.0
-STACK_DUMP_WAIT_S = 2.0  # how long a stalled node's stack dump may take to reach its log
-PYTHON_DUMP_WAIT_S = 1.0  # of which the safe Python-level dump (SIGUSR2) gets this long
+PYTHON_DUMP_WAIT_S = 1.0  # how long a stalled node's safe Python-level stack dump (SIGUSR2) may take
+C_DUMP_WAIT_S = 1.0       # then faulthandler's dump from C (SIGUSR1), if the first got no answer
 
 
 def wait_for_port(host: str, port: int, process: subprocess.Popen, timeout_s: float) -> bool:
@@ -55,7 +55,7 @@ class Supervisor:
 
     def __init__(self, config: dict):
         self.cfg = config
-        self.role = roles.NodeRole(config["executor_id"], config["job_name"], config["task_index"])
+        self.role = roles.NodeRole(config["node_number"], config["job_name"], config["task_index"])
         self.node_dir = Path(config["node_dir"])
         self.log_path = self.node_dir / "node.log"
         self.error_path = self.node_dir / "error.json"
@@ -69,8 +69,7 @@ class Supervisor:
         self.stalled = False
         self.reported = False     # the end was reported to the driver
         self.lost_driver = False  # the driver went away before that
-        self.stack_dump = ""  # the stalled node's Python stacks, from its log
-        self.stack_dump_offset: int | None = None  # where the dump starts in the log
+        self.stack_dump_offset = 0  # where a stalled node's stack dump starts in its log
 
     # -- talking to the launching task (stdout) and to the driver (channel) --
 
@@ -105,7 +104,7 @@ class Supervisor:
         tf_socket = reserve_port(host)
         wants_tensorboard = self.cfg["tensorboard_node"]
         tb_socket = reserve_port(host) if wants_tensorboard else None
-        self.send({"type": "register", "executor_id": self.role.executor_id, "host": host,
+        self.send({"type": "register", "node_number": self.role.node_number, "host": host,
                    "port": tf_socket.getsockname()[1], "pid": os.getpid(),
                    "spark_executor": self.cfg["spark_executor"], "gpus": self.cfg["gpus"],
                    "log_path": str(self.log_path), "anchor_pid": self.cfg["anchor_pid"]})
@@ -167,7 +166,7 @@ class Supervisor:
             "socket_fd": tf_socket.fileno(), "status_fd": status_write,
             "feed": self.cfg["feed"], "secret": self.cfg["secret"], "feed_queue_bytes": self.cfg["feed_queue_bytes"],
             "node_dir": str(self.node_dir),
-            "ctx": {"executor_id": self.role.executor_id, "job_name": self.role.job_name,
+            "ctx": {"node_number": self.role.node_number, "job_name": self.role.job_name,
                     "task_index": self.role.task_index, "cluster_spec": cluster_spec,
                     "default_fs": self.cfg["default_fs"], "working_dir": self.cfg["working_dir"],
                     "host": host, "port": tf_socket.getsockname()[1], "cluster_id": self.cfg["cluster_id"],
@@ -230,28 +229,29 @@ class Supervisor:
                         "was killed", failure=True)
 
     def end_stalled_child(self, reason: str) -> None:
-        """Dump the stalled node's Python stacks into its log, then kill it (a reported failure)."""
+        """Have the stalled node dump its Python stacks into its log, then end it (a reported failure).
+
+        The node's dump handlers end the process once the dump is written (tf_process), so its
+        exit says the dump is complete; ``wait_child`` reads it once the log has drained. A node
+        that answers neither signal in time is killed without one.
+        """
         child = self.child
         if child is None or child.poll() is not None:
             return
         self.stalled = True
         self.failure_cause = self.failure_cause or reason  # even if the node dies during the dump
         self.stack_dump_offset = self._log_size()
-        # The dump is written by a signal handler in the node, so there is no event to wait on:
-        # poll (bounded) until the log grows, then give the handler a moment to finish.
-        deadline = time.monotonic() + STACK_DUMP_WAIT_S
-        for sig, wait_s in ((signal.SIGUSR2, PYTHON_DUMP_WAIT_S), (signal.SIGUSR1, STACK_DUMP_WAIT_S)):
+        for sig, wait_s in ((signal.SIGUSR2, PYTHON_DUMP_WAIT_S), (signal.SIGUSR1, C_DUMP_WAIT_S)):
+            if child.poll() is not None:
+                break
             try:
                 os.kill(child.pid, sig)
+                child.wait(timeout=wait_s)
+                break
             except ProcessLookupError:
                 break
-            answer_by = min(deadline, time.monotonic() + wait_s)
-            while time.monotonic() < answer_by and self._log_size() == self.stack_dump_offset:
-                time.sleep(0.05)
-            if self._log_size() != self.stack_dump_offset:
-                break
-        time.sleep(0.2)
-        self.stack_dump = self._read_log_from(self.stack_dump_offset)
+            except subprocess.TimeoutExpired:
+                continue
         self.kill_child(reason, failure=True)
 
     def _read_log_from(self, offset: int, max_bytes: int = 16384) -> str:
@@ -325,10 +325,8 @@ class Supervisor:
             try:
                 report["traceback"] = json.loads(self.error_path.read_text())["traceback"]
             except (OSError, ValueError, KeyError):
-                if self.stalled and not self.stack_dump and self.stack_dump_offset is not None:
-                    self.stack_dump = self._read_log_from(self.stack_dump_offset)  # it died while dumping
-                report["traceback"] = f"Python stacks of the node when it was stopped:\n{self.stack_dump}" \
-                    if self.stack_dump else ""
+                dump = self._read_log_from(self.stack_dump_offset) if self.stalled else ""  # all of it: the log drained
+                report["traceback"] = f"Python stacks of the node when it was stopped:\n{dump}" if dump else ""
             report["log_tail"] = log_tail(self.log_path)
             report["hint"] = keras_policy.failure_hint(report["traceback"], self.child_env({}),
                                                        roles.count_workers(cluster_spec))

@@ -41,13 +41,15 @@ def _status_writer(fd: int):
     return write
 
 
-def _dump_stacks(signum, frame) -> None:
-    """Write every thread's Python stack to stderr (the node log): SIGUSR2's handler.
+def _dump_stacks_and_end(signum, frame) -> None:
+    """Write every thread's Python stack to stderr (the node log), then end the process by
+    ``signum``: SIGUSR2's handler, asked for only by the supervisor of a stalled node.
 
     A Python-level handler holds the GIL, so unlike faulthandler it never reads a running
     thread's state (faulthandler's all-threads dump can crash the node when other threads run,
     e.g. the feed server decoding batches). It runs as soon as the main thread executes
-    bytecode or is in an interruptible wait (sleep, lock, I/O).
+    bytecode or is in an interruptible wait (sleep, lock, I/O). Ending the process is how the
+    supervisor learns that the dump is complete.
     """
     names = {thread.ident: thread.name for thread in threading.enumerate()}
     parts = []
@@ -55,7 +57,11 @@ def _dump_stacks(signum, frame) -> None:
         parts.append(f"Thread {ident:#x} ({names.get(ident, 'unnamed')}, most recent call last):\n")
         parts.extend(traceback.format_stack(top))
     # os.write, not sys.stderr: the interrupted code may be inside a write to sys.stderr.
-    os.write(2, "".join(parts).encode(errors="replace"))
+    dump = memoryview("".join(parts).encode(errors="replace"))
+    while dump:
+        dump = dump[os.write(2, dump):]
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def _write_error(path: str, text: str, exc: BaseException) -> None:
@@ -68,11 +74,12 @@ def main() -> int:
     watchdog.die_with_parent()
     parent = os.getppid()
     watchdog.watch_pid(parent, lambda: os._exit(70))
-    # Before stopping a stalled node, the supervisor asks for every thread's Python stack in the
-    # node log: SIGUSR2 first (safe), then SIGUSR1 (faulthandler, from C, so even a node wedged in
-    # C code with the main thread never returning to Python answers) if SIGUSR2 got no answer.
-    signal.signal(signal.SIGUSR2, _dump_stacks)
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    # A stalled node is asked for every thread's Python stack in its log: SIGUSR2 first (safe), then
+    # SIGUSR1 (faulthandler, from C, so even a node wedged in C code with the main thread never
+    # returning to Python answers) if SIGUSR2 got no answer. Either ends the process once its dump
+    # is written (faulthandler chains to SIGUSR1's default action), which tells the supervisor so.
+    signal.signal(signal.SIGUSR2, _dump_stacks_and_end)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=True)
     if not logging.getLogger().handlers:  # map_fun's logging reaches the node log (and the driver)
         logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -83,8 +90,7 @@ def main() -> int:
         from pyspark import cloudpickle  # the same pickler Spark used to ship map_fun
 
         map_fun, tf_args = cloudpickle.loads(payload["fn"])
-        tmp_socket = (socket.socket(fileno=payload["socket_fd"])
-                      if payload["socket_fd"] is not None else None)
+        tmp_socket = socket.socket(fileno=payload["socket_fd"])  # the node's TF port, reserved until released
         feed_server = None
         if payload["feed"]:
             from ..channel import Endpoint
@@ -93,7 +99,7 @@ def main() -> int:
             node = payload["ctx"]
             feed_server = FeedServer(payload["secret"], node["host"], payload["feed_queue_bytes"],
                                      cache_dir=feed_cache_dir(payload["node_dir"]),
-                                     endpoint=Endpoint.feed(node["cluster_id"], node["executor_id"]))
+                                     endpoint=Endpoint.feed(node["cluster_id"], node["node_number"]))
         ctx = NodeContext(tmp_socket=tmp_socket, status_writer=_status_writer(payload["status_fd"]),
                           feed_server=feed_server, **payload["ctx"])
         if feed_server is not None:

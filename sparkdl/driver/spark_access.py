@@ -1,0 +1,297 @@
+"""The driver's one door to Spark: a classic ``SparkContext`` or a Spark Connect session.
+
+``TFCluster.run`` accepts a ``SparkContext``, a classic ``SparkSession`` or a Spark Connect
+``SparkSession``. Everything the driver side asks of Spark goes through a :class:`SparkAccess`
+made by :func:`spark_access`, so the rest of ``sparkdl/driver/`` has no second code path:
+
+==============================  ==========================================  =====================================
+what                            classic (``SparkContext``)                  Spark Connect (no ``SparkContext``)
+==============================  ==========================================  =====================================
+configuration, master           ``sc.getConf()``, ``sc.master``             ``spark.conf`` (server side)
+registered executors            the JVM's executor list                     unknown (Spark's barrier check waits)
+node launch job                 barrier RDD ``mapPartitions``               barrier ``mapInArrow`` on ``range``
+naming / cancelling jobs        job groups                                  operation tags (``addTag``)
+coordinator address             ``spark.driver.host``                       this process's address toward the
+                                                                            Connect server (the coordinator runs
+                                                                            in the client)
+feeding-job progress            Spark's status tracker                      the nodes' own events only
+RDD input                       fed as is                                   rejected: Connect has no RDDs
+==============================  ==========================================  =====================================
+
+``SPARKDL_DRIVER_HOST`` overrides the address the nodes are told to reach the coordinator at
+(a client behind NAT, or with several interfaces).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from ..errors import PreflightError
+
+logger = logging.getLogger(__name__)
+
+#: The environment variable that overrides the coordinator's advertised address.
+DRIVER_HOST_ENV = "SPARKDL_DRIVER_HOST"
+
+
+class SparkAccess:
+    """What the driver side needs from Spark (see the module docstring); one per ``TFCluster``."""
+
+    #: True for a Spark Connect session (no SparkContext, no RDDs in this process).
+    connect = False
+
+    @property
+    def master(self) -> str:
+        """Spark's master URL."""
+        raise NotImplementedError
+
+    @property
+    def sc(self):
+        """The SparkContext (None under Spark Connect)."""
+        return None
+
+    def conf(self, key: str) -> str | None:
+        """A Spark configuration value, None when unset."""
+        raise NotImplementedError
+
+    def count_executors(self) -> int | None:
+        """Registered executors, the driver excluded; None when this side cannot tell."""
+        return None
+
+    def executor_cores(self, at_least: int) -> list[int]:
+        """Cores of each registered executor ([] when unknown)."""
+        return []
+
+    def default_fs(self) -> str:
+        """Hadoop's default file system (``fs.defaultFS``), for relative paths on the nodes."""
+        return self.conf("spark.hadoop.fs.defaultFS") or "file://"
+
+    def coordinator_addresses(self) -> tuple[str, str]:
+        """(bind, advertise): where the coordinator listens and the address nodes are told to use."""
+        raise NotImplementedError
+
+    def thread(self, target: Callable[[], None], name: str) -> threading.Thread:
+        """A daemon thread (not started) that may run Spark jobs and inherits this thread's job properties."""
+        from pyspark import InheritableThread
+
+        return InheritableThread(target=target, name=name, daemon=True, session=self._session())
+
+    def _session(self):
+        """The session PySpark's InheritableThread needs (Spark Connect only)."""
+        return None
+
+    def set_job_tag(self, tag: str, description: str) -> None:
+        """Name the Spark jobs this thread starts from now on (cancelled together by :meth:`cancel`)."""
+        raise NotImplementedError
+
+    def cancel(self, tag: str) -> None:
+        """Cancel the running Spark jobs named ``tag`` (best effort)."""
+        raise NotImplementedError
+
+    def launch(self, count: int, launcher: Callable[[Any], Iterator[dict]], profile: Any,
+               barrier: bool) -> list[dict]:
+        """Run ``launcher`` once per task over ``count`` tasks (partition i launches node i); its records."""
+        raise NotImplementedError
+
+    def check_profile(self, profile: Any) -> None:
+        """Have Spark accept a ResourceProfile now (raising Spark's refusal), before any node starts."""
+
+    def feeding_job_progress(self, tag: str) -> tuple[int, int] | None:
+        """(completed, total) tasks of the latest job named ``tag``; None when this side cannot tell."""
+        return None
+
+    def require_frames(self, data: Any, what: str) -> None:
+        """Raise TypeError when ``data`` is an RDD this side cannot run."""
+
+
+class ClassicSpark(SparkAccess):
+    """A classic SparkContext in this process (py4j to the driver JVM)."""
+
+    def __init__(self, sc):
+        self._sc = sc
+
+    @property
+    def sc(self):
+        return self._sc
+
+    @property
+    def master(self) -> str:
+        return self._sc.master
+
+    def conf(self, key: str) -> str | None:
+        return self._sc.getConf().get(key)
+
+    def count_executors(self) -> int | None:
+        count = self._sc._jsc.sc().getExecutorMemoryStatus().size()
+        master = self.master
+        return count if master.startswith("local") and not master.startswith("local-cluster") else count - 1
+
+    def executor_cores(self, at_least: int, wait_s: float = 10.0) -> list[int]:
+        # Spark's status store learns of executors from the listener bus, a moment after the
+        # scheduler does: wait (bounded) until it lists ``at_least`` of them.
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                executors = self._sc._jsc.sc().statusStore().executorList(True)
+                infos = [executors.apply(i) for i in range(executors.size())]
+                cores = [int(info.totalCores()) for info in infos if info.id() != "driver" and info.totalCores() > 0]
+            except Exception:  # noqa: BLE001 - a Spark-internal API: without it, spark.executor.cores is asked for
+                logger.debug("sparkdl: cannot read the executors' cores from Spark's status store", exc_info=True)
+                return []
+            if len(cores) >= at_least or time.monotonic() >= deadline:
+                return cores
+            time.sleep(0.1)  # no event reaches Python when the listener bus catches up
+
+    def default_fs(self) -> str:
+        return self._sc._jsc.hadoopConfiguration().get("fs.defaultFS") or "file://"
+
+    def coordinator_addresses(self) -> tuple[str, str]:
+        # Nodes connect to spark.driver.host (resolved), as Spark's own executors do. The
+        # coordinator binds that same address, unless spark.driver.bindAddress says otherwise
+        # (e.g. 0.0.0.0 in a Kubernetes driver pod, where the advertised name is a service).
+        host = os.environ.get(DRIVER_HOST_ENV) or self.conf("spark.driver.host") or socket.gethostname()
+        advertise = _resolve(host)
+        return self.conf("spark.driver.bindAddress") or advertise, advertise
+
+    def set_job_tag(self, tag: str, description: str) -> None:
+        self._sc.setJobGroup(tag, description, interruptOnCancel=True)
+
+    def cancel(self, tag: str) -> None:
+        self._sc.cancelJobGroup(tag)
+
+    def launch(self, count, launcher, profile, barrier) -> list[dict]:
+        rdd = self._sc.parallelize(range(count), count)
+        if profile is not None:
+            rdd = rdd.withResources(profile)
+        return (rdd.barrier().mapPartitions(launcher) if barrier else rdd.mapPartitions(launcher)).collect()
+
+    def check_profile(self, profile: Any) -> None:
+        # Spark checks a profile when an RDD first takes it: on one that never runs.
+        self._sc.parallelize([0], 1).withResources(profile)
+
+    def feeding_job_progress(self, tag: str) -> tuple[int, int] | None:
+        tracker = self._sc.statusTracker()
+        job_ids = tracker.getJobIdsForGroup(tag)
+        if not job_ids:
+            return 0, 0
+        job = tracker.getJobInfo(max(job_ids))
+        done = total = 0
+        for stage_id in job.stageIds if job else []:
+            stage = tracker.getStageInfo(stage_id)
+            if stage:
+                done, total = done + stage.numCompletedTasks, total + stage.numTasks
+        return done, total
+
+
+class ConnectSpark(SparkAccess):
+    """A Spark Connect session: the driver JVM is elsewhere; this process is its client."""
+
+    connect = True
+
+    def __init__(self, spark):
+        self._spark = spark
+
+    @property
+    def master(self) -> str:
+        return self.conf("spark.master") or ""
+
+    def _session(self):
+        return self._spark
+
+    def conf(self, key: str) -> str | None:
+        return self._spark.conf.get(key, None)
+
+    def coordinator_addresses(self) -> tuple[str, str]:
+        # The coordinator runs here, in the client: advertise the address this machine uses to
+        # reach the Connect server, which is the network the cluster is on.
+        host = os.environ.get(DRIVER_HOST_ENV)
+        advertise = _resolve(host) if host else _route_toward(_connect_server_host(self._spark))
+        return advertise, advertise
+
+    def set_job_tag(self, tag: str, description: str) -> None:
+        del description  # Connect tags carry no description
+        self._spark.addTag(tag)
+
+    def cancel(self, tag: str) -> None:
+        try:
+            self._spark.interruptTag(tag)
+        except Exception:  # noqa: BLE001 - cancelling is best effort (the session may be closing)
+            logger.debug("sparkdl: could not interrupt the Spark Connect operations tagged %s", tag, exc_info=True)
+
+    def launch(self, count, launcher, profile, barrier) -> list[dict]:
+        def launch_batches(batches):
+            import pyarrow as pa
+
+            records = [json.dumps(record, default=str) for record in launcher(batches)]
+            yield pa.RecordBatch.from_pydict({"record": records}, schema=pa.schema([("record", pa.string())]))
+
+        frame = self._spark.range(0, count, 1, numPartitions=count)
+        rows = frame.mapInArrow(launch_batches, "record string", barrier=barrier, profile=profile).collect()
+        return [json.loads(row["record"]) for row in rows]
+
+    def require_frames(self, data: Any, what: str) -> None:
+        from pyspark.sql import DataFrame
+
+        if not isinstance(data, DataFrame):
+            kind = f"{type(data).__module__}.{type(data).__qualname__}"
+            raise TypeError(f"{what} got a {kind}: under Spark Connect there are no RDDs, pass a Spark "
+                            "DataFrame (e.g. spark.createDataFrame(rows, schema))")
+
+
+def spark_access(spark_or_sc: Any) -> SparkAccess:
+    """The :class:`SparkAccess` for a ``SparkContext``, a classic ``SparkSession`` or a Connect session."""
+    from pyspark import SparkContext
+
+    if isinstance(spark_or_sc, SparkContext):
+        return ClassicSpark(spark_or_sc)
+    if is_connect_session(spark_or_sc):
+        return ConnectSpark(spark_or_sc)
+    from pyspark.sql import SparkSession
+
+    if isinstance(spark_or_sc, SparkSession):
+        return ClassicSpark(spark_or_sc.sparkContext)
+    raise TypeError(f"TFCluster.run needs a SparkContext or a SparkSession (classic or Spark Connect), got "
+                    f"{type(spark_or_sc).__name__}")
+
+
+def is_connect_session(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (checked by type, never by global state)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def is_connect_frame(frame: Any) -> bool:
+    """Whether ``frame`` is a Spark Connect DataFrame."""
+    return type(frame).__module__.startswith("pyspark.sql.connect")
+
+
+def _resolve(host: str) -> str:
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return "127.0.0.1"
+
+
+def _connect_server_host(spark: Any) -> str:
+    """The Connect server's host name, from the client's connection settings."""
+    builder = getattr(getattr(spark, "client", None), "_builder", None)
+    return getattr(builder, "host", None) or "localhost"
+
+
+def _route_toward(host: str) -> str:
+    """This machine's address on the route to ``host`` (no packet is sent: a UDP socket only routes)."""
+    target = _resolve(host)
+    if target.startswith("127."):
+        return target
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((target, 9))
+            return probe.getsockname()[0]
+    except OSError as exc:
+        raise PreflightError(f"cannot tell which address of this machine the Spark Connect server at {host} "
+                             f"reaches; set {DRIVER_HOST_ENV} to it") from exc

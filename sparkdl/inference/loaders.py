@@ -1,0 +1,270 @@
+"""Executor side: load a model (``.keras``/``.h5`` file, SavedModel directory, ``make_predict_fn``)
+into a :class:`~.model.LoadedModel` that scores numpy batches; fingerprint model files.
+
+**Keras.** This module never uses ``tf.keras`` and never sets ``TF_USE_LEGACY_KERAS`` (which
+would leak into later tasks of the worker). ``.keras`` files are loaded by the Keras that wrote
+them, read from the archive's ``metadata.json`` (``keras_version`` 3.x: ``keras``; 2.x:
+``tf_keras``); ``.h5`` files by ``tf_keras``; SavedModel directories by
+``tf.saved_model.load``, which needs no Keras at all.
+
+TensorFlow is handed in (``tf``) by :mod:`.worker`, which imports it once per Python worker with
+the task's devices; only :func:`fingerprint` of a remote path imports it itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import zipfile
+from typing import Any
+
+from .model import LoadedModel, ModelLoadError, ModelSource, TensorInfo
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path and not path.startswith("file://")
+
+
+def _local(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def fingerprint(path: str) -> str:
+    """A digest of a model file or directory's files (relative path, size, mtime): it changes
+    when the model is overwritten. Remote paths (``hdfs://``, ``gs://``...) use ``tf.io.gfile``."""
+    entries = []
+    if _is_remote(path):
+        import tensorflow as tf
+
+        if not tf.io.gfile.isdir(path):
+            stat = tf.io.gfile.stat(path)
+            entries.append(("", stat.length, stat.mtime_nsec))
+        else:
+            for root, _, files in tf.io.gfile.walk(path):
+                for name in files:
+                    full = f"{root.rstrip('/')}/{name}"
+                    stat = tf.io.gfile.stat(full)
+                    entries.append((full[len(path):], stat.length, stat.mtime_nsec))
+    else:
+        local = _local(path)
+        if not os.path.exists(local):
+            raise ModelLoadError(f"model path {path!r} does not exist on this executor (host "
+                                 f"{os.uname().nodename}); executors need a path they can all read "
+                                 "(a shared file system, HDFS, or a cloud store)")
+        if os.path.isfile(local):
+            stat = os.stat(local)
+            entries.append(("", stat.st_size, stat.st_mtime_ns))
+        else:
+            for root, dirs, files in os.walk(local):
+                dirs.sort()
+                for name in sorted(files):
+                    full = os.path.join(root, name)
+                    stat = os.stat(full)
+                    entries.append((os.path.relpath(full, local), stat.st_size, stat.st_mtime_ns))
+    return hashlib.sha256(json.dumps(sorted(entries)).encode()).hexdigest()[:16]
+
+
+def _keras_module_for(path: str):
+    """The Keras package that can read this file: from ``.keras``'s metadata, ``tf_keras`` for .h5."""
+    if path.endswith(".h5") or path.endswith(".hdf5"):
+        import tf_keras
+
+        return tf_keras
+    version = ""
+    try:
+        with zipfile.ZipFile(_local(path)) as archive:
+            version = json.loads(archive.read("metadata.json")).get("keras_version", "")
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        pass  # remote or unusual file: fall back to Keras 3
+    if version.startswith("2."):
+        import tf_keras
+
+        return tf_keras
+    import keras
+
+    return keras
+
+
+def _numpy_dtype(dtype: Any) -> str | None:
+    if dtype is None:
+        return None
+    name = getattr(dtype, "name", None) or str(dtype)
+    return "str" if name == "string" else name
+
+
+def _shape_info(shape: Any) -> tuple[tuple[int | None, ...] | None, int | None]:
+    """``(per-row shape, fixed batch size or None)`` of a TensorShape or tuple (None if unknown)."""
+    if shape is None:
+        return None, None
+    if hasattr(shape, "rank"):
+        if shape.rank is None:
+            return None, None
+        shape = shape.as_list()
+    dims = list(shape)
+    if not dims:
+        return (), None
+    return tuple(dims[1:]), dims[0]
+
+
+def _layer_name(tensor: Any, index: int) -> str:
+    """The name of the layer producing a Keras output tensor (what users named it)."""
+    history = getattr(tensor, "_keras_history", None)
+    layer = getattr(history, "operation", None) or getattr(history, "layer", None)
+    return getattr(layer, "name", None) or f"output_{index}"
+
+
+def _refuse_code_in_h5(path: str, local: str) -> None:
+    """Raise ModelLoadError if the ``.h5`` file's model config holds a ``Lambda`` layer.
+
+    tf-keras rebuilds an .h5 model by calling its layers, so a Lambda layer's marshalled Python
+    runs during the load: Keras' safe mode covers ``.keras`` files only.
+    """
+    import h5py
+
+    with h5py.File(local, "r") as handle:
+        config = handle.attrs.get("model_config")
+    if isinstance(config, bytes):
+        config = config.decode("utf-8", errors="replace")
+    layers = re.findall(r'"class_name":\s*"(Lambda)"', config or "")
+    if layers:
+        raise ModelLoadError(f"model {path!r} has a Lambda layer: its Python code would run while the .h5 file "
+                             "loads. Load it only if you trust who wrote the file: pass safe_mode=False")
+
+
+def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedModel:
+    module = _keras_module_for(path)
+    local = _local(path) if not _is_remote(path) else path
+    if path.endswith((".h5", ".hdf5")):
+        if safe_mode:
+            _refuse_code_in_h5(path, local)
+        options = {}
+    else:
+        options = {"safe_mode": safe_mode}
+    with tf.device(device):
+        try:
+            model = module.models.load_model(local, compile=False, **options)
+        except ValueError as exc:
+            if safe_mode and "safe_mode" in str(exc):  # Keras refused code in a .keras file
+                raise ModelLoadError(f"model {path!r}: {exc}") from exc
+            raise
+    inputs = []
+    for tensor in model.inputs:
+        shape, batch = _shape_info(tensor.shape)
+        inputs.append(TensorInfo(getattr(tensor, "name", None) or f"input_{len(inputs)}",
+                                 _numpy_dtype(tensor.dtype), shape, batch))
+    names = [t.name.split(":")[0] for t in inputs]
+    try:
+        structure = model.input
+    except (AttributeError, ValueError):  # a Sequential model that was never called
+        structure = None
+    output_names = [_layer_name(t, i) for i, t in enumerate(model.outputs)]
+    if len(set(output_names)) != len(output_names):
+        output_names = [f"output_{i}" for i in range(len(output_names))]
+
+    def arrange(xs):
+        by_name = dict(zip(names, xs))
+        if isinstance(structure, dict):
+            return {key: by_name[getattr(value, "name", key).split(":")[0]] for key, value in structure.items()}
+        if isinstance(structure, (list, tuple)) and len(names) > 1:
+            return [by_name[getattr(value, "name", "").split(":")[0]] for value in structure]
+        return xs[0]
+
+    # One trace for every batch size: the batch axis is None in the signature.
+    specs = [tf.TensorSpec(None if t.shape is None else (t.batch or None, *t.shape), t.dtype) for t in inputs]
+
+    @tf.function(input_signature=specs)
+    def serve(*xs):
+        result = model(arrange(list(xs)), training=False)
+        if isinstance(result, dict):
+            return dict(result)
+        if isinstance(result, (list, tuple)):
+            return dict(zip(output_names, result))
+        return {output_names[0]: result}
+
+    # The traced function's own output structure gives names, dtypes and shapes as returned.
+    returned = serve.get_concrete_function().structured_outputs
+    outputs = []
+    for name in returned:
+        shape, batch = _shape_info(returned[name].shape)
+        outputs.append(TensorInfo(name, _numpy_dtype(returned[name].dtype), shape, None))
+
+    def call(arrays):
+        with tf.device(device):
+            return {name: value.numpy() for name, value in serve(*arrays).items()}
+
+    return LoadedModel("keras", inputs, outputs, call, keep_alive=model, traced=serve)
+
+
+def _load_saved_model(tf, path: str, source: ModelSource, device: str) -> LoadedModel:
+    with tf.device(device):
+        loaded = tf.saved_model.load(_local(path) if not _is_remote(path) else path,
+                                     tags=list(source.tags) if source.tags else None)
+    signatures = dict(loaded.signatures)
+    if source.signature not in signatures:
+        raise ModelLoadError(f"SavedModel {path!r} has no signature {source.signature!r}; it has "
+                             f"{sorted(signatures) or 'none'} (export it with model.export() or "
+                             "tf.saved_model.save(..., signatures=...))")
+    function = signatures[source.signature]
+    input_specs = function.structured_input_signature[1]
+    # Keep the signature's own order when it is stable: sorted by name (SavedModel stores a map).
+    inputs = []
+    for name in sorted(input_specs):
+        shape, batch = _shape_info(input_specs[name].shape)
+        inputs.append(TensorInfo(name, _numpy_dtype(input_specs[name].dtype), shape, batch))
+    outputs = []
+    for name in sorted(function.structured_outputs):
+        spec = function.structured_outputs[name]
+        shape, batch = _shape_info(spec.shape)
+        outputs.append(TensorInfo(name, _numpy_dtype(spec.dtype), shape, batch))
+    names = [t.name for t in inputs]
+
+    def call(arrays):
+        with tf.device(device):
+            result = function(**{name: tf.constant(array) for name, array in zip(names, arrays)})
+        return {name: value.numpy() for name, value in result.items()}
+
+    return LoadedModel("saved_model", inputs, outputs, call, keep_alive=loaded)
+
+
+def _load_function(tf, source: ModelSource, device: str | None) -> LoadedModel:
+    if device is None:
+        predict = source.make_predict_fn()
+        return LoadedModel("function", None, None, lambda arrays: predict(*arrays))
+    with tf.device(device):
+        predict = source.make_predict_fn()
+
+    def call(arrays):
+        with tf.device(device):
+            return predict(*arrays)
+
+    return LoadedModel("function", None, None, call)
+
+
+def model_kind(path: str) -> str:
+    """``"keras"`` or ``"saved_model"``: how the model at ``path`` loads (raises when neither)."""
+    if path.endswith((".keras", ".h5", ".hdf5")):
+        return "keras"
+    if _is_remote(path):
+        return "saved_model"
+    local = _local(path)
+    if os.path.isdir(local):
+        if os.path.exists(os.path.join(local, "saved_model.pb")) or os.path.exists(
+                os.path.join(local, "saved_model.pbtxt")):
+            return "saved_model"
+        raise ModelLoadError(f"{path!r} is a directory without saved_model.pb; give a SavedModel directory "
+                             "(model.export(path) or tf.saved_model.save) or a .keras file")
+    if os.path.isfile(local) and zipfile.is_zipfile(local):
+        return "keras"
+    raise ModelLoadError(f"cannot tell what kind of model {path!r} is: use a .keras/.h5 file or a "
+                         "SavedModel directory")
+
+
+def load(tf, source: ModelSource, kind: str, device: str | None) -> LoadedModel:
+    """Load ``source`` (of ``kind``: ``keras``, ``saved_model`` or ``function``) onto ``device``."""
+    if kind == "keras":
+        return _load_keras(tf, source.path, device, source.safe_mode)
+    if kind == "saved_model":
+        return _load_saved_model(tf, source.path, source, device)
+    return _load_function(tf, source, device)

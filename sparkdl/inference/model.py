@@ -1,0 +1,106 @@
+"""What a model is, on both sides: where it comes from (:class:`ModelSource`), its inputs and
+outputs (:class:`TensorInfo`), and a loaded model ready to score (:class:`LoadedModel`).
+
+Plain data, picklable, no TensorFlow: the driver builds a :class:`ModelSource` and reads
+:class:`TensorInfo` back from the signature probe; executors load and cache models
+(:mod:`.worker`, :mod:`.loaders`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ..errors import SparkDLError
+
+GPU_MODES = ("spark", "visible", "none")  #: the ``gpus=`` choices (see :mod:`.worker`)
+
+
+class ModelLoadError(SparkDLError):
+    """The model cannot be loaded or does not have the requested signature."""
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A model input or output: name, numpy dtype name and per-row shape (batch axis dropped).
+
+    ``batch`` is the fixed batch size when the model only accepts one (else None).
+    """
+
+    name: str
+    dtype: str | None
+    shape: tuple[int | None, ...] | None
+    batch: int | None = None
+
+    def as_dict(self) -> dict:
+        """JSON-friendly form (for the driver's signature probe)."""
+        return {"name": self.name, "dtype": self.dtype, "shape": None if self.shape is None else list(self.shape),
+                "batch": self.batch}
+
+    @classmethod
+    def from_dict(cls, value: Mapping) -> "TensorInfo":
+        """Inverse of :meth:`as_dict`."""
+        shape = value.get("shape")
+        return cls(value["name"], value.get("dtype"), None if shape is None else tuple(shape), value.get("batch"))
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model comes from: a path (``.keras``/``.h5`` file or SavedModel directory) or a
+    user ``make_predict_fn``. Picklable; shipped to executors inside the UDF closure.
+
+    ``uid`` identifies a ``make_predict_fn`` source in the cache (fixed when the source is made,
+    on the driver, so all tasks of all jobs using it share one load per worker). ``safe_mode``
+    (default True) refuses model files that would run their own Python code when loaded: Keras'
+    safe mode for ``.keras`` files, and for ``.h5`` files (whose tf-keras loader has no safe
+    mode) any ``Lambda`` layer in the saved config; False is the opt-in for trusted files.
+    """
+
+    path: str | None = None
+    make_predict_fn: Callable[[], Callable] | None = None
+    signature: str = "serving_default"
+    tags: tuple[str, ...] | None = None
+    uid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    safe_mode: bool = True
+
+    def __post_init__(self):
+        if (self.path is None) == (self.make_predict_fn is None):
+            raise ValueError("give exactly one of model (a path) or make_predict_fn")
+        if self.make_predict_fn is not None and not callable(self.make_predict_fn):
+            raise ValueError(f"make_predict_fn must be callable, got {type(self.make_predict_fn).__name__}")
+
+    def describe(self) -> str:
+        """A short human description for messages."""
+        if self.path is not None:
+            return f"model {self.path!r}"
+        return f"make_predict_fn {getattr(self.make_predict_fn, '__qualname__', self.make_predict_fn)!r}"
+
+
+class LoadedModel:
+    """A model ready to score numpy batches, with its input/output signature."""
+
+    def __init__(self, kind: str, inputs: list[TensorInfo] | None, outputs: list[TensorInfo] | None,
+                 call: Callable[[list[np.ndarray]], Any], keep_alive: Any = None, traced: Any = None):
+        self.kind = kind
+        self.inputs = inputs
+        self.outputs = outputs
+        self._call = call
+        self._keep_alive = keep_alive  # the object owning the variables (tf.saved_model.load's result)
+        self._traced = traced          # the tf.function, for tracing counts
+
+    def __call__(self, arrays: list[np.ndarray]) -> Any:
+        """Score one batch: ``arrays`` in input order; returns what the model returns."""
+        return self._call(arrays)
+
+    def tracing_count(self) -> int | None:
+        """How many times sparkdl's ``tf.function`` traced (1 means no retracing), if it has one."""
+        return None if self._traced is None else int(self._traced.experimental_get_tracing_count())
+
+    def signature(self) -> dict:
+        """JSON-friendly signature (kind, inputs, outputs)."""
+        return {"kind": self.kind,
+                "inputs": None if self.inputs is None else [t.as_dict() for t in self.inputs],
+                "outputs": None if self.outputs is None else [t.as_dict() for t in self.outputs]}

@@ -1,0 +1,236 @@
+"""Driver side: from "this model, these columns" to a validated :class:`~.scoring.ScoringPlan`.
+
+:func:`build_plan` is the one plan builder, for every form (``mapInPandas``, ``mapInArrow``,
+``with_predictions`` and the pandas UDF): it matches columns to model inputs and outputs to
+result columns, checks dtypes and shapes against the model's signature before any job runs
+(errors name the column), fixes the chunk size and padding, and derives the result schema. The
+signature is read by :func:`read_signature`, a one-row Spark job on an executor, so the driver
+never imports TensorFlow, and the model is then already cached in that executor's Python worker.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .. import arrow_numpy
+from ..arrow_numpy import spark_type
+from . import columns as cols
+from .columns import InferenceInputError, InputPlan, OutputPlan
+from .model import ModelLoadError, ModelSource, TensorInfo
+from .scoring import ScoringPlan, probe_function
+
+PAD_MODES = ("auto", True, False)
+
+
+def _column(name: str) -> str:
+    return f"column {name!r}"
+
+
+def active_spark():
+    """The active SparkSession (raises when there is none)."""
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        raise RuntimeError("no active SparkSession: pass spark=... or create a session first")
+    return spark
+
+
+def read_signature(spark, source: ModelSource, gpus: str = "spark") -> dict:
+    """The model's signature (inputs and outputs, dtypes and shapes) as read on an executor.
+
+    Runs a one-row Spark job (works under Spark Connect too); the model stays cached in that
+    executor's Python worker for the scoring job.
+    """
+    probe = spark.range(1, numPartitions=1).mapInPandas(probe_function(source, gpus), "signature string")
+    answer = json.loads(probe.collect()[0]["signature"])
+    if "error" in answer:
+        raise ModelLoadError(f"could not load {source.describe()} on an executor: {answer['error']}")
+    return answer["signature"]
+
+
+def _spark_type_for(info: TensorInfo) -> tuple[str, bool]:
+    """DDL type and scalar-ness of a model output column."""
+    dtype = info.dtype or "float32"
+    base = arrow_numpy.spark_name(dtype)
+    if base is None:
+        raise InferenceInputError(f"model output {info.name!r} has dtype {dtype}, which has no Spark type")
+    scalar = info.shape is not None and (len(info.shape) == 0 or tuple(info.shape) == (1,))
+    return (base if scalar else f"array<{base}>"), scalar
+
+
+def _numpy_for_spark(ddl: str) -> str | None:
+    """The numpy dtype to cast an output to for its (one-level array of a) numeric Spark type."""
+    dtype = arrow_numpy.numpy_dtype(ddl[len("array<"):-1] if ddl.startswith("array<") else ddl)
+    return None if dtype in ("str", "bytes") else dtype
+
+
+def normalise_inputs(input_mapping: Any) -> list[tuple[str, str | None]]:
+    """``input_mapping`` (a column, a list of columns or a dict) as ``[(column, input name or None)]``."""
+    if input_mapping is None:
+        raise ValueError("input_mapping is required: a column name, a list of columns (model input order) "
+                         "or a dict {column: model input name}")
+    if isinstance(input_mapping, str):
+        return [(input_mapping, None)]
+    if isinstance(input_mapping, Mapping):
+        return [(str(c), str(t)) for c, t in input_mapping.items()]
+    return [(str(c), None) for c in input_mapping]
+
+
+def _resolve_inputs(pairs: list[tuple[str, str | None]], model_inputs: list[TensorInfo] | None,
+                    input_shapes: Mapping[str, Sequence[int]], schema: Any | None,
+                    describe: Callable[[str], str]) -> tuple[InputPlan, ...]:
+    """Match columns to model inputs, fixing each input's shape and dtype; errors name the column."""
+    if model_inputs is not None:
+        names = [t.name for t in model_inputs]
+        by_name = {t.name: t for t in model_inputs}
+        if all(t is None for _, t in pairs):
+            if len(pairs) != len(model_inputs):
+                raise InferenceInputError(f"{len(pairs)} input column(s) {[c for c, _ in pairs]} for a model with "
+                                          f"{len(model_inputs)} input(s) {names}; map each one: "
+                                          "input_mapping={column: input name}")
+            pairs = [(c, n) for (c, _), n in zip(pairs, names)]
+        for column, tensor in pairs:
+            if tensor not in by_name:
+                raise InferenceInputError(f"{describe(column)} is mapped to model input {tensor!r}, which the "
+                                          f"model does not have; its inputs are {names}")
+        missing = [n for n in names if n not in {t for _, t in pairs}]
+        if missing:
+            raise InferenceInputError(f"model input(s) {missing} are not fed by any column; add them to "
+                                      "input_mapping")
+    plans = []
+    for index, (column, tensor) in enumerate(pairs):
+        tensor = tensor or (column if schema is not None else f"input_{index}")
+        info = by_name.get(tensor) if model_inputs is not None else None
+        depth, source_dtype = None, None
+        if schema is not None:
+            if column not in schema.fieldNames():
+                raise InferenceInputError(f"input column {column!r} is not in the DataFrame; its columns are "
+                                          f"{schema.fieldNames()}")
+            try:
+                depth, source_dtype = cols.spark_value_info(schema[column].dataType)
+            except InferenceInputError as exc:
+                raise InferenceInputError(f"{describe(column)}: {exc}") from None
+        shape = input_shapes.get(column, input_shapes.get(tensor))
+        row_shape = tuple(int(d) for d in shape) if shape is not None else None
+        if row_shape is None and info is not None and info.shape is not None and None not in info.shape:
+            row_shape = tuple(info.shape)
+        if depth == 0 and row_shape is not None and int(np.prod(row_shape, dtype=np.int64)) != 1:
+            raise InferenceInputError(f"{describe(column)} holds one value per row but model input {tensor!r} "
+                                      f"expects shape {row_shape}; give it an array column "
+                                      "(F.array(...) combines scalar columns)")
+        plan = InputPlan(column, tensor, -1 if depth is None else depth, source_dtype or "",
+                         row_shape, info.dtype if info is not None else None)
+        if source_dtype:
+            try:
+                cols.check_dtype(plan)
+            except InferenceInputError as exc:
+                raise InferenceInputError(str(exc).replace(plan.describe(), describe(column), 1)) from None
+        plans.append(plan)
+    return tuple(plans)
+
+
+def _resolve_outputs(output_mapping: Any, model_outputs: list[TensorInfo] | None,
+                     return_type: Any, default_column: str = "prediction") -> tuple[OutputPlan, ...]:
+    """Match model outputs to result columns and Spark types."""
+    from pyspark.sql.types import ArrayType, DataType, StructType
+
+    return_type = spark_type(return_type)
+    if return_type is not None and not isinstance(return_type, DataType):
+        raise ValueError(f"return_type must be a Spark DataType or DDL string, got {type(return_type).__name__}")
+    declared: list[tuple[str, str, bool]] = []  # (tensor, ddl, scalar)
+    if return_type is not None:
+        fields = return_type.fields if isinstance(return_type, StructType) else None
+        if fields is None:
+            names = [o.name for o in model_outputs] if model_outputs is not None else [None]
+            if isinstance(output_mapping, Mapping) and len(output_mapping) == 1:
+                names = [next(iter(output_mapping))]
+            elif isinstance(output_mapping, (list, tuple)) and len(output_mapping) == 1:
+                names = [output_mapping[0]]
+            if len(names) != 1:
+                raise InferenceInputError(f"return_type {return_type.simpleString()} describes one output but the "
+                                          f"model has {names}; pass a StructType or choose one in output_mapping")
+            declared = [(names[0] or default_column, return_type.simpleString(),
+                         not isinstance(return_type, ArrayType))]
+        else:
+            declared = [(f.name, f.dataType.simpleString(), not isinstance(f.dataType, ArrayType)) for f in fields]
+    elif model_outputs is not None:
+        declared = [(o.name, *_spark_type_for(o)) for o in model_outputs]
+    else:
+        raise ValueError("return_type is required with make_predict_fn (the outputs' Spark types), as in "
+                         "pyspark.ml.functions.predict_batch_udf")
+    available = {tensor: (ddl, scalar) for tensor, ddl, scalar in declared}
+
+    if output_mapping is None:
+        pairs = [(declared[0][0], default_column)] if len(declared) == 1 else [(t, t) for t, _, _ in declared]
+    elif isinstance(output_mapping, str):
+        if len(declared) != 1:
+            raise InferenceInputError(f"output_mapping {output_mapping!r} names one column but the model has "
+                                      f"outputs {list(available)}; use a dict {{output: column}}")
+        pairs = [(declared[0][0], output_mapping)]
+    elif isinstance(output_mapping, Mapping):
+        pairs = [(str(t), str(c)) for t, c in output_mapping.items()]
+    else:
+        pairs = [(str(t), str(t)) for t in output_mapping]
+    plans = []
+    for tensor, column in pairs:
+        if tensor not in available:
+            raise InferenceInputError(f"output_mapping names model output {tensor!r}, which the model does not "
+                                      f"have; its outputs are {list(available)}")
+        ddl, scalar = available[tensor]
+        plans.append(OutputPlan(tensor, column, ddl, scalar, _numpy_for_spark(ddl)))
+    return tuple(plans)
+
+
+def _pad_to(pad_batches: Any, batch_size: int, model_inputs: list[TensorInfo] | None) -> tuple[int, int | None]:
+    """``(chunk size, pad_to)`` from the pad policy and any fixed batch dimension of the model."""
+    if pad_batches not in PAD_MODES:
+        raise ValueError(f"pad_batches must be 'auto', True or False, got {pad_batches!r}")
+    fixed = sorted({t.batch for t in model_inputs or [] if t.batch})
+    if len(fixed) > 1:
+        raise InferenceInputError(f"model inputs have different fixed batch sizes {fixed}")
+    if fixed and pad_batches is not False:
+        return fixed[0], fixed[0]  # the model only takes this batch size
+    return batch_size, (batch_size if pad_batches is True else None)
+
+
+def model_tensors(signature: dict | None) -> tuple[list[TensorInfo] | None, list[TensorInfo] | None]:
+    """The model's inputs and outputs from :func:`read_signature`'s answer (None, None without one)."""
+    if signature is None:
+        return None, None
+    return ([TensorInfo.from_dict(t) for t in signature["inputs"]],
+            [TensorInfo.from_dict(t) for t in signature["outputs"]])
+
+
+def build_plan(source: ModelSource, pairs: Sequence[tuple[str, str | None]], signature: dict | None, *,
+               schema: Any = None, input_shapes: Mapping[str, Sequence[int]] | None = None,
+               output_mapping: Any = None, return_type: Any = None, keep: Sequence[str] = (),
+               batch_size: int = 1024, pad_batches: Any = "auto", gpus: str = "spark",
+               describe: Callable[[str], str] | None = None) -> ScoringPlan:
+    """The executors' plan, validated against the model's ``signature`` and, when given, the
+    DataFrame's ``schema`` (the pandas UDF has none: its arguments' types are read at run time).
+
+    ``pairs`` are ``(column, model input or None)``; ``keep`` columns pass through, first in
+    the result schema; ``describe`` names a column in errors (default: ``column 'name'``).
+    """
+    from pyspark.sql.types import StructField, StructType
+
+    model_inputs, model_outputs = model_tensors(signature)
+    inputs = _resolve_inputs(list(pairs), model_inputs, input_shapes or {}, schema, describe or _column)
+    outputs = _resolve_outputs(output_mapping, model_outputs, return_type)
+    fields = []
+    for column in keep:
+        if column not in schema.fieldNames():
+            raise InferenceInputError(f"keep_columns names {column!r}, which is not in the DataFrame; its "
+                                      f"columns are {schema.fieldNames()}")
+        fields.append(schema[column])
+    clash = sorted(set(keep) & {o.column for o in outputs})
+    if clash or len({o.column for o in outputs}) != len(outputs):
+        raise InferenceInputError(f"result column names collide: {clash or [o.column for o in outputs]}; "
+                                  "rename them with output_mapping")
+    chunk, pad_to = _pad_to(pad_batches, batch_size, model_inputs)
+    fields += [StructField(o.column, spark_type(o.spark_type), True) for o in outputs]
+    return ScoringPlan(source, inputs, outputs, tuple(keep), chunk, pad_to, gpus, StructType(fields).json())

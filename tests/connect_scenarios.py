@@ -1,0 +1,130 @@
+"""sparkdl over Spark Connect: scenarios run by one client process (``tests/test_connect.py``).
+
+``python connect_scenarios.py OUT_DIR`` starts a local Spark Connect server over
+``local-cluster[2,1,1024]`` (two executor JVMs), runs every scenario against it through the
+Connect client only (no SparkContext is used here), and writes ``OUT_DIR/results.json``: per
+scenario what it returned, or the error it raised. The test asserts on that file and on what
+the nodes wrote under ``OUT_DIR/<scenario>/``. One process for all scenarios: a Connect server
+takes a while to start, and a Python process holds one SparkContext (the server's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import traceback
+from pathlib import Path
+
+import node_functions as nf
+from sparkdl import TFCluster, TFParallel
+from sparkdl.errors import ClusterError
+
+SPARK = TFCluster.InputMode.SPARK
+
+
+def tensorflow_mode(spark, out: Path) -> dict:
+    """InputMode.TENSORFLOW: two MWMS nodes train from in-memory data and save their weights."""
+    cluster = TFCluster.run(spark, nf.mwms_fit, {"out": str(out)}, num_executors=2)
+    nodes = cluster.cluster_info
+    cluster.shutdown()
+    return {"sc": repr(cluster.sc), "executors": sorted(n["spark_executor"] for n in nodes)}
+
+
+def spark_mode_training(spark, out: Path) -> dict:
+    """InputMode.SPARK: a DataFrame fed to two nodes for 2 epochs, progress shown from the nodes' events."""
+    rows = [([float(i % 7), 1.0, -1.0, 0.5], float(i % 5)) for i in range(600)]
+    frame = spark.createDataFrame(rows, "x array<float>, y double").repartition(3)
+    cluster = TFCluster.run(spark, nf.fit_from_feed, {"out": str(out), "batch": 32, "epochs": 2,
+                                                      "progress_callback": True}, 2, input_mode=SPARK, progress=True)
+    shown = io.StringIO()
+    with cluster, contextlib.redirect_stdout(shown):
+        history = cluster.train(frame, num_epochs=2)
+    return {"history": history, "shown": shown.getvalue()}
+
+
+def spark_mode_inference(spark, out: Path) -> dict:
+    """cluster.inference on a DataFrame gives a DataFrame of results; wrong inputs are named."""
+    cluster = TFCluster.run(spark, nf.infer_times_ten, {"out": str(out)}, 2, input_mode=SPARK)
+    frame = spark.range(0, 200, 1, numPartitions=5).selectExpr("cast(id as double) as v")
+    errors = {}
+    with cluster:
+        for name, call in {
+            "pandas_input": lambda: cluster.train(frame.limit(3).toPandas()),
+            "no_result_schema": lambda: cluster.inference(frame),
+        }.items():
+            try:
+                call()
+            except TypeError as exc:
+                errors[name] = str(exc)
+        scored = cluster.inference(frame, result_schema="score double")
+        values = sorted(row["score"] for row in scored.collect())
+        columns = scored.columns
+    return {"values": values, "columns": columns, "errors": errors}
+
+
+def failure_report(spark, out: Path) -> dict:
+    """A node that raises: shutdown() raises ClusterError naming it, with its traceback."""
+    cluster = TFCluster.run(spark, nf.fail_on_worker, {"out": str(out)}, 2)
+    try:
+        cluster.shutdown()
+    except ClusterError as exc:
+        return {"error": str(exc), "failed": [f.label for f in exc.failures],
+                "hosts": [f.host for f in exc.failures], "tracebacks": [f.traceback for f in exc.failures]}
+    return {"error": None}
+
+
+def parallel(spark, out: Path) -> dict:
+    """TFParallel.run: independent nodes, one per executor."""
+    TFParallel.run(spark, nf.parallel_task, {"out": str(out)}, 2)
+    return {}
+
+
+def estimator_and_model(spark, out: Path) -> dict:
+    """TFEstimator.fit on a Connect DataFrame, then TFModel.transform of it."""
+    import numpy as np
+
+    import inference_models as im
+    from pyspark.sql import functions as F
+    from sparkdl.ml import TFEstimator
+
+    df = im.digits_frame(spark, partitions=4).withColumn("held_out", F.col("id") % 5 == 0)
+    estimator = (TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005}, export_fn=im.export_marker)
+                 .setInputMapping({"pixels": "image", "label": "label"}).setClusterSize(2).setEpochs(3)
+                 .setBatchSize(32).setExportDir(str(out / "export")).setValidationIndicatorCol("held_out"))
+    model = estimator.fit(df)
+    model.setInputMapping({"pixels": "image"}).setOutputMapping({"probs": "probabilities"})
+    scored = model.transform(df).select("label", "probabilities").toPandas()
+    accuracy = (np.stack(scored["probabilities"].to_numpy()).argmax(axis=1) == scored["label"].to_numpy()).mean()
+    exported = json.loads((out / "export" / "export_fn.json").read_text())
+    return {"history": model.history, "accuracy": float(accuracy), "export_fn_pid": exported["pid"]}
+
+
+SCENARIOS = [tensorflow_mode, spark_mode_training, spark_mode_inference, failure_report, parallel,
+             estimator_and_model]
+
+
+def main(out_dir: str) -> None:
+    from pyspark.sql import SparkSession
+
+    out = Path(out_dir)
+    spark = (SparkSession.builder.remote("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
+             .getOrCreate())
+    results = {"session_type": f"{type(spark).__module__}.{type(spark).__name__}"}
+    try:
+        for scenario in SCENARIOS:
+            directory = out / scenario.__name__
+            directory.mkdir(parents=True, exist_ok=True)
+            try:
+                results[scenario.__name__] = {"ok": True, **scenario(spark, directory)}
+            except BaseException as exc:  # noqa: BLE001 - reported to the test, which names it
+                results[scenario.__name__] = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                                              "traceback": traceback.format_exc()}
+            (out / "results.json").write_text(json.dumps(results, default=str))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

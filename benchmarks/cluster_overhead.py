@@ -37,15 +37,23 @@ def fit_digits(epochs: int, batch_size: int, distributed: bool) -> dict:
     options.autotune.enabled = False
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).with_options(options)
     with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((64,)), tf.keras.layers.Dense(128, activation="relu"),
-                                     tf.keras.layers.Dense(10, activation="softmax")])
+        model = tf.keras.Sequential(
+            [
+                tf.keras.Input((64,)),
+                tf.keras.layers.Dense(128, activation="relu"),
+                tf.keras.layers.Dense(10, activation="softmax"),
+            ]
+        )
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     model.fit(dataset.take(1), epochs=1, verbose=0)  # build and trace outside the timing
     started = time.perf_counter()
     model.fit(dataset, epochs=epochs, verbose=0)
     seconds = time.perf_counter() - started
-    return {"fit_s": seconds, "rows_per_s": len(y) * epochs / seconds, "final_weights_sum": float(
-        np.sum([w.sum() for w in model.get_weights()]))}
+    return {
+        "fit_s": seconds,
+        "rows_per_s": len(y) * epochs / seconds,
+        "final_weights_sum": float(np.sum([w.sum() for w in model.get_weights()])),
+    }
 
 
 def node_main(args, ctx):
@@ -57,8 +65,10 @@ def node_main(args, ctx):
 
 def single_process(epochs: int, batch_size: int) -> dict:
     """The reference: the same workload in one fresh TensorFlow process."""
-    code = ("import json, sys; sys.path.insert(0, %r); import cluster_overhead as b; "
-            "print(json.dumps(b.fit_digits(%d, %d, False)))" % (str(Path(__file__).parent), epochs, batch_size))
+    code = (
+        "import json, sys; sys.path.insert(0, %r); import cluster_overhead as b; "
+        "print(json.dumps(b.fit_digits(%d, %d, False)))" % (str(Path(__file__).parent), epochs, batch_size)
+    )
     env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
@@ -81,8 +91,12 @@ def main() -> None:
 
     from sparkdl import TFCluster
 
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
-             .appName("sparkdl-bench").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local-cluster[2,1,1024]")
+        .config("spark.ui.enabled", "false")
+        .appName("sparkdl-bench")
+        .getOrCreate()
+    )
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
     reference, startup, cluster_wall, cluster_fit = [], [], [], []
@@ -90,8 +104,9 @@ def main() -> None:
         reference.append(single_process(opts.epochs, opts.batch_size))
         out = Path(tempfile.mkdtemp()) / "chief.json"
         started = time.perf_counter()
-        cluster = TFCluster.run(sc, node_main, {"epochs": opts.epochs, "batch_size": opts.batch_size,
-                                                "out": str(out)}, 2)
+        cluster = TFCluster.run(
+            sc, node_main, {"epochs": opts.epochs, "batch_size": opts.batch_size, "out": str(out)}, 2
+        )
         startup.append(time.perf_counter() - started)
         cluster.shutdown(timeout=600)
         cluster_wall.append(time.perf_counter() - started)
@@ -110,8 +125,10 @@ def main() -> None:
         ("sparkdl run() until every node registered", med(startup), "s", med(startup) / ref_wall),
         ("sparkdl run() + shutdown() wall time", med(cluster_wall), "s", med(cluster_wall) / ref_wall),
     ]
-    print(f"\nmedians of {opts.runs} runs, {opts.epochs} epochs, global batch {opts.batch_size}, "
-          f"{ROWS_PER_EPOCH_NOTE}, local-cluster[2,1,1024] on {os.cpu_count()} cores")
+    print(
+        f"\nmedians of {opts.runs} runs, {opts.epochs} epochs, global batch {opts.batch_size}, "
+        f"{ROWS_PER_EPOCH_NOTE}, local-cluster[2,1,1024] on {os.cpu_count()} cores"
+    )
     width = max(len(m[0]) for m in measures)
     print(f"{'measure'.ljust(width)}  {'value':>14}  ratio")
     for name, value, unit, ratio in measures:
@@ -120,14 +137,27 @@ def main() -> None:
     if opts.json:
         from results_json import write_results
 
-        write_results(opts.json, config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]",
-                                         "data": ROWS_PER_EPOCH_NOTE},
-                      table=[(name, value, unit) for name, value, unit, _ in measures],
-                      ratios={"sparkdl 2-node MWMS fit / single-process fit (rows/s)": measures[1][3],
-                              "sparkdl run() until every node registered / reference wall time": measures[3][3],
-                              "sparkdl run() + shutdown() / reference wall time": measures[4][3]},
-                      raw={"reference": reference, "startup_s": startup, "cluster_wall_s": cluster_wall,
-                           "cluster_fit": cluster_fit})
+        write_results(
+            opts.json,
+            config={
+                **vars(opts),
+                "cores": os.cpu_count(),
+                "master": "local-cluster[2,1,1024]",
+                "data": ROWS_PER_EPOCH_NOTE,
+            },
+            table=[(name, value, unit) for name, value, unit, _ in measures],
+            ratios={
+                "sparkdl 2-node MWMS fit / single-process fit (rows/s)": measures[1][3],
+                "sparkdl run() until every node registered / reference wall time": measures[3][3],
+                "sparkdl run() + shutdown() / reference wall time": measures[4][3],
+            },
+            raw={
+                "reference": reference,
+                "startup_s": startup,
+                "cluster_wall_s": cluster_wall,
+                "cluster_fit": cluster_fit,
+            },
+        )
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ def main() -> None:
     opts = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     import feed_throughput as bench
+
     from sparkdl import TFCluster
 
     spark = bench.start_local_spark("sparkdl-feed-memory")
@@ -93,8 +94,9 @@ def main() -> None:
     else:
         data, mapping = bench.make_rdd(sc, opts.rows, opts.partitions), {"0": "x", "1": "y"}
     out = Path(tempfile.mkdtemp())
-    cluster = TFCluster.run(sc, bench.drain, {"out": str(out), "mapping": mapping}, 2,
-                            input_mode=TFCluster.InputMode.SPARK)
+    cluster = TFCluster.run(
+        sc, bench.drain, {"out": str(out), "mapping": mapping}, 2, input_mode=TFCluster.InputMode.SPARK
+    )
     with RssSampler() as sampler:
         started = time.perf_counter()
         cluster.train(data, 1)
@@ -103,12 +105,15 @@ def main() -> None:
     fed = sum(int(__import__("json").loads(p.read_text())["rows"]) for p in out.glob("drain*.json"))
     spark.stop()
     data_gb = opts.rows * bench.FEATURES * 4 / 1e9
-    print(f"\nfed {fed:,} rows ({data_gb:.1f} GB of float32) from a {opts.source} in {seconds:.1f} s "
-          f"({fed / seconds:,.0f} rows/s)")
+    print(
+        f"\nfed {fed:,} rows ({data_gb:.1f} GB of float32) from a {opts.source} in {seconds:.1f} s "
+        f"({fed / seconds:,.0f} rows/s)"
+    )
     print(f"{'process kind':34} {'peak RSS, one process':>22} {'peak RSS, all of kind':>22}")
     for kind in KINDS:
         if kind in sampler.peaks:
-            print(f"{kind:34} {sampler.peaks[kind] / 2**20:>18,.0f} MiB {sampler.peak_totals[kind] / 2**20:>18,.0f} MiB")
+            peak, total = sampler.peaks[kind] / 2**20, sampler.peak_totals[kind] / 2**20
+            print(f"{kind:34} {peak:>18,.0f} MiB {total:>18,.0f} MiB")
     if opts.json:
         write_json(opts, fed, seconds, sampler)
 
@@ -120,18 +125,31 @@ def write_json(opts, fed: int, seconds: float, sampler: RssSampler) -> None:
     from results_json import write_results
 
     data_mib = fed * bench.FEATURES * 4 / 2**20
-    table = [("rows fed", fed, "rows"), ("float32 features fed", data_mib, "MiB"),
-             ("feed wall time (cluster.train)", seconds, "s"), ("feed rate", fed / seconds, "rows/s")]
+    table = [
+        ("rows fed", fed, "rows"),
+        ("float32 features fed", data_mib, "MiB"),
+        ("feed wall time (cluster.train)", seconds, "s"),
+        ("feed rate", fed / seconds, "rows/s"),
+    ]
     for kind in KINDS:
         if kind in sampler.peaks:
-            table += [(f"{kind}: peak RSS, one process", sampler.peaks[kind] / 2**20, "MiB"),
-                      (f"{kind}: peak RSS, all of kind", sampler.peak_totals[kind] / 2**20, "MiB")]
-    ratios = {f"{kind}: peak RSS, one process / data fed": sampler.peaks[kind] / 2**20 / data_mib
-              for kind in ("TF node processes", "Spark Python workers (feeders)") if kind in sampler.peaks and fed}
-    write_results(opts.json, config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},
-                  table=table, ratios=ratios,
-                  notes=["no reference process: the ratios are peak memory against the size of the data fed"],
-                  raw={"peak_rss_bytes": sampler.peaks, "peak_rss_total_bytes": sampler.peak_totals})
+            table += [
+                (f"{kind}: peak RSS, one process", sampler.peaks[kind] / 2**20, "MiB"),
+                (f"{kind}: peak RSS, all of kind", sampler.peak_totals[kind] / 2**20, "MiB"),
+            ]
+    ratios = {
+        f"{kind}: peak RSS, one process / data fed": sampler.peaks[kind] / 2**20 / data_mib
+        for kind in ("TF node processes", "Spark Python workers (feeders)")
+        if kind in sampler.peaks and fed
+    }
+    write_results(
+        opts.json,
+        config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},
+        table=table,
+        ratios=ratios,
+        notes=["no reference process: the ratios are peak memory against the size of the data fed"],
+        raw={"peak_rss_bytes": sampler.peaks, "peak_rss_total_bytes": sampler.peak_totals},
+    )
 
 
 if __name__ == "__main__":

@@ -35,8 +35,13 @@ def start_local_spark(app_name: str):
     sys.path.insert(0, str(Path(__file__).parent))
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").appName(app_name).getOrCreate())
+    spark = (
+        SparkSession.builder.master("local-cluster[2,1,1024]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .appName(app_name)
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.sparkContext.addPyFile(str(Path(__file__)))  # other scripts' nodes refer to this module
     return spark
@@ -52,8 +57,9 @@ def make_frame(spark, rows: int, partitions: int):
             ids = batch.column(0).to_numpy()
             rng = np.random.default_rng(int(ids[0]) if len(ids) else 0)
             values = rng.random((len(ids), FEATURES), dtype=np.float32)
-            features = pa.ListArray.from_arrays(pa.array(np.arange(0, values.size + 1, FEATURES, dtype=np.int32)),
-                                                pa.array(values.reshape(-1)))
+            features = pa.ListArray.from_arrays(
+                pa.array(np.arange(0, values.size + 1, FEATURES, dtype=np.int32)), pa.array(values.reshape(-1))
+            )
             yield pa.RecordBatch.from_arrays([features, pa.array(ids % 10)], names=["features", "label"])
 
     return spark.range(0, rows, numPartitions=partitions).mapInArrow(generate, "features array<float>, label long")
@@ -76,6 +82,7 @@ def make_rdd(sc, rows: int, partitions: int):
 
 # -- node functions (sparkdl) --
 
+
 def drain(args, ctx):
     """Read every row as columns, do nothing with them."""
     feed = ctx.get_data_feed(input_mapping=args["mapping"])
@@ -87,8 +94,9 @@ def drain(args, ctx):
 
 def build_mlp(tf):
     """The benchmark model: Dense 128 relu -> Dense 10."""
-    model = tf.keras.Sequential([tf.keras.Input((FEATURES,)), tf.keras.layers.Dense(128, activation="relu"),
-                                 tf.keras.layers.Dense(10)])
+    model = tf.keras.Sequential(
+        [tf.keras.Input((FEATURES,)), tf.keras.layers.Dense(128, activation="relu"), tf.keras.layers.Dense(10)]
+    )
     model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
 
@@ -122,6 +130,7 @@ def infer_sum(args, ctx):
 
 
 # -- node functions (TensorFlowOnSpark 2.2.5) --
+
 
 def tfos_drain(args, ctx):
     """TFoS: read every row with next_batch."""
@@ -194,10 +203,12 @@ def main() -> None:
     rdd = make_rdd(sc, rows, opts.partitions)
 
     # 1. drain-only feed rates
-    for name, data, mapping in (("DataFrame", frame, {"features": "x", "label": "y"}),
-                                ("RDD", rdd, {"0": "x", "1": "y"})):
+    for name, data, mapping in (
+        ("DataFrame", frame, {"features": "x", "label": "y"}),
+        ("RDD", rdd, {"0": "x", "1": "y"}),
+    ):
         cluster = TFCluster.run(sc, drain, {"out": str(out), "mapping": mapping}, 2, input_mode=spark_mode)
-        seconds = [timed(lambda: cluster.train(data, 1)) for _ in range(opts.runs)]
+        seconds = [timed(lambda c=cluster, d=data: c.train(d, 1)) for _ in range(opts.runs)]
         cluster.shutdown(timeout=600)
         table.append((f"sparkdl feed, drain-only nodes, {name} source", rows / med(seconds), "rows/s"))
         raw[f"drain_{name}_s"] = seconds
@@ -244,8 +255,10 @@ def main() -> None:
     spark.stop()
 
     values = {name: value for name, value, _ in table}
-    print(f"\nlocal-cluster[2,1,1024], {os.cpu_count()} cores, {rows} rows x {FEATURES} float32 (training: "
-          f"{train_rows}), batch {BATCH}, medians of {opts.runs} runs")
+    print(
+        f"\nlocal-cluster[2,1,1024], {os.cpu_count()} cores, {rows} rows x {FEATURES} float32 (training: "
+        f"{train_rows}), batch {BATCH}, medians of {opts.runs} runs"
+    )
     width = max(len(name) for name, _, _ in table)
     for name, value, unit in table:
         print(f"{name.ljust(width)}  {value:>12,.0f} {unit}")
@@ -265,14 +278,26 @@ def main() -> None:
         print(f"  inference / TFoS inference: {infer / tfos_infer_rate:.1f}x  (target >= 10)")
         ratios["inference / TFoS inference (target >= 10)"] = infer / tfos_infer_rate
     else:
-        notes.append("TensorFlowOnSpark is not installed: no TFoS rows "
-                     "(pip install --no-deps tensorflowonspark==2.2.5)")
+        notes.append(
+            "TensorFlowOnSpark is not installed: no TFoS rows (pip install --no-deps tensorflowonspark==2.2.5)"
+        )
     if opts.json:
         from results_json import write_results
 
-        write_results(opts.json, config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]",
-                                         "train_rows": train_rows, "batch": BATCH},
-                      table=table, ratios=ratios, notes=notes, raw=raw)
+        write_results(
+            opts.json,
+            config={
+                **vars(opts),
+                "cores": os.cpu_count(),
+                "master": "local-cluster[2,1,1024]",
+                "train_rows": train_rows,
+                "batch": BATCH,
+            },
+            table=table,
+            ratios=ratios,
+            notes=notes,
+            raw=raw,
+        )
 
 
 if __name__ == "__main__":

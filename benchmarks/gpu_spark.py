@@ -23,8 +23,10 @@ def gpu_count() -> int:
 
     gpus = query_nvidia_smi() or []
     if not gpus:
-        sys.exit("no NVIDIA GPU found (nvidia-smi is missing or lists none): the GPU benchmarks need one, and "
-                 "TensorFlow with CUDA (pip install -e '.[gpu,dev]')")
+        sys.exit(
+            "no NVIDIA GPU found (nvidia-smi is missing or lists none): the GPU benchmarks need one, and "
+            "TensorFlow with CUDA (pip install -e '.[gpu,dev]')"
+        )
     return len(gpus)
 
 
@@ -34,8 +36,10 @@ def gpu_conf(workdir: str | Path, gpus: int) -> dict[str, str]:
     wrapper = directory / "discover_gpus.sh"
     wrapper.write_text(f"#!/bin/sh\nexec bash {DISCOVERY_SCRIPT} --claim {directory / 'gpu-claims'}\n")
     wrapper.chmod(0o755)
-    return {"spark.worker.resource.gpu.amount": "1",
-            "spark.worker.resource.gpu.discoveryScript": str(wrapper),
-            "spark.executor.resource.gpu.amount": "1",
-            "spark.task.resource.gpu.amount": "0.5" if gpus < 2 else "1",
-            "spark.executorEnv.TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    return {
+        "spark.worker.resource.gpu.amount": "1",
+        "spark.worker.resource.gpu.discoveryScript": str(wrapper),
+        "spark.executor.resource.gpu.amount": "1",
+        "spark.task.resource.gpu.amount": "0.5" if gpus < 2 else "1",
+        "spark.executorEnv.TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }

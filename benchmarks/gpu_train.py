@@ -50,30 +50,44 @@ def fit(rows: int, epochs: int, batch_size: int, distributed: bool, ring: bool =
 
     x, y = digits_28(rows)
     if distributed:
-        implementation = (tf.distribute.experimental.CommunicationImplementation.RING if ring
-                          else tf.distribute.experimental.CommunicationImplementation.AUTO)
+        implementation = (
+            tf.distribute.experimental.CommunicationImplementation.RING
+            if ring
+            else tf.distribute.experimental.CommunicationImplementation.AUTO
+        )
         strategy = tf.distribute.MultiWorkerMirroredStrategy(
-            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation))
+            communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+        )
     else:
         strategy = tf.distribute.get_strategy()
     options = tf.data.Options()
     options.autotune.enabled = False  # avoids a slow iterator teardown at the end of fit()
     dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size).prefetch(2).with_options(options)
     with strategy.scope():
-        model = tf.keras.Sequential([
-            tf.keras.Input((28, 28, 1)),
-            tf.keras.layers.Conv2D(32, 3, activation="relu"), tf.keras.layers.MaxPooling2D(),
-            tf.keras.layers.Conv2D(64, 3, activation="relu"), tf.keras.layers.MaxPooling2D(),
-            tf.keras.layers.Flatten(), tf.keras.layers.Dense(128, activation="relu"),
-            tf.keras.layers.Dense(10, activation="softmax")])
+        model = tf.keras.Sequential(
+            [
+                tf.keras.Input((28, 28, 1)),
+                tf.keras.layers.Conv2D(32, 3, activation="relu"),
+                tf.keras.layers.MaxPooling2D(),
+                tf.keras.layers.Conv2D(64, 3, activation="relu"),
+                tf.keras.layers.MaxPooling2D(),
+                tf.keras.layers.Flatten(),
+                tf.keras.layers.Dense(128, activation="relu"),
+                tf.keras.layers.Dense(10, activation="softmax"),
+            ]
+        )
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     model.fit(dataset.take(2), epochs=1, verbose=0)  # build and trace outside the timing
     started = time.perf_counter()
     model.fit(dataset, epochs=epochs, verbose=0)
     seconds = time.perf_counter() - started
-    return {"fit_s": seconds, "rows_per_s": rows * epochs / seconds,
-            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-            "tf_gpus": len(tf.config.list_physical_devices("GPU")), "weights_on": model.weights[0].device}
+    return {
+        "fit_s": seconds,
+        "rows_per_s": rows * epochs / seconds,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "tf_gpus": len(tf.config.list_physical_devices("GPU")),
+        "weights_on": model.weights[0].device,
+    }
 
 
 def node_main(args, ctx):
@@ -85,10 +99,17 @@ def node_main(args, ctx):
 
 def single_process(rows: int, epochs: int, batch_size: int) -> dict:
     """The reference: the same workload in one fresh TensorFlow process on the first GPU."""
-    code = ("import json, sys; sys.path.insert(0, %r); import gpu_train as b; "
-            "print(json.dumps(b.fit(%d, %d, %d, False)))" % (str(Path(__file__).parent), rows, epochs, batch_size))
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", CUDA_VISIBLE_DEVICES="0", CUDA_DEVICE_ORDER="PCI_BUS_ID",
-               TF_FORCE_GPU_ALLOW_GROWTH="true")
+    code = (
+        "import json, sys; sys.path.insert(0, %r); import gpu_train as b; "
+        "print(json.dumps(b.fit(%d, %d, %d, False)))" % (str(Path(__file__).parent), rows, epochs, batch_size)
+    )
+    env = dict(
+        os.environ,
+        TF_USE_LEGACY_KERAS="1",
+        CUDA_VISIBLE_DEVICES="0",
+        CUDA_DEVICE_ORDER="PCI_BUS_ID",
+        TF_FORCE_GPU_ALLOW_GROWTH="true",
+    )
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -120,8 +141,13 @@ def main(argv=None) -> list[tuple[str, float, str, float]]:
     from sparkdl import TFCluster
 
     workdir = tempfile.mkdtemp(prefix="sparkdl-gpu-train-")
-    spark = (SparkSession.builder.master(MASTER).appName("sparkdl-gpu-train-benchmark")
-             .config("spark.ui.enabled", "false").config(map=gpu_conf(workdir, gpus)).getOrCreate())
+    spark = (
+        SparkSession.builder.master(MASTER)
+        .appName("sparkdl-gpu-train-benchmark")
+        .config("spark.ui.enabled", "false")
+        .config(map=gpu_conf(workdir, gpus))
+        .getOrCreate()
+    )
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
     node_args = {"rows": opts.rows, "epochs": opts.epochs, "batch_size": opts.batch_size, "ring": gpus < 2}
@@ -130,13 +156,17 @@ def main(argv=None) -> list[tuple[str, float, str, float]]:
         reference.append(single_process(opts.rows, opts.epochs, opts.batch_size))
         out = Path(workdir) / f"chief{run}.json"
         started = time.perf_counter()
-        cluster = TFCluster.run(sc, node_main, {**node_args, "out": str(out)}, 2,
-                                env={"TF_FORCE_GPU_ALLOW_GROWTH": "true"})
+        cluster = TFCluster.run(
+            sc, node_main, {**node_args, "out": str(out)}, 2, env={"TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+        )
         cluster.shutdown(timeout=3600)
         cluster_wall.append(time.perf_counter() - started)
         cluster_fit.append(json.loads(out.read_text()))
-        print(f"  run {run + 1}: single process {reference[-1]['rows_per_s']:,.0f} rows/s, "
-              f"sparkdl 2-node MWMS {cluster_fit[-1]['rows_per_s']:,.0f} rows/s", flush=True)
+        print(
+            f"  run {run + 1}: single process {reference[-1]['rows_per_s']:,.0f} rows/s, "
+            f"sparkdl 2-node MWMS {cluster_fit[-1]['rows_per_s']:,.0f} rows/s",
+            flush=True,
+        )
     spark.stop()
 
     med = statistics.median
@@ -150,8 +180,10 @@ def main(argv=None) -> list[tuple[str, float, str, float]]:
         ("sparkdl run() + shutdown() wall time", med(cluster_wall), "s", med(cluster_wall) / ref_wall),
     ]
     layout = "one GPU shared by both nodes (ring collectives)" if gpus < 2 else "a GPU per node"
-    print(f"\nmedians of {opts.runs} runs, {opts.rows} rows x {opts.epochs} epochs, global batch {opts.batch_size}, "
-          f"{MASTER} with {layout}; {gpus} GPU(s) on this machine")
+    print(
+        f"\nmedians of {opts.runs} runs, {opts.rows} rows x {opts.epochs} epochs, global batch {opts.batch_size}, "
+        f"{MASTER} with {layout}; {gpus} GPU(s) on this machine"
+    )
     width = max(len(m[0]) for m in measures)
     print(f"{'measure'.ljust(width)}  {'value':>14}  ratio")
     for name, value, unit, ratio in measures:
@@ -160,11 +192,16 @@ def main(argv=None) -> list[tuple[str, float, str, float]]:
     if opts.json:
         from results_json import write_results
 
-        write_results(opts.json, config={**vars(opts), "master": MASTER, "gpus": gpus, "layout": layout},
-                      table=[(name, value, unit) for name, value, unit, _ in measures],
-                      ratios={"sparkdl 2-node MWMS fit / single-process fit (rows/s)": measures[1][3],
-                              "sparkdl run() + shutdown() / reference wall time": measures[3][3]},
-                      raw={"reference": reference, "cluster_fit": cluster_fit, "cluster_wall_s": cluster_wall})
+        write_results(
+            opts.json,
+            config={**vars(opts), "master": MASTER, "gpus": gpus, "layout": layout},
+            table=[(name, value, unit) for name, value, unit, _ in measures],
+            ratios={
+                "sparkdl 2-node MWMS fit / single-process fit (rows/s)": measures[1][3],
+                "sparkdl run() + shutdown() / reference wall time": measures[3][3],
+            },
+            raw={"reference": reference, "cluster_fit": cluster_fit, "cluster_wall_s": cluster_wall},
+        )
     return measures
 
 

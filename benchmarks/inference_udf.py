@@ -65,15 +65,23 @@ def build_model(kind: str):
     if kind == "mlp":
         layers = [keras.layers.Flatten(), keras.layers.Dense(128, activation="relu")]
     else:
-        layers = [keras.layers.Conv2D(16, 3, activation="relu"), keras.layers.MaxPooling2D(),
-                  keras.layers.Conv2D(32, 3, activation="relu"), keras.layers.MaxPooling2D(),
-                  keras.layers.Flatten(), keras.layers.Dense(64, activation="relu")]
-    return keras.Sequential([keras.Input(IMAGE_SHAPE, name="image"), *layers,
-                             keras.layers.Dense(10, activation="softmax", name="probs")], name=kind)
+        layers = [
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+        ]
+    return keras.Sequential(
+        [keras.Input(IMAGE_SHAPE, name="image"), *layers, keras.layers.Dense(10, activation="softmax", name="probs")],
+        name=kind,
+    )
 
 
 def write_data(spark, path: str, rows: int, partitions: int) -> None:
     """The parquet data set, generated on the executors (``id``, ``pixels``)."""
+
     def generate(batches):
         import pyarrow as pa
 
@@ -83,12 +91,17 @@ def write_data(spark, path: str, rows: int, partitions: int) -> None:
             values = pa.FixedSizeListArray.from_arrays(pa.array(pixels.reshape(-1)), pixels.shape[1])
             yield pa.RecordBatch.from_arrays([pa.array(ids), values.cast(pa.list_(pa.float32()))], ["id", "pixels"])
 
-    (spark.range(rows, numPartitions=partitions).mapInArrow(generate, "id long, pixels array<float>")
-     .write.mode("overwrite").parquet(path))
+    (
+        spark.range(rows, numPartitions=partitions)
+        .mapInArrow(generate, "id long, pixels array<float>")
+        .write.mode("overwrite")
+        .parquet(path)
+    )
 
 
 def pyspark_make_predict_fn(path: str, batch_size: int):
     """PySpark's documented usage: load with Keras, return ``model.predict`` (same batch size)."""
+
     def make_predict_fn():
         import keras
 
@@ -104,13 +117,15 @@ def pyspark_make_predict_fn(path: str, batch_size: int):
 
 def traced_make_predict_fn(path: str):
     """The model call sparkdl makes (a tf.function with a None batch axis), for PySpark's UDF."""
+
     def make_predict_fn():
         import keras
         import tensorflow as tf
 
         model = keras.saving.load_model(path, compile=False)
-        serve = tf.function(lambda x: model(x, training=False),
-                            input_signature=[tf.TensorSpec((None, *IMAGE_SHAPE), tf.float32)])
+        serve = tf.function(
+            lambda x: model(x, training=False), input_signature=[tf.TensorSpec((None, *IMAGE_SHAPE), tf.float32)]
+        )
 
         def predict(inputs):
             return serve(inputs).numpy()
@@ -137,15 +152,28 @@ def spark_variants(spark, df, path: str, batch_size: int) -> dict:
     from sparkdl.inference import Predictor, predict_batch_udf
     from sparkdl.ml import TFModel
 
-    predictor = Predictor(path, input_mapping={"pixels": "image"}, output_mapping="prediction",
-                          keep_columns=["id"], batch_size=batch_size)
+    predictor = Predictor(
+        path, input_mapping={"pixels": "image"}, output_mapping="prediction", keep_columns=["id"], batch_size=batch_size
+    )
     ours_udf = predict_batch_udf(model=path, batch_size=batch_size, spark=spark)
-    theirs = pyspark_udf(pyspark_make_predict_fn(path, batch_size), return_type=ArrayType(FloatType()),
-                         batch_size=batch_size, input_tensor_shapes=[list(IMAGE_SHAPE)])
-    theirs_traced = pyspark_udf(traced_make_predict_fn(path), return_type=ArrayType(FloatType()),
-                                batch_size=batch_size, input_tensor_shapes=[list(IMAGE_SHAPE)])
-    tf_model = TFModel(input_mapping={"pixels": "image"}, output_mapping={"probs": "prediction"},
-                       export_dir=path, batch_size=batch_size)
+    theirs = pyspark_udf(
+        pyspark_make_predict_fn(path, batch_size),
+        return_type=ArrayType(FloatType()),
+        batch_size=batch_size,
+        input_tensor_shapes=[list(IMAGE_SHAPE)],
+    )
+    theirs_traced = pyspark_udf(
+        traced_make_predict_fn(path),
+        return_type=ArrayType(FloatType()),
+        batch_size=batch_size,
+        input_tensor_shapes=[list(IMAGE_SHAPE)],
+    )
+    tf_model = TFModel(
+        input_mapping={"pixels": "image"},
+        output_mapping={"probs": "prediction"},
+        export_dir=path,
+        batch_size=batch_size,
+    )
     return {
         "sparkdl mapInPandas": predictor.transform(df, arrow=False),
         "sparkdl mapInArrow": predictor.transform(df, arrow=True),
@@ -170,7 +198,7 @@ def single_process(path: str, images: np.ndarray, batch_size: int, runs: int) ->
 
     model = keras.saving.load_model(path, compile=False)
     x = images.reshape(-1, *IMAGE_SHAPE)
-    model.predict(x[:batch_size * 2], batch_size=batch_size, verbose=0)  # trace + warm up
+    model.predict(x[: batch_size * 2], batch_size=batch_size, verbose=0)  # trace + warm up
     times = []
     for _ in range(runs):
         started = time.perf_counter()
@@ -202,17 +230,25 @@ def main(argv=None) -> list[dict]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(args.master).appName("sparkdl-inference-benchmark")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-             .config(map=dict(item.split("=", 1) for item in args.conf)).getOrCreate())
+    spark = (
+        SparkSession.builder.master(args.master)
+        .appName("sparkdl-inference-benchmark")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config(map=dict(item.split("=", 1) for item in args.conf))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     workdir = tempfile.mkdtemp(prefix="sparkdl-bench-")
     data_path = os.path.join(workdir, "digits.parquet")
     started = time.perf_counter()
     write_data(spark, data_path, args.rows, args.partitions)
-    print(f"data: {args.rows} rows x 784 float32 in {data_path} ({time.perf_counter() - started:.1f} s); "
-          f"batch size {args.batch_size}; {args.runs} timed runs per variant; master {args.master}", flush=True)
+    print(
+        f"data: {args.rows} rows x 784 float32 in {data_path} ({time.perf_counter() - started:.1f} s); "
+        f"batch size {args.batch_size}; {args.runs} timed runs per variant; master {args.master}",
+        flush=True,
+    )
     df = spark.read.parquet(data_path)
     images = digits_images(args.rows)  # same construction as the parquet's, for the single process
     results = []
@@ -229,19 +265,30 @@ def main(argv=None) -> list[dict]:
         for round_index in range(args.runs):
             for name, frame in variants.items():
                 timings[name].append(time_action(frame))
-            print(f"  [{kind}] round {round_index + 1}: " +
-                  ", ".join(f"{n.split(' (')[0]} {t[-1]:.1f}s" for n, t in timings.items()), flush=True)
+            print(
+                f"  [{kind}] round {round_index + 1}: "
+                + ", ".join(f"{n.split(' (')[0]} {t[-1]:.1f}s" for n, t in timings.items()),
+                flush=True,
+            )
         timings["single process model.predict"] = single_process(path, images, args.batch_size, args.runs)
         medians = {name: statistics.median(ts) for name, ts in timings.items()}
-        reference = {"pyspark": medians.get("pyspark predict_batch_udf"),
-                     "single": medians["single process model.predict"]}
+        reference = {
+            "pyspark": medians.get("pyspark predict_batch_udf"),
+            "single": medians["single process model.predict"],
+        }
         for name, seconds in medians.items():
             rate = args.rows / seconds
-            results.append({
-                "model": kind, "variant": name, "median_s": seconds, "rows_per_s": rate,
-                "vs_pyspark": reference["pyspark"] / seconds if reference["pyspark"] else None,
-                "vs_single": reference["single"] / seconds,
-                "runs": " ".join(f"{t:.2f}" for t in timings[name])})
+            results.append(
+                {
+                    "model": kind,
+                    "variant": name,
+                    "median_s": seconds,
+                    "rows_per_s": rate,
+                    "vs_pyspark": reference["pyspark"] / seconds if reference["pyspark"] else None,
+                    "vs_single": reference["single"] / seconds,
+                    "runs": " ".join(f"{t:.2f}" for t in timings[name]),
+                }
+            )
     spark.stop()
     print_table(results, args)
     if args.json:
@@ -254,26 +301,42 @@ def write_json(results: list[dict], args) -> None:
     from results_json import write_results  # beside this script
 
     reference = "pyspark predict_batch_udf"
-    ratios = {f"{row['model']}: {row['variant']} / {reference}": row["vs_pyspark"]
-              for row in results if row["variant"] != reference and row["vs_pyspark"]}
-    ratios.update({f"{row['model']}: {row['variant']} / single process model.predict": row["vs_single"]
-                   for row in results if row["variant"] != "single process model.predict"})
-    write_results(args.json, config={**vars(args), "cores": os.cpu_count()},
-                  table=[(f"{row['model']}: {row['variant']}", row["rows_per_s"], "rows/s") for row in results],
-                  ratios=ratios, notes=[f"load average after the run: {os.getloadavg()[0]:.1f}"],
-                  raw={"results": results})
+    ratios = {
+        f"{row['model']}: {row['variant']} / {reference}": row["vs_pyspark"]
+        for row in results
+        if row["variant"] != reference and row["vs_pyspark"]
+    }
+    ratios.update(
+        {
+            f"{row['model']}: {row['variant']} / single process model.predict": row["vs_single"]
+            for row in results
+            if row["variant"] != "single process model.predict"
+        }
+    )
+    write_results(
+        args.json,
+        config={**vars(args), "cores": os.cpu_count()},
+        table=[(f"{row['model']}: {row['variant']}", row["rows_per_s"], "rows/s") for row in results],
+        ratios=ratios,
+        notes=[f"load average after the run: {os.getloadavg()[0]:.1f}"],
+        raw={"results": results},
+    )
 
 
 def print_table(results: list[dict], args) -> None:
     """The results as a Markdown table."""
-    print(f"\n{args.rows} rows, batch size {args.batch_size}, {args.master}, median of {args.runs} runs "
-          f"(load: {os.getloadavg()[0]:.1f})\n")
+    print(
+        f"\n{args.rows} rows, batch size {args.batch_size}, {args.master}, median of {args.runs} runs "
+        f"(load: {os.getloadavg()[0]:.1f})\n"
+    )
     print("| model | variant | rows/s | x pyspark predict_batch_udf | x single process | runs (s) |")
     print("|---|---|---:|---:|---:|---|")
     for row in results:
         vs_pyspark = f"{row['vs_pyspark']:.2f}" if row["vs_pyspark"] else "-"
-        print(f"| {row['model']} | {row['variant']} | {row['rows_per_s']:,.0f} | {vs_pyspark} | "
-              f"{row['vs_single']:.2f} | {row['runs']} |")
+        print(
+            f"| {row['model']} | {row['variant']} | {row['rows_per_s']:,.0f} | {vs_pyspark} | "
+            f"{row['vs_single']:.2f} | {row['runs']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -30,8 +30,10 @@ def find_sections(text: str) -> dict[str, tuple[int, int]]:
         name = match.group(1)
         if name is not None:  # a begin marker
             if open_name is not None:
-                raise MarkerError(f"line {line}: section {name!r} begins before section {open_name!r} "
-                                  f"(line {open_line}) has its {END}")
+                raise MarkerError(
+                    f"line {line}: section {name!r} begins before section {open_name!r} "
+                    f"(line {open_line}) has its {END}"
+                )
             if name in sections:
                 raise MarkerError(f"line {line}: a second section named {name!r}")
             open_name, open_at, open_line = name, match.end(), line
@@ -50,8 +52,10 @@ def replace_sections(text: str, contents: dict[str, str]) -> str:
     spans = find_sections(text)
     missing = sorted(set(contents) - set(spans))
     if missing:
-        raise MarkerError("no generated section for " + ", ".join(
-            f"{name!r} (add <!-- generated: {name} --> ... {END})" for name in missing))
+        raise MarkerError(
+            "no generated section for "
+            + ", ".join(f"{name!r} (add <!-- generated: {name} --> ... {END})" for name in missing)
+        )
     for name in sorted(contents, key=lambda n: spans[n][0], reverse=True):  # from the end: spans stay valid
         start, end = spans[name]
         text = text[:start] + "\n" + contents[name].strip("\n") + "\n" + text[end:]
@@ -59,6 +63,7 @@ def replace_sections(text: str, contents: dict[str, str]) -> str:
 
 
 # -- one section's Markdown --
+
 
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -91,11 +96,16 @@ def describe_stack(machine: dict) -> str:
     stack = machine.get("stack", {})
     java = stack.get("java", "unknown")
     match = re.search(r'(\S+) version "([^"]+)"', java)
-    parts = [f"Python {stack.get('python')}", f"PySpark {stack.get('pyspark')}",
-             stack.get("tensorflow", "TensorFlow ?"),
-             f"tf-keras {stack.get('tf-keras')}", f"Keras {stack.get('keras')}",
-             f"Java {match.group(2)} ({match.group(1)})" if match else f"Java: {java}",
-             f"TensorFlowOnSpark {stack.get('tensorflowonspark')}", f"sparkdl {stack.get('sparkdl')}"]
+    parts = [
+        f"Python {stack.get('python')}",
+        f"PySpark {stack.get('pyspark')}",
+        stack.get("tensorflow", "TensorFlow ?"),
+        f"tf-keras {stack.get('tf-keras')}",
+        f"Keras {stack.get('keras')}",
+        f"Java {match.group(2)} ({match.group(1)})" if match else f"Java: {java}",
+        f"TensorFlowOnSpark {stack.get('tensorflowonspark')}",
+        f"sparkdl {stack.get('sparkdl')}",
+    ]
     commit = machine.get("commit")
     return "; ".join(parts) + (f", commit `{commit}`" if commit else "")
 
@@ -117,11 +127,12 @@ def _generic_tables(records: list[dict], labelled: bool) -> list[str]:
     ratio_rows = []
     for record in records:
         run = f"| {_cell(record['label'])} " if labelled else ""
-        ratio_rows += [f"{run}| {_cell(name)} | {format_ratio(value)} |"
-                       for name, value in record["report"].get("ratios", {}).items()]
+        ratio_rows += [
+            f"{run}| {_cell(name)} | {format_ratio(value)} |"
+            for name, value in record["report"].get("ratios", {}).items()
+        ]
     if ratio_rows:
-        lines += ["", f"{head}| ratio | value |", f"{sep}|---|---:|",
-                  *ratio_rows]
+        lines += ["", f"{head}| ratio | value |", f"{sep}|---|---:|", *ratio_rows]
     else:
         lines += ["", "No ratios: the references did not run (see the notes)."]
     return lines
@@ -133,14 +144,18 @@ def _inference_tables(records: list[dict], labelled: bool) -> list[str]:
         return _generic_tables(records, labelled)
     head = "| run " if labelled else ""
     sep = "|---" if labelled else ""
-    lines = [f"{head}| model | variant | rows/s | × PySpark `predict_batch_udf` | × single process | runs (s) |",
-             f"{sep}|---|---|---:|---:|---:|---|"]
+    lines = [
+        f"{head}| model | variant | rows/s | × PySpark `predict_batch_udf` | × single process | runs (s) |",
+        f"{sep}|---|---|---:|---:|---:|---|",
+    ]
     for record in records:
         run = f"| {_cell(record['label'])} " if labelled else ""
         for row in record["report"]["raw"]["results"]:
-            lines.append(f"{run}| {row['model']} | {_cell(row['variant'])} | {row['rows_per_s']:,.0f} | "
-                         f"{format_ratio(row.get('vs_pyspark'))} | {format_ratio(row.get('vs_single'))} | "
-                         f"{row.get('runs', '')} |")
+            lines.append(
+                f"{run}| {row['model']} | {_cell(row['variant'])} | {row['rows_per_s']:,.0f} | "
+                f"{format_ratio(row.get('vs_pyspark'))} | {format_ratio(row.get('vs_single'))} | "
+                f"{row.get('runs', '')} |"
+            )
     return lines
 
 
@@ -152,8 +167,9 @@ def render_section(records: list[dict], source: str) -> str:
     """The Markdown of one generated section from its runs' records (in the order they ran)."""
     labelled = len(records) > 1
     machines = {describe_machine(r["machine"]) + " | " + describe_stack(r["machine"]) for r in records}
-    lines = [f"<!-- Written by benchmarks/run_all.py from {source}: change the scripts or run_all.py, "
-             "not this block. -->"]
+    lines = [
+        f"<!-- Written by benchmarks/run_all.py from {source}: change the scripts or run_all.py, not this block. -->"
+    ]
     if any(record.get("quick") for record in records):
         lines += ["", "**Quick smoke run (`--quick`): sizes far too small for these figures to mean anything.**"]
     if len(machines) == 1:
@@ -161,12 +177,17 @@ def render_section(records: list[dict], source: str) -> str:
         lines += ["", f"Machine: {describe_machine(machine)}.", f"Software: {describe_stack(machine)}."]
     lines += ["", "Runs, one after another:", ""]
     for record in records:
-        where = "" if len(machines) == 1 else (f"; on {describe_machine(record['machine'])}; "
-                                               f"{describe_stack(record['machine'])}")
+        where = (
+            ""
+            if len(machines) == 1
+            else (f"; on {describe_machine(record['machine'])}; {describe_stack(record['machine'])}")
+        )
         label = f"{record['label']}: " if labelled else ""
-        lines.append(f"- {label}`{record['command']}`, started {record['started']}, took "
-                     f"{record['duration_s'] / 60:.1f} min, load average {record['load_before']} at its start{where}; "
-                     f"settings: {_settings(record['report'].get('config', {}))}.")
+        lines.append(
+            f"- {label}`{record['command']}`, started {record['started']}, took "
+            f"{record['duration_s'] / 60:.1f} min, load average {record['load_before']} at its start{where}; "
+            f"settings: {_settings(record['report'].get('config', {}))}."
+        )
     lines.append("")
     lines += TABLES.get(records[0]["script"], _generic_tables)(records, labelled)
     notes = [(record["label"], note) for record in records for note in record["report"].get("notes", [])]

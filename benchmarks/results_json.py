@@ -26,14 +26,30 @@ def _plain(value):
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def write_results(path: str | Path, *, config: dict, table: list[tuple[str, float, str]], ratios: dict[str, float],
-                  notes: list[str] | tuple[str, ...] = (), raw: dict | None = None) -> None:
+def write_results(
+    path: str | Path,
+    *,
+    config: dict,
+    table: list[tuple[str, float, str]],
+    ratios: dict[str, float],
+    notes: list[str] | tuple[str, ...] = (),
+    raw: dict | None = None,
+) -> None:
     """Write one benchmark run's results to ``path``; ``table`` is ``[(name, value, unit), ...]``."""
     names = [name for name, _, _ in table]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
         raise ValueError(f"measurement names must be unique, repeated: {duplicates}")
-    Path(path).write_text(json.dumps({
-        "config": config,
-        "measurements": {name: {"value": value, "unit": unit} for name, value, unit in table},
-        "ratios": ratios, "notes": list(notes), "raw": raw or {}}, indent=2, default=_plain))
+    Path(path).write_text(
+        json.dumps(
+            {
+                "config": config,
+                "measurements": {name: {"value": value, "unit": unit} for name, value, unit in table},
+                "ratios": ratios,
+                "notes": list(notes),
+                "raw": raw or {},
+            },
+            indent=2,
+            default=_plain,
+        )
+    )

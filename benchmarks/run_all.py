@@ -66,25 +66,42 @@ class Section:
 
 
 SECTIONS = (
-    Section("train_feed", (
-        Run("train_feed", "train_feed.py", (), QUICK_TRAIN_FEED, "defaults"),
-        Run("train_feed_10_epochs", "train_feed.py", ("--epochs", "10", "--parts", "a", "--runs", "1"),
-            ("--epochs", "2", "--parts", "a", *QUICK_TRAIN_FEED), "10 epochs"),
-        Run("train_feed_per_epoch", "train_feed.py", ("--fit", "per_epoch", "--parts", "a", "--runs", "2"),
-            ("--fit", "per_epoch", "--parts", "a", "--epochs", "2", *QUICK_TRAIN_FEED),
-            "per-epoch iterator"),
-        Run("train_feed_graph", "train_feed.py", ("--consume", "graph", "--parts", "b"),
-            ("--consume", "graph", "--parts", "b", "--cache_epochs", "2", *QUICK_TRAIN_FEED),
-            "graph-mode read"),
-    )),
-    Section("feed_throughput", (
-        Run("feed_throughput", "feed_throughput.py", (), ("--rows", "4000", "--tfos_rows", "1000", "--runs", "1")),)),
-    Section("inference_udf", (
-        Run("inference_udf", "inference_udf.py", (), ("--rows", "2000", "--runs", "1")),)),
-    Section("cluster_overhead", (
-        Run("cluster_overhead", "cluster_overhead.py", (), ("--runs", "1", "--epochs", "1")),)),
-    Section("feed_memory", (
-        Run("feed_memory", "feed_memory.py", (), ("--rows", "20000")),)),
+    Section(
+        "train_feed",
+        (
+            Run("train_feed", "train_feed.py", (), QUICK_TRAIN_FEED, "defaults"),
+            Run(
+                "train_feed_10_epochs",
+                "train_feed.py",
+                ("--epochs", "10", "--parts", "a", "--runs", "1"),
+                ("--epochs", "2", "--parts", "a", *QUICK_TRAIN_FEED),
+                "10 epochs",
+            ),
+            Run(
+                "train_feed_per_epoch",
+                "train_feed.py",
+                ("--fit", "per_epoch", "--parts", "a", "--runs", "2"),
+                ("--fit", "per_epoch", "--parts", "a", "--epochs", "2", *QUICK_TRAIN_FEED),
+                "per-epoch iterator",
+            ),
+            Run(
+                "train_feed_graph",
+                "train_feed.py",
+                ("--consume", "graph", "--parts", "b"),
+                ("--consume", "graph", "--parts", "b", "--cache_epochs", "2", *QUICK_TRAIN_FEED),
+                "graph-mode read",
+            ),
+        ),
+    ),
+    Section(
+        "feed_throughput",
+        (Run("feed_throughput", "feed_throughput.py", (), ("--rows", "4000", "--tfos_rows", "1000", "--runs", "1")),),
+    ),
+    Section("inference_udf", (Run("inference_udf", "inference_udf.py", (), ("--rows", "2000", "--runs", "1")),)),
+    Section(
+        "cluster_overhead", (Run("cluster_overhead", "cluster_overhead.py", (), ("--runs", "1", "--epochs", "1")),)
+    ),
+    Section("feed_memory", (Run("feed_memory", "feed_memory.py", (), ("--rows", "20000")),)),
 )
 SECTIONS_BY_NAME = {section.name: section for section in SECTIONS}
 
@@ -92,17 +109,24 @@ SECTIONS_BY_NAME = {section.name: section for section in SECTIONS}
 def parse_args(argv=None) -> argparse.Namespace:
     """Command-line options."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", help="comma-separated sections to regenerate (default: all): "
-                                       + ", ".join(SECTIONS_BY_NAME))
-    parser.add_argument("--from-json", metavar="DIR", type=Path,
-                        help="re-render the sections from the JSON saved in DIR; runs nothing")
-    parser.add_argument("--quick", action="store_true",
-                        help="smoke run with tiny sizes, into a temporary copy of the doc and a temporary results "
-                             "directory (unless --doc/--results name others)")
-    parser.add_argument("--doc", type=Path,
-                        help=f"the Markdown file to rewrite (default: {DEFAULT_DOC.relative_to(ROOT)})")
-    parser.add_argument("--results", type=Path,
-                        help=f"where each run's JSON is kept (default: {DEFAULT_RESULTS.relative_to(ROOT)})")
+    parser.add_argument(
+        "--only", help="comma-separated sections to regenerate (default: all): " + ", ".join(SECTIONS_BY_NAME)
+    )
+    parser.add_argument(
+        "--from-json", metavar="DIR", type=Path, help="re-render the sections from the JSON saved in DIR; runs nothing"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run with tiny sizes, into a temporary copy of the doc and a temporary results "
+        "directory (unless --doc/--results name others)",
+    )
+    parser.add_argument(
+        "--doc", type=Path, help=f"the Markdown file to rewrite (default: {DEFAULT_DOC.relative_to(ROOT)})"
+    )
+    parser.add_argument(
+        "--results", type=Path, help=f"where each run's JSON is kept (default: {DEFAULT_RESULTS.relative_to(ROOT)})"
+    )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds one script may run")
     parser.add_argument("--list", action="store_true", help="print the sections, runs and commands; run nothing")
     opts = parser.parse_args(argv)
@@ -113,14 +137,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     names = [n.strip() for n in (opts.only or "").split(",") if n.strip()]
     unknown = [n for n in names if n not in SECTIONS_BY_NAME]
     if unknown:
-        parser.error(f"--only: no section {', '.join(map(repr, unknown))}; the sections are "
-                     + ", ".join(SECTIONS_BY_NAME))
+        parser.error(
+            f"--only: no section {', '.join(map(repr, unknown))}; the sections are " + ", ".join(SECTIONS_BY_NAME)
+        )
     opts.sections = [SECTIONS_BY_NAME[n] for n in names] if names else list(SECTIONS)
     if opts.quick:
         for given, real in ((opts.doc, DEFAULT_DOC), (opts.results, DEFAULT_RESULTS)):
             if given is not None and given.resolve() == real.resolve():
-                parser.error(f"--quick would write its meaningless figures into {real.relative_to(ROOT)}; "
-                             "leave --doc/--results out or point them elsewhere")
+                parser.error(
+                    f"--quick would write its meaningless figures into {real.relative_to(ROOT)}; "
+                    "leave --doc/--results out or point them elsewhere"
+                )
         if not opts.list and (opts.doc is None or opts.results is None):
             scratch = Path(tempfile.mkdtemp(prefix="sparkdl-bench-quick-"))
             opts.results = opts.results or scratch / "results"
@@ -178,12 +205,16 @@ def execute(run: Run, section: Section, description: dict, opts) -> tuple[dict |
         print(f"\n== run_all: {run.name}: {shown}", flush=True)
         load_before = machine.load_average()
         if load_before > 0.5 * (os.cpu_count() or 1):
-            print(f"== run_all: warning: load average {load_before} before {run.name}: other work is running, "
-                  "its timings will be off (the doc states the load)", flush=True)
+            print(
+                f"== run_all: warning: load average {load_before} before {run.name}: other work is running, "
+                "its timings will be off (the doc states the load)",
+                flush=True,
+            )
         started = datetime.now(timezone.utc)
         clock = time.perf_counter()
-        failure = run_bounded([sys.executable, str(BENCHMARKS / run.script), *args, "--json", str(report_path)],
-                              opts.timeout)
+        failure = run_bounded(
+            [sys.executable, str(BENCHMARKS / run.script), *args, "--json", str(report_path)], opts.timeout
+        )
         duration = time.perf_counter() - clock
         if failure is None and not report_path.exists():
             failure = "it wrote no --json file"
@@ -191,9 +222,20 @@ def execute(run: Run, section: Section, description: dict, opts) -> tuple[dict |
             return None, f"{run.name} ({shown}): {failure}"
         report = json.loads(report_path.read_text())
     print(f"== run_all: {run.name} took {duration / 60:.1f} min", flush=True)
-    return {"section": section.name, "run": run.name, "label": run.label, "script": run.script, "args": list(args),
-            "command": shown, "started": started.strftime("%Y-%m-%d %H:%M UTC"), "duration_s": round(duration, 1),
-            "quick": opts.quick, "load_before": load_before, "machine": description, "report": report}, None
+    return {
+        "section": section.name,
+        "run": run.name,
+        "label": run.label,
+        "script": run.script,
+        "args": list(args),
+        "command": shown,
+        "started": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "duration_s": round(duration, 1),
+        "quick": opts.quick,
+        "load_before": load_before,
+        "machine": description,
+        "report": report,
+    }, None
 
 
 def save(records: list[dict], results: Path) -> None:
@@ -220,8 +262,10 @@ def load(section: Section, results: Path) -> tuple[list[dict] | None, list[str]]
             raise SystemExit(f"run_all: {path} is not valid JSON ({exc}); re-run --only {section.name}") from None
         absent = RECORD_KEYS - set(record)
         if absent:
-            raise SystemExit(f"run_all: {path} lacks {sorted(absent)}: it was not written by run_all.py; "
-                             f"re-run --only {section.name}")
+            raise SystemExit(
+                f"run_all: {path} lacks {sorted(absent)}: it was not written by run_all.py; "
+                f"re-run --only {section.name}"
+            )
         records.append(record)
     return (None if missing else records), missing
 
@@ -256,8 +300,10 @@ def main(argv=None) -> int:
         raise SystemExit(f"run_all: {opts.doc}: {exc}") from None
     missing = [s.name for s in opts.sections if s.name not in spans]
     if missing:
-        raise SystemExit(f"run_all: {opts.doc} has no generated section for {', '.join(missing)} "
-                         f"(add <!-- generated: NAME --> ... {render.END} where its tables belong)")
+        raise SystemExit(
+            f"run_all: {opts.doc} has no generated section for {', '.join(missing)} "
+            f"(add <!-- generated: NAME --> ... {render.END} where its tables belong)"
+        )
     if opts.from_json:
         return rerender(opts)
 

@@ -87,6 +87,7 @@ SPARKDL_RUN = {"progress": False, "log_to_driver": False}
 
 # -- node functions (module level: executors get them from this file) --
 
+
 def _mlp(tf):
     """The feed_throughput MLP under MultiWorkerMirroredStrategy, and the strategy."""
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
@@ -116,8 +117,12 @@ def fit_spark_fed(args, ctx):
     fits = []
     for run in range(args["fits"] + 1):
         # Keras under MWMS treats a dataset batch as the global batch (batch / 2 rows per node per step).
-        dataset = feed.as_dataset(args["batch"], features="features", label="label",  # waits for the first rows
-                                  all_epochs=args["all_epochs"])
+        dataset = feed.as_dataset(
+            args["batch"],
+            features="features",
+            label="label",  # waits for the first rows
+            all_epochs=args["all_epochs"],
+        )
         epochs, rows = feed.num_epochs, feed.steps_per_epoch(1)
         steps = feed.keras_steps_per_epoch(args["batch"], strategy) if args["all_epochs"] else None
         seconds, per_epoch = _timed_fit(tf, model, dataset, epochs, steps)
@@ -195,6 +200,7 @@ def read_rows(args, ctx):
 
 # -- driver --
 
+
 class CacheLog(logging.Handler):
     """Counts the driver's "epochs 2+ ... served from the nodes' caches" decisions (and refusals)."""
 
@@ -234,8 +240,14 @@ def measure_fits(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) ->
     """(a): SPARK-fed fits (cache on and off, alternating) and the in-memory reference."""
     from sparkdl import TFCluster
 
-    args = {"out": str(out), "batch": opts.batch, "fits": 2 * opts.runs, "rows": opts.rows, "epochs": opts.epochs,
-            "all_epochs": opts.fit == "all_epochs"}
+    args = {
+        "out": str(out),
+        "batch": opts.batch,
+        "fits": 2 * opts.runs,
+        "rows": opts.rows,
+        "epochs": opts.epochs,
+        "all_epochs": opts.fit == "all_epochs",
+    }
     cluster = TFCluster.run(sc, fit_spark_fed, args, 2, input_mode=TFCluster.InputMode.SPARK, **SPARKDL_RUN)
     cluster.train(warm_frame, 1)  # the nodes' warm-up fit: keeps TF start-up out of the timed calls
     walls: dict[bool, list[float]] = {True: [], False: []}
@@ -253,16 +265,32 @@ def measure_fits(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) ->
     memory_fits = node_results(out, "fit_memory")
     med = statistics.median
     cached_runs = list(zip(*spark_fits))[0::2]
-    cached_later = [sum(node["rows"] for node in run) * (opts.epochs - 1) / opts.epochs
-                    / max(sum(node["epoch_seconds"][1:]) for node in run) for run in cached_runs]
-    cached_first = [sum(node["rows"] for node in run) / opts.epochs / max(node["epoch_seconds"][0] for node in run)
-                    for run in cached_runs]  # epoch 1, fed by Spark
-    return {"cached": med(spark_rates[0::2]), "cached_later": med(cached_later), "cached_first": med(cached_first),
-            "uncached": med(spark_rates[1::2]),
-            "memory": med(fit_rates(memory_fits)), "wall_cached": med(walls[True]),
-            "wall_uncached": med(walls[False]), "cache_used": f"{cached_fits}/{opts.runs}",
-            "raw": {"spark_fed_per_node": spark_fits, "in_memory_per_node": memory_fits, "train_wall_s": {
-                "cache": walls[True], "no_cache": walls[False]}}}
+    cached_later = [
+        sum(node["rows"] for node in run)
+        * (opts.epochs - 1)
+        / opts.epochs
+        / max(sum(node["epoch_seconds"][1:]) for node in run)
+        for run in cached_runs
+    ]
+    cached_first = [
+        sum(node["rows"] for node in run) / opts.epochs / max(node["epoch_seconds"][0] for node in run)
+        for run in cached_runs
+    ]  # epoch 1, fed by Spark
+    return {
+        "cached": med(spark_rates[0::2]),
+        "cached_later": med(cached_later),
+        "cached_first": med(cached_first),
+        "uncached": med(spark_rates[1::2]),
+        "memory": med(fit_rates(memory_fits)),
+        "wall_cached": med(walls[True]),
+        "wall_uncached": med(walls[False]),
+        "cache_used": f"{cached_fits}/{opts.runs}",
+        "raw": {
+            "spark_fed_per_node": spark_fits,
+            "in_memory_per_node": memory_fits,
+            "train_wall_s": {"cache": walls[True], "no_cache": walls[False]},
+        },
+    }
 
 
 def measure_epochs(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) -> dict:
@@ -284,8 +312,13 @@ def measure_epochs(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) 
         firsts.append(rates[0])
         laters.append(statistics.median(rates[1:]))
         growth += [(node["rss_peak"] - node["rss_start"]) / MIB for node in run]
-    return {"first": statistics.median(firsts), "later": statistics.median(laters), "rss_growth_mib": max(growth),
-            "cache_used": f"{cache_log.used - used_before}/{opts.runs}", "raw": {"per_node": per_node}}
+    return {
+        "first": statistics.median(firsts),
+        "later": statistics.median(laters),
+        "rss_growth_mib": max(growth),
+        "cache_used": f"{cache_log.used - used_before}/{opts.runs}",
+        "raw": {"per_node": per_node},
+    }
 
 
 def measure_row_feed(sc, spark, opts) -> dict:
@@ -298,8 +331,14 @@ def measure_row_feed(sc, spark, opts) -> dict:
     rows = rdd.count()
     frame.count()
     result: dict = {"rows": rows}
-    cluster = TFCluster.run(sc, read_rows, {"library": "sparkdl", "batch": opts.batch}, 2,
-                            input_mode=TFCluster.InputMode.SPARK, **SPARKDL_RUN)
+    cluster = TFCluster.run(
+        sc,
+        read_rows,
+        {"library": "sparkdl", "batch": opts.batch},
+        2,
+        input_mode=TFCluster.InputMode.SPARK,
+        **SPARKDL_RUN,
+    )
     cluster.train(warm_rdd, 1)  # warm-up: the nodes are up and reading
     seconds = {"rdd": [], "df": []}
     for _ in range(opts.runs):
@@ -314,8 +353,16 @@ def measure_row_feed(sc, spark, opts) -> dict:
         result["tfos_skipped"] = f"tensorflowonspark is not importable ({exc}); install it with: {TFOS_INSTALL}"
         return result
     try:
-        cluster = TFoSCluster.run(sc, read_rows, {"library": "tfos", "batch": opts.batch}, 2, 0, False,
-                                  TFoSCluster.InputMode.SPARK, reservation_timeout=300)
+        cluster = TFoSCluster.run(
+            sc,
+            read_rows,
+            {"library": "tfos", "batch": opts.batch},
+            2,
+            0,
+            False,
+            TFoSCluster.InputMode.SPARK,
+            reservation_timeout=300,
+        )
         cluster.train(warm_rdd, 1)
         seconds = {"rdd": [], "df": []}
         for _ in range(opts.runs):
@@ -343,12 +390,20 @@ def main() -> None:
     parser.add_argument("--cache_epochs", type=int, default=4, help="epochs of (b) and (c)")
     parser.add_argument("--tfos_rows", type=int, default=20_000, help="rows of (d), for both libraries")
     parser.add_argument("--json", help="also write the results to this file")
-    parser.add_argument("--fit", choices=("all_epochs", "per_epoch"), default="all_epochs",
-                        help="(a)'s fit, the same on both sides: one dataset iterator for all epochs "
-                             "(as_dataset(all_epochs=True) / dataset.repeat(), with steps_per_epoch), or one per epoch")
-    parser.add_argument("--consume", choices=("eager", "graph"), default="eager",
-                        help="how (b)'s nodes read as_dataset: a Python for loop (and (c) samples RSS per "
-                             "batch), or Dataset.reduce in TensorFlow's runtime (no (c))")
+    parser.add_argument(
+        "--fit",
+        choices=("all_epochs", "per_epoch"),
+        default="all_epochs",
+        help="(a)'s fit, the same on both sides: one dataset iterator for all epochs "
+        "(as_dataset(all_epochs=True) / dataset.repeat(), with steps_per_epoch), or one per epoch",
+    )
+    parser.add_argument(
+        "--consume",
+        choices=("eager", "graph"),
+        default="eager",
+        help="how (b)'s nodes read as_dataset: a Python for loop (and (c) samples RSS per "
+        "batch), or Dataset.reduce in TensorFlow's runtime (no (c))",
+    )
     parser.add_argument("--parts", default="abcd", help="which measurements to run, e.g. 'ab' ((c) comes with (b))")
     opts = parser.parse_args()
     spark = start_local_spark("sparkdl-train-feed-bench")
@@ -363,10 +418,12 @@ def main() -> None:
     frame.count()  # materialised in Spark's cache before any timing
     warm_frame = make_frame(spark, 4 * opts.batch, 2).cache()  # for the nodes' untimed first call
     warm_frame.count()
-    fits = measure_fits(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log) if "a" in opts.parts \
+    fits = measure_fits(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log) if "a" in opts.parts else None
+    epochs = (
+        measure_epochs(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log)
+        if set("bc") & set(opts.parts)
         else None
-    epochs = measure_epochs(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp()), cache_log) \
-        if set("bc") & set(opts.parts) else None
+    )
     rows_feed = measure_row_feed(sc, spark, opts) if "d" in opts.parts else None
     spark.stop()
     report(opts, fits, epochs, rows_feed, cache_log)
@@ -407,16 +464,21 @@ def report(opts, fits: dict | None, epochs: dict | None, rows_feed: dict | None,
                 ("(c)   feed_queue_bytes (default)", 64.0, "MiB"),
                 ("(c)   one batch of features + labels", batch_mib, "MiB"),
             ]
-            ratios["(c) RSS growth / (feed_queue_bytes + 4 batches) (goal <= 1)"] = \
-                epochs["rss_growth_mib"] / (64 + 4 * batch_mib)
+            ratios["(c) RSS growth / (feed_queue_bytes + 4 batches) (goal <= 1)"] = epochs["rss_growth_mib"] / (
+                64 + 4 * batch_mib
+            )
         notes.append(f"epoch cache used by (b)'s {epochs['cache_used']} calls")
         raw["b_c"] = epochs["raw"]
     if rows_feed:
-        table += [("(d) sparkdl first-epoch feed, next_batch rows, RDD", rows_feed["sparkdl_rdd"], "rows/s"),
-                  ("(d) sparkdl first-epoch feed, next_batch rows, DataFrame", rows_feed["sparkdl_df"], "rows/s")]
+        table += [
+            ("(d) sparkdl first-epoch feed, next_batch rows, RDD", rows_feed["sparkdl_rdd"], "rows/s"),
+            ("(d) sparkdl first-epoch feed, next_batch rows, DataFrame", rows_feed["sparkdl_df"], "rows/s"),
+        ]
         if "tfos_rdd" in rows_feed:
-            table += [("(d) TFoS 2.2.5 first-epoch feed, next_batch rows, RDD", rows_feed["tfos_rdd"], "rows/s"),
-                      ("(d) TFoS 2.2.5 first-epoch feed, DataFrame as df.rdd", rows_feed["tfos_df"], "rows/s")]
+            table += [
+                ("(d) TFoS 2.2.5 first-epoch feed, next_batch rows, RDD", rows_feed["tfos_rdd"], "rows/s"),
+                ("(d) TFoS 2.2.5 first-epoch feed, DataFrame as df.rdd", rows_feed["tfos_df"], "rows/s"),
+            ]
             ratios["(d) sparkdl / TFoS, RDD"] = rows_feed["sparkdl_rdd"] / rows_feed["tfos_rdd"]
             ratios["(d) sparkdl / TFoS, DataFrame"] = rows_feed["sparkdl_df"] / rows_feed["tfos_df"]
         if "tfos_skipped" in rows_feed:
@@ -424,9 +486,11 @@ def report(opts, fits: dict | None, epochs: dict | None, rows_feed: dict | None,
         raw["d"] = rows_feed["raw"]
     notes += [f"driver: {message}" for message in cache_log.refused]
 
-    print(f"\nlocal-cluster[2,1,1024], {os.cpu_count()} cores, 2 TF nodes, {opts.rows} rows x {FEATURES} float32 "
-          f"+ label, {opts.partitions} partitions, global batch {opts.batch}, (a) {opts.epochs} epochs, (b)/(c) "
-          f"{opts.cache_epochs} epochs, (d) {opts.tfos_rows} rows, medians of {opts.runs} runs")
+    print(
+        f"\nlocal-cluster[2,1,1024], {os.cpu_count()} cores, 2 TF nodes, {opts.rows} rows x {FEATURES} float32 "
+        f"+ label, {opts.partitions} partitions, global batch {opts.batch}, (a) {opts.epochs} epochs, (b)/(c) "
+        f"{opts.cache_epochs} epochs, (d) {opts.tfos_rows} rows, medians of {opts.runs} runs"
+    )
     width = max(len(name) for name, _, _ in table)
     for name, value, unit in table:
         print(f"{name.ljust(width)}  {value:>12,.{1 if unit in ('s', 'MiB') else 0}f} {unit}")
@@ -438,8 +502,14 @@ def report(opts, fits: dict | None, epochs: dict | None, rows_feed: dict | None,
     if opts.json:
         from results_json import write_results  # here: executors import this module without it
 
-        write_results(opts.json, config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},
-                      table=table, ratios=ratios, notes=notes, raw=raw)
+        write_results(
+            opts.json,
+            config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},
+            table=table,
+            ratios=ratios,
+            notes=notes,
+            raw=raw,
+        )
 
 
 if __name__ == "__main__":

@@ -36,11 +36,13 @@ LINE_WIDTH = 100
 
 #: Classes sparkdl creates for the user (``run()`` returns a TFCluster, ``map_fun`` receives the
 #: context, ``ctx.get_data_feed()`` returns the feed): their constructors are not shown.
-NOT_CONSTRUCTED_BY_USERS = frozenset({
-    "sparkdl.driver.cluster.TFCluster",
-    "sparkdl.node.context.NodeContext",
-    "sparkdl.feed.data_feed.DataFeed",
-})
+NOT_CONSTRUCTED_BY_USERS = frozenset(
+    {
+        "sparkdl.driver.cluster.TFCluster",
+        "sparkdl.node.context.NodeContext",
+        "sparkdl.feed.data_feed.DataFeed",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,41 +51,73 @@ class Section:
 
     module: str
     title: str
-    names: tuple[str, ...] | None = None   # None: __all__, else the public names defined in the module
+    names: tuple[str, ...] | None = None  # None: __all__, else the public names defined in the module
     intro: str = ""
 
 
 SECTIONS = (
     Section("sparkdl", "Package", intro="What `import sparkdl` / `from sparkdl import ...` provides."),
-    Section("sparkdl.TFCluster", "Cluster (driver)",
-            intro="`from sparkdl import TFCluster`, as with TensorFlowOnSpark's `tensorflowonspark.TFCluster`."),
-    Section("sparkdl.node.context", "Node context (`ctx`)", names=("NodeContext",),
-            intro="The `ctx` argument of `map_fun(args, ctx)`."),
-    Section("sparkdl.feed.data_feed", "Data feed (InputMode.SPARK)", names=("DataFeed",),
-            intro="What `ctx.get_data_feed()` and `TFNode.DataFeed(ctx.mgr)` return inside a node."),
+    Section(
+        "sparkdl.TFCluster",
+        "Cluster (driver)",
+        intro="`from sparkdl import TFCluster`, as with TensorFlowOnSpark's `tensorflowonspark.TFCluster`.",
+    ),
+    Section(
+        "sparkdl.node.context",
+        "Node context (`ctx`)",
+        names=("NodeContext",),
+        intro="The `ctx` argument of `map_fun(args, ctx)`.",
+    ),
+    Section(
+        "sparkdl.feed.data_feed",
+        "Data feed (InputMode.SPARK)",
+        names=("DataFeed",),
+        intro="What `ctx.get_data_feed()` and `TFNode.DataFeed(ctx.mgr)` return inside a node.",
+    ),
     Section("sparkdl.TFNode", "Node helpers", intro="`from sparkdl import TFNode`."),
     Section("sparkdl.TFParallel", "Independent nodes", intro="`from sparkdl import TFParallel`."),
     Section("sparkdl.inference", "Inference", intro="`from sparkdl.inference import ...`."),
-    Section("sparkdl.ml", "Spark ML pipeline stages", names=("TFEstimator", "TFModel"),
-            intro="`from sparkdl.ml import TFEstimator, TFModel`."),
-    Section("sparkdl.params", "Spark ML Params (TensorFlowOnSpark's mixins)",
-            intro="The `Has*` Param mixins `TFEstimator` and `TFModel` are built from, with TensorFlowOnSpark's "
-                  "accessors; `sparkdl.pipeline` re-exports them."),
-    Section("sparkdl.pipeline", "TensorFlowOnSpark's `pipeline` module",
-            intro="`from sparkdl.pipeline import TFEstimator, TFModel, Namespace, ...`, as from "
-                  "`tensorflowonspark.pipeline`."),
+    Section(
+        "sparkdl.ml",
+        "Spark ML pipeline stages",
+        names=("TFEstimator", "TFModel"),
+        intro="`from sparkdl.ml import TFEstimator, TFModel`.",
+    ),
+    Section(
+        "sparkdl.params",
+        "Spark ML Params (TensorFlowOnSpark's mixins)",
+        intro="The `Has*` Param mixins `TFEstimator` and `TFModel` are built from, with TensorFlowOnSpark's "
+        "accessors; `sparkdl.pipeline` re-exports them.",
+    ),
+    Section(
+        "sparkdl.pipeline",
+        "TensorFlowOnSpark's `pipeline` module",
+        intro="`from sparkdl.pipeline import TFEstimator, TFModel, Namespace, ...`, as from "
+        "`tensorflowonspark.pipeline`.",
+    ),
     Section("sparkdl.compat", "TensorFlowOnSpark's `compat` module", intro="`from sparkdl import compat`."),
-    Section("sparkdl.dfutil", "TensorFlowOnSpark's `dfutil` module",
-            intro="`from sparkdl import dfutil`: DataFrames to TFRecord files and back, without a JAR."),
+    Section(
+        "sparkdl.dfutil",
+        "TensorFlowOnSpark's `dfutil` module",
+        intro="`from sparkdl import dfutil`: DataFrames to TFRecord files and back, without a JAR.",
+    ),
     Section("sparkdl.util", "TensorFlowOnSpark's `util.single_node_env`", names=("single_node_env",)),
     Section("sparkdl.gpu_info", "TensorFlowOnSpark's `gpu_info` module"),
     Section("sparkdl.errors", "Errors", intro="Raised at the driver."),
-    Section("sparkdl.feed.feeder", "Feed errors", names=("FeedError",),
-            intro="Raised by `cluster.train()` / `cluster.inference()`."),
+    Section(
+        "sparkdl.feed.feeder",
+        "Feed errors",
+        names=("FeedError",),
+        intro="Raised by `cluster.train()` / `cluster.inference()`.",
+    ),
     Section("sparkdl.feed.columns", "Feed data errors", names=("FeedDataError",)),
     Section("sparkdl.gpus", "GPU selection errors", names=("GPUSelectionError",)),
-    Section("sparkdl.feed.results", "Inference result errors", names=("ResultsError",),
-            intro="Raised in `map_fun` by `feed.batch_results()`."),
+    Section(
+        "sparkdl.feed.results",
+        "Inference result errors",
+        names=("ResultsError",),
+        intro="Raised in `map_fun` by `feed.batch_results()`.",
+    ),
 )
 
 
@@ -92,7 +126,7 @@ class Entry:
     """One documented object, for the checks in ``tests/test_docs.py``."""
 
     qualname: str
-    kind: str        # module, class, function, method, property, attribute, param, data
+    kind: str  # module, class, function, method, property, attribute, param, data
     doc: str
 
     @property
@@ -131,8 +165,7 @@ def _signature(obj: Any, drop_first: bool = False) -> str | None:
     if drop_first and parameters:
         parameters = parameters[1:]
     parameters = [p.replace(annotation=_annotation(p.annotation)) for p in parameters]
-    signature = signature.replace(parameters=parameters,
-                                  return_annotation=_annotation(signature.return_annotation))
+    signature = signature.replace(parameters=parameters, return_annotation=_annotation(signature.return_annotation))
     return _ADDRESS.sub("", str(signature))
 
 
@@ -159,7 +192,7 @@ def _split_params(text: str) -> tuple[list[str], str]:
             if depth == 0:
                 if "".join(current).strip():
                     params.append("".join(current).strip())
-                return params, text[index + 1:]
+                return params, text[index + 1 :]
             depth -= 1
         if char == "," and depth == 0:
             params.append("".join(current).strip())
@@ -217,7 +250,7 @@ class Renderer:
     def __init__(self):
         self.lines: list[str] = []
         self.entries: list[Entry] = []
-        self.homes = _homes()             # id(object) -> qualified name where it is documented
+        self.homes = _homes()  # id(object) -> qualified name where it is documented
 
     def emit(self, *lines: str) -> None:
         """Append lines of Markdown."""
@@ -254,9 +287,13 @@ class Renderer:
             return list(section.names)
         if hasattr(module, "__all__"):
             return list(module.__all__)
-        defined = [(name, obj) for name, obj in vars(module).items()
-                   if not name.startswith("_") and (inspect.isclass(obj) or inspect.isfunction(obj))
-                   and getattr(obj, "__module__", None) == module.__name__]
+        defined = [
+            (name, obj)
+            for name, obj in vars(module).items()
+            if not name.startswith("_")
+            and (inspect.isclass(obj) or inspect.isfunction(obj))
+            and getattr(obj, "__module__", None) == module.__name__
+        ]
         return [name for name, obj in sorted(defined, key=lambda item: _source_line(item[1]))]
 
     def member(self, module: Any, module_name: str, name: str, attribute_docs: dict[str, str]) -> None:
@@ -266,13 +303,15 @@ class Renderer:
         home = self.homes.get(id(obj))
         if home is not None and home != qualname and not inspect.ismodule(obj):
             summary = _doc(obj).split("\n\n")[0].replace("\n", " ")
-            self.emit(f"- `{qualname}`: see [`{home}`](#{home})" + (f". {summary}" if summary else "."),
-                      "")
+            self.emit(f"- `{qualname}`: see [`{home}`](#{home})" + (f". {summary}" if summary else "."), "")
             self.record(qualname, "alias", home)
         elif inspect.ismodule(obj):
             summary = _doc(obj).split("\n\n")[0].replace("\n", " ")
-            self.emit(f"- module `{qualname}`: see [{home or qualname}](#{home or qualname})"
-                      + (f". {summary}" if summary else "."), "")
+            self.emit(
+                f"- module `{qualname}`: see [{home or qualname}](#{home or qualname})"
+                + (f". {summary}" if summary else "."),
+                "",
+            )
             self.record(qualname, "alias", home or qualname)
         elif inspect.isclass(obj):
             self.klass(qualname, obj)
@@ -319,7 +358,7 @@ class Renderer:
                     members.append((name, value))
                 elif name not in fields:
                     attributes.append((name, value))
-        for name, doc_text in attribute_docs.items():  # documented instance attributes (self.x = ...  #: ...)
+        for name in attribute_docs:  # documented instance attributes (self.x = ...  #: ...)
             if name not in seen and not name.startswith("_") and name not in fields:
                 seen.add(name)
                 attributes.append((name, dataclasses.MISSING))
@@ -338,8 +377,11 @@ class Renderer:
             for name, value in params:
                 key = name.replace("_", "").lower()
                 pair = [a for a in accessors if a[3:].lower() == key]
-                self.emit(f"- `{name}`" + (f" ({' / '.join(f'`{a}`' for a in sorted(pair, reverse=True))})"
-                                           if pair else "") + f": {value.doc}")
+                self.emit(
+                    f"- `{name}`"
+                    + (f" ({' / '.join(f'`{a}`' for a in sorted(pair, reverse=True))})" if pair else "")
+                    + f": {value.doc}"
+                )
                 self.record(f"{qualname}.{name}", "param", value.doc)
             self.emit("")
         for name, value in accessors.items():
@@ -358,21 +400,25 @@ class Renderer:
             self.paragraph(doc)
             return
         function = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
-        prefix = "staticmethod " if isinstance(raw, staticmethod) else \
-            "classmethod " if isinstance(raw, classmethod) else ""
+        prefix = (
+            "staticmethod " if isinstance(raw, staticmethod) else "classmethod " if isinstance(raw, classmethod) else ""
+        )
         doc = _doc(function)
         self.emit(f"#### {prefix}`{qualname}`", "")
-        self.emit(*_code_block(name, _signature(function, drop_first=not isinstance(raw, staticmethod)) or "(...)"),
-                  "")
+        self.emit(*_code_block(name, _signature(function, drop_first=not isinstance(raw, staticmethod)) or "(...)"), "")
         self.record(qualname, "method", doc)
         self.paragraph(doc)
 
     def render(self) -> str:
         """The whole reference as Markdown text."""
-        self.emit("# sparkdl API reference", "",
-                  "Generated from sparkdl's docstrings by `python scripts/gen_api_docs.py`; do not edit by hand (`tests/test_docs.py` checks that "
-                  "it is current). For the concepts see [architecture.md](architecture.md); coming from "
-                  "TensorFlowOnSpark, see [migration.md](migration.md).", "")
+        self.emit(
+            "# sparkdl API reference",
+            "",
+            "Generated from sparkdl's docstrings by `python scripts/gen_api_docs.py`; do not edit by hand "
+            "(`tests/test_docs.py` checks that it is current). For the concepts see "
+            "[architecture.md](architecture.md); coming from TensorFlowOnSpark, see [migration.md](migration.md).",
+            "",
+        )
         self.emit("Contents:", "")
         for section in SECTIONS:
             self.emit(f"- [{section.title}: `{section.module}`](#{section.module})")
@@ -386,8 +432,7 @@ class Renderer:
 
 def _is_accessor(value: Any) -> bool:
     """A ``setX``/``getX`` generated for a Spark ML Param (a function defined inside a factory)."""
-    return (inspect.isfunction(value) and "<locals>" in value.__qualname__
-            and value.__name__[:3] in ("set", "get"))
+    return inspect.isfunction(value) and "<locals>" in value.__qualname__ and value.__name__[:3] in ("set", "get")
 
 
 def _homes() -> dict[int, str]:

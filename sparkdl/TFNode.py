@@ -25,8 +25,13 @@ def release_port(ctx: NodeContext) -> None:
     ctx.release_port()
 
 
-def DataFeed(mgr, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
-             input_mapping: dict[str, str] | None = None):
+def DataFeed(
+    mgr,
+    train_mode: bool = True,
+    qname_in: str = "input",
+    qname_out: str = "output",
+    input_mapping: dict[str, str] | None = None,
+):
     """TensorFlowOnSpark's ``TFNode.DataFeed(ctx.mgr, ...)``: the node's data feed (InputMode.SPARK).
 
     Same as ``ctx.get_data_feed(...)``; see :class:`sparkdl.feed.data_feed.DataFeed`.

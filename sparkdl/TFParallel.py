@@ -12,15 +12,25 @@ from typing import Any, Callable
 from .driver.cluster import run as _run_cluster
 
 
-def run(sc: Any, map_fn: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
-        use_barrier: bool = True, *, timeout: float = 259200, **kwargs: Any) -> None:
+def run(
+    sc: Any,
+    map_fn: Callable[[Any, Any], Any],
+    tf_args: Any,
+    num_executors: int,
+    use_barrier: bool = True,
+    *,
+    timeout: float = 259200,
+    **kwargs: Any,
+) -> None:
     """Run ``map_fn(tf_args, ctx)`` once on each of ``num_executors`` executors and wait for all.
 
-    ``sc`` is a SparkContext, a SparkSession or a Spark Connect session. ``use_barrier`` gang-schedules the tasks (all start together, one per executor slot);
-    asking for more nodes than there are slots raises PreflightError at once. Raises
+    ``sc`` is a SparkContext, a SparkSession or a Spark Connect session. ``use_barrier``
+    gang-schedules the tasks (all start together, one per executor slot); asking for more
+    nodes than there are slots raises PreflightError at once. Raises
     ClusterError naming each failed node. Extra keyword arguments go to ``TFCluster.run``
     (e.g. ``num_gpus``, ``env``).
     """
-    cluster = _run_cluster(sc, map_fn, tf_args, num_executors, master_node=None, use_barrier=use_barrier,
-                           set_tf_config=False, **kwargs)
+    cluster = _run_cluster(
+        sc, map_fn, tf_args, num_executors, master_node=None, use_barrier=use_barrier, set_tf_config=False, **kwargs
+    )
     cluster.shutdown(timeout=timeout)

@@ -8,14 +8,35 @@ sparkdl never imports TensorFlow: only the node processes do, after their enviro
 from . import TFCluster, TFNode, TFParallel
 from ._version import __version__
 from .driver.cluster import InputMode
-from .errors import (ClusterError, NodeFailure, NodeStalled, PreflightError, ReservationTimeout, ShutdownTimeout,
-                     SparkDLError)
+from .errors import (
+    ClusterError,
+    NodeFailure,
+    NodeStalled,
+    PreflightError,
+    ReservationTimeout,
+    ShutdownTimeout,
+    SparkDLError,
+)
 from .feed.columns import FeedDataError
 from .feed.feeder import FeedError
 from .feed.results import ResultsError
 
 # Every error sparkdl raises for users to catch derives from SparkDLError (those that are also a
 # ValueError, TypeError or ConnectionError keep that base too).
-__all__ = ["TFCluster", "TFNode", "TFParallel", "InputMode", "ClusterError", "NodeFailure", "NodeStalled",
-           "PreflightError", "ReservationTimeout", "ShutdownTimeout", "SparkDLError", "FeedError", "FeedDataError",
-           "ResultsError", "__version__"]
+__all__ = [
+    "TFCluster",
+    "TFNode",
+    "TFParallel",
+    "InputMode",
+    "ClusterError",
+    "NodeFailure",
+    "NodeStalled",
+    "PreflightError",
+    "ReservationTimeout",
+    "ShutdownTimeout",
+    "SparkDLError",
+    "FeedError",
+    "FeedDataError",
+    "ResultsError",
+    "__version__",
+]

@@ -85,8 +85,11 @@ def _spark() -> str:
 
 
 def _tensorflow() -> str | None:
-    found = [f"{dist} {v}" for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly")
-             if (v := _version(dist))]
+    found = [
+        f"{dist} {v}"
+        for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly")
+        if (v := _version(dist))
+    ]
     return ", ".join(found) or None
 
 
@@ -143,10 +146,12 @@ def _sparkdl_row(version: str, package_dir: Path, notes: list[str]) -> str:
     where = f"{__distribution__} {installed}" if installed else f"not installed as {__distribution__}"
     other = _other_sparkdl(__distribution__)
     if other:  # PyPI's sparkdl (spark-deep-learning) or Databricks Runtime ML's: another project
-        notes.append(f"a distribution named 'sparkdl' ({other}) is also installed: it is another project (PyPI's "
-                     "spark-deep-learning, or Databricks Runtime ML's HorovodRunner) whose 'sparkdl' module clashes "
-                     f"with this one; uninstall it or use another environment ({__distribution__}: see "
-                     "docs/deployment.md)")
+        notes.append(
+            f"a distribution named 'sparkdl' ({other}) is also installed: it is another project (PyPI's "
+            "spark-deep-learning, or Databricks Runtime ML's HorovodRunner) whose 'sparkdl' module clashes "
+            f"with this one; uninstall it or use another environment ({__distribution__}: see "
+            "docs/deployment.md)"
+        )
     return f"{version} ({where}, {package_dir})"
 
 
@@ -162,8 +167,10 @@ def collect() -> tuple[list[tuple[str, str]], list[str]]:
     rows.append(("python", python))
     low, high = SUPPORTED_PYTHON
     if not low <= sys.version_info[:2] <= high:
-        notes.append(f"Python {platform.python_version()} is outside {low[0]}.{low[1]}-{high[0]}.{high[1]}, "
-                     "the versions TensorFlow 2.21 supports")
+        notes.append(
+            f"Python {platform.python_version()} is outside {low[0]}.{low[1]}-{high[0]}.{high[1]}, "
+            "the versions TensorFlow 2.21 supports"
+        )
 
     rows.append(("pyspark", _spark()))
     tensorflow = _tensorflow()
@@ -172,13 +179,17 @@ def collect() -> tuple[list[tuple[str, str]], list[str]]:
     rows.append(("tf-keras", tf_keras or "not installed"))
     rows.append(("keras", keras or "not installed"))
     if tensorflow is None:
-        notes.append("TensorFlow is not installed here: fine for a driver-only install, but executors need "
-                     "it (pip install 'sparkdl-tf[cpu]' or 'sparkdl-tf[gpu]')")
+        notes.append(
+            "TensorFlow is not installed here: fine for a driver-only install, but executors need "
+            "it (pip install 'sparkdl-tf[cpu]' or 'sparkdl-tf[gpu]')"
+        )
     else:
         tf_minor = _minor(tensorflow.split(",")[0].split()[-1])
         if tf_keras and _minor(tf_keras) != tf_minor:
-            notes.append(f"tf-keras {tf_keras} does not match TensorFlow ({tensorflow}); install the tf-keras "
-                         "release with the same minor version")
+            notes.append(
+                f"tf-keras {tf_keras} does not match TensorFlow ({tensorflow}); install the tf-keras "
+                "release with the same minor version"
+            )
     node_keras, keras_problems = _node_keras(tf_keras, keras)
     rows.append(("node keras", node_keras))
     if tensorflow is not None:
@@ -214,19 +225,25 @@ def check_tensorflow() -> str:
     keras_module = tf.keras.__name__.split(".")[0]
     keras_version = _version("tf-keras" if keras_module == "tf_keras" else "keras") or "?"
     devices = tf.config.list_physical_devices()
-    lines = [f"tf check: tensorflow {tf.__version__} imported; tf.keras is {keras_module} {keras_version}",
-             f"tf check: built with CUDA: {tf.test.is_built_with_cuda()}",
-             f"tf check: {len(devices)} device(s): " + ", ".join(f"{d.name} ({d.device_type})" for d in devices)]
+    lines = [
+        f"tf check: tensorflow {tf.__version__} imported; tf.keras is {keras_module} {keras_version}",
+        f"tf check: built with CUDA: {tf.test.is_built_with_cuda()}",
+        f"tf check: {len(devices)} device(s): " + ", ".join(f"{d.name} ({d.device_type})" for d in devices),
+    ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Print the report (and, with ``--check-tf``, TensorFlow's devices); returns the exit status."""
-    parser = argparse.ArgumentParser(prog="sparkdl", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="sparkdl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="store_true", help="print the report (the default action)")
-    parser.add_argument("--check-tf", action="store_true",
-                        help="also import TensorFlow as a node would and list the devices it sees (slow)")
+    parser.add_argument(
+        "--check-tf",
+        action="store_true",
+        help="also import TensorFlow as a node would and list the devices it sees (slow)",
+    )
     args = parser.parse_args(argv)
     print(report(), flush=True)
     if args.check_tf:

@@ -58,7 +58,7 @@ def spark_name(dtype: str) -> str | None:
     if dtype in ("float16", "bfloat16"):
         dtype = "float32"
     elif dtype in ("uint8", "uint16", "uint32"):
-        dtype = f"int{2 * int(dtype[len('uint'):])}"
+        dtype = f"int{2 * int(dtype[len('uint') :])}"
     row = _BY_NUMPY.get(dtype)
     return None if row is None else row[0]
 
@@ -72,7 +72,7 @@ def spark_type(ddl: Any):
         return ddl
     text = ddl.strip()
     if text.lower().startswith("array<") and text.endswith(">"):
-        return T.ArrayType(spark_type(text[len("array<"):-1]))
+        return T.ArrayType(spark_type(text[len("array<") : -1]))
     row = _BY_SPARK_NAME.get(text.lower())
     if row is not None:
         return getattr(T, row[2])()
@@ -97,6 +97,7 @@ def castable(source: str, target: str) -> bool:
 # Errors naming the column
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ColumnRef:
     """A column as error messages name it, and the error its data raises when it is no tensor.
@@ -119,7 +120,8 @@ def null_error(ref: ColumnRef, rows: np.ndarray, batch: int) -> Exception:
     """The error for null values at batch rows ``rows`` (indices) of a ``batch``-row batch."""
     return ref.error(
         f"{ref.describe()} has {len(rows)} null value(s) in a batch of {batch} (first at batch row {int(rows[0])}); "
-        f"a tensor cannot hold nulls: drop them (e.g. df.dropna(subset=[{ref.name!r}])) or fill them first")
+        f"a tensor cannot hold nulls: drop them (e.g. df.dropna(subset=[{ref.name!r}])) or fill them first"
+    )
 
 
 def ragged_error(ref: ColumnRef, lengths: np.ndarray) -> Exception:
@@ -129,12 +131,14 @@ def ragged_error(ref: ColumnRef, lengths: np.ndarray) -> Exception:
     expected = f" (expected: {ref.expects} values per row)" if ref.expects is not None else ""
     return ref.error(
         f"{ref.describe()} holds arrays of different lengths in one batch ({widths[0]} .. {widths[-1]}, "
-        f"e.g. batch row {bad} has {lengths[bad]}){expected}; a tensor is dense: pad or filter the rows first")
+        f"e.g. batch row {bad} has {lengths[bad]}){expected}; a tensor is dense: pad or filter the rows first"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # Arrow -> numpy
 # ---------------------------------------------------------------------------------------------
+
 
 def _is_list(kind: pa.DataType) -> bool:
     return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
@@ -159,8 +163,10 @@ def arrow_to_numpy(array: pa.Array | pa.ChunkedArray, ref: ColumnRef) -> np.ndar
             width = int(lengths[0]) if len(lengths) else 0
         values = values.flatten()
         if values.null_count:
-            raise ref.error(f"{ref.describe()} has null elements inside its arrays; fill them first "
-                            "(e.g. with F.transform and F.coalesce)")
+            raise ref.error(
+                f"{ref.describe()} has null elements inside its arrays; fill them first "
+                "(e.g. with F.transform and F.coalesce)"
+            )
         shape.append(width)
     if pa.types.is_struct(values.type) and {f.name for f in values.type} == VECTOR_FIELDS:
         dense = _vectors_to_dense(values, ref)
@@ -213,12 +219,14 @@ def stack_rows(values: np.ndarray, ref: ColumnRef) -> np.ndarray:
 # numpy -> Arrow
 # ---------------------------------------------------------------------------------------------
 
+
 def to_list_array(values: np.ndarray, list_type: pa.ListType) -> pa.ListArray:
     """A ``(rows, width)`` array as an Arrow list column of ``list_type``, built from its flat
     buffer and computed offsets (no per-row Python objects)."""
     rows = len(values)
     width = values.shape[1] if values.ndim == 2 else 0
     flat = pa.array(values.reshape(-1), type=list_type.value_type)
-    offsets = pa.array(np.arange(0, rows * width + 1, width, dtype=np.int32) if width
-                       else np.zeros(rows + 1, dtype=np.int32))
+    offsets = pa.array(
+        np.arange(0, rows * width + 1, width, dtype=np.int32) if width else np.zeros(rows + 1, dtype=np.int32)
+    )
     return pa.ListArray.from_arrays(offsets, flat, type=list_type)

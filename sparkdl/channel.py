@@ -50,15 +50,15 @@ logger = logging.getLogger(__name__)
 MAGIC = b"SPARKDL2"
 NONCE_BYTES = 32
 TAG_BYTES = 32
-MAX_FRAME_BYTES = 64 * 1024 * 1024   # binary frames (Arrow record batches)
-MAX_JSON_BYTES = 1024 * 1024         # control messages are small: a bigger JSON frame is refused unread
+MAX_FRAME_BYTES = 64 * 1024 * 1024  # binary frames (Arrow record batches)
+MAX_JSON_BYTES = 1024 * 1024  # control messages are small: a bigger JSON frame is refused unread
 HANDSHAKE_TIMEOUT_S = 10.0
-MAX_HANDSHAKES = 32      # unauthenticated connections a server handshakes with at once; more are refused
-MAX_CHANNELS = 1024      # authenticated channels a server keeps open at once; more are refused
-ACCEPT_RETRY_S = 0.1     # pause after accept() fails for want of descriptors or memory
-KEEPALIVE_IDLE_S = 30    # TCP keepalive: first probe after this long without traffic,
+MAX_HANDSHAKES = 32  # unauthenticated connections a server handshakes with at once; more are refused
+MAX_CHANNELS = 1024  # authenticated channels a server keeps open at once; more are refused
+ACCEPT_RETRY_S = 0.1  # pause after accept() fails for want of descriptors or memory
+KEEPALIVE_IDLE_S = 30  # TCP keepalive: first probe after this long without traffic,
 KEEPALIVE_INTERVAL_S = 10  # then one probe every this many seconds,
-KEEPALIVE_PROBES = 3       # and the connection fails after this many unanswered (about 60 s in all)
+KEEPALIVE_PROBES = 3  # and the connection fails after this many unanswered (about 60 s in all)
 KIND_JSON = b"J"
 KIND_BYTES = b"B"
 _HEAD = struct.Struct("!I1s")  # payload length, kind
@@ -82,8 +82,8 @@ class Endpoint:
     """A server's identity within its cluster: the handshake is bound to it (see the module docstring)."""
 
     cluster: str
-    node: str       # "driver" for the coordinator, "node<N>" for node N
-    service: str    # "coordinator", "feed"
+    node: str  # "driver" for the coordinator, "node<N>" for node N
+    service: str  # "coordinator", "feed"
 
     @classmethod
     def coordinator(cls, cluster_id: str) -> "Endpoint":
@@ -97,8 +97,10 @@ class Endpoint:
 
     def encode(self) -> bytes:
         """An unambiguous byte form (each part length-prefixed), for the handshake's MACs."""
-        return b"".join(struct.pack("!H", len(part)) + part
-                        for part in (p.encode() for p in (self.cluster, self.node, self.service)))
+        return b"".join(
+            struct.pack("!H", len(part)) + part
+            for part in (p.encode() for p in (self.cluster, self.node, self.service))
+        )
 
     def __str__(self) -> str:
         return f"{self.service} of {self.node} in cluster {self.cluster}"
@@ -144,8 +146,11 @@ def _tune(sock: socket.socket) -> None:
     """No Nagle delay, and TCP keepalive so a vanished peer host is noticed (about a minute)."""
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (("TCP_KEEPIDLE", KEEPALIVE_IDLE_S), ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
-                        ("TCP_KEEPCNT", KEEPALIVE_PROBES)):
+    for name, value in (
+        ("TCP_KEEPIDLE", KEEPALIVE_IDLE_S),
+        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
+        ("TCP_KEEPCNT", KEEPALIVE_PROBES),
+    ):
         if hasattr(socket, name):  # Linux; elsewhere the system's keepalive timings apply
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
@@ -274,15 +279,17 @@ class Channel:
             if length > MAX_FRAME_BYTES:
                 raise ChannelError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES}-byte limit")
             rest = bytes(self._recv_exact(1 + 2 * TAG_BYTES, deadline))
-            kind, head_tag, body_tag = rest[:1], rest[1:1 + TAG_BYTES], rest[1 + TAG_BYTES:]
+            kind, head_tag, body_tag = rest[:1], rest[1 : 1 + TAG_BYTES], rest[1 + TAG_BYTES :]
             seq = struct.pack("!Q", self._recv_seq)
             # Checked before anything is allocated for the payload: a forged header costs nothing.
             if not hmac.compare_digest(head_tag, _mac(self._key, self._recv_dir, seq, b"head", head + kind)):
                 raise AuthenticationError("frame header failed its integrity check")
             limit = _frame_limit(kind)
             if length > limit:
-                raise ChannelError(f"{'JSON' if kind == KIND_JSON else 'binary'} frame of {length} bytes "
-                                   f"exceeds the {limit}-byte limit")
+                raise ChannelError(
+                    f"{'JSON' if kind == KIND_JSON else 'binary'} frame of {length} bytes "
+                    f"exceeds the {limit}-byte limit"
+                )
             body = self._recv_exact(length, deadline)
         except socket.timeout as exc:
             raise ChannelTimeout(f"no message within {timeout} s") from exc
@@ -348,14 +355,16 @@ def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0, *, e
         hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
         if not hello.startswith(MAGIC):
             raise ChannelError(f"{address} does not speak this version of the sparkdl protocol")
-        server_nonce = hello[len(MAGIC):]
+        server_nonce = hello[len(MAGIC) :]
         client_nonce = os.urandom(NONCE_BYTES)
         sock.sendall(client_nonce + _mac(secret, b"client", identity, server_nonce, client_nonce))
         try:
             proof = _recv_exact(sock, TAG_BYTES, deadline)
         except ChannelError as exc:
-            raise AuthenticationError(f"server at {address} closed the connection after our proof: wrong cluster "
-                                      f"secret, or it is not the {endpoint} (or not a sparkdl server)") from exc
+            raise AuthenticationError(
+                f"server at {address} closed the connection after our proof: wrong cluster "
+                f"secret, or it is not the {endpoint} (or not a sparkdl server)"
+            ) from exc
         if not hmac.compare_digest(proof, _mac(secret, b"server", identity, client_nonce, server_nonce)):
             raise AuthenticationError(f"server at {address} did not prove the cluster secret for {endpoint}")
         return Channel(sock, _mac(secret, b"session", identity, server_nonce, client_nonce), is_server=False)
@@ -376,8 +385,16 @@ class ChannelServer:
     authenticated channels.
     """
 
-    def __init__(self, secret: bytes, handler: Handler, host: str = "127.0.0.1", port: int = 0,
-                 name: str = "sparkdl-channel", *, endpoint: Endpoint):
+    def __init__(
+        self,
+        secret: bytes,
+        handler: Handler,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        name: str = "sparkdl-channel",
+        *,
+        endpoint: Endpoint,
+    ):
         self._secret = secret
         self.endpoint = endpoint
         self._handler = handler

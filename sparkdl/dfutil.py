@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator
 FLOAT_TYPES = ("float", "double")
 INT64_TYPES = ("boolean", "tinyint", "smallint", "int", "bigint", "long")
 BYTES_TYPES = ("string", "binary")
-LOADED_FROM = "_sparkdl_tfrecords_dir"   # attribute marking a DataFrame made by loadTFRecords
+LOADED_FROM = "_sparkdl_tfrecords_dir"  # attribute marking a DataFrame made by loadTFRecords
 
 
 def isLoadedDF(df) -> bool:  # noqa: N802 - TensorFlowOnSpark's name
@@ -83,7 +83,8 @@ def loadTFRecords(sc, input_dir: str, binary_features: list[str] | tuple[str, ..
     names = [f.name for f in schema.fields]
     arrays = {f.name for f in schema.fields if f.dataType.typeName() == "array"}
     df = SparkSession.builder.getOrCreate().createDataFrame(
-        records.mapPartitions(lambda it: _conform(fromTFExample(it, binary), names, arrays)), schema)
+        records.mapPartitions(lambda it: _conform(fromTFExample(it, binary), names, arrays)), schema
+    )
     setattr(df, LOADED_FROM, input_dir)
     return df
 
@@ -116,8 +117,14 @@ def fromTFExample(iter: Iterable, binary_features: list[str] | tuple[str, ...] =
     for record in iter:
         example = tf.train.Example()
         example.ParseFromString(bytes(record[0] if isinstance(record, tuple) else record))
-        rows.append(Row(**{name: _value(name, feature, binary_features)
-                           for name, feature in sorted(example.features.feature.items())}))
+        rows.append(
+            Row(
+                **{
+                    name: _value(name, feature, binary_features)
+                    for name, feature in sorted(example.features.feature.items())
+                }
+            )
+        )
     return rows
 
 
@@ -136,23 +143,30 @@ def infer_schema(example, binary_features: list[str] | tuple[str, ...] = ()):
             values, base = feature.bytes_list.value, T.StringType()
         return T.ArrayType(base) if len(values) > 1 else base
 
-    return T.StructType([T.StructField(name, sql_type(name, feature), True)
-                         for name, feature in sorted(example.features.feature.items())])
+    return T.StructType(
+        [
+            T.StructField(name, sql_type(name, feature), True)
+            for name, feature in sorted(example.features.feature.items())
+        ]
+    )
 
 
 # -- internals --
 
+
 def _feature_kind(name: str, dtype: str) -> str:
     """Which ``tf.train.Feature`` list a column of Spark type ``dtype`` becomes."""
-    base = dtype[len("array<"):-1] if dtype.startswith("array<") else dtype
+    base = dtype[len("array<") : -1] if dtype.startswith("array<") else dtype
     if base in FLOAT_TYPES or dtype == "vector":
         return "float"
     if base in INT64_TYPES:
         return "int64"
     if base in BYTES_TYPES:
         return "binary" if base == "binary" else "string"
-    raise ValueError(f"column {name!r} has type {dtype}, which has no tf.train.Feature; supported: numbers, "
-                     "booleans, strings, binary, arrays of them, and pyspark.ml Vectors")
+    raise ValueError(
+        f"column {name!r} has type {dtype}, which has no tf.train.Feature; supported: numbers, "
+        "booleans, strings, binary, arrays of them, and pyspark.ml Vectors"
+    )
 
 
 def _feature(tf, kind: str, value: Any):
@@ -233,8 +247,9 @@ def _prepare_output(sc, output_dir: str) -> str:
     fs, qualified = _hadoop_path(sc, output_dir)
     if fs.exists(qualified):
         if [s for s in fs.listStatus(qualified) if not s.getPath().getName().startswith(("_", "."))]:
-            raise FileExistsError(f"output directory {qualified.toString()} already holds files; remove it or "
-                                  "choose another")
+            raise FileExistsError(
+                f"output directory {qualified.toString()} already holds files; remove it or choose another"
+            )
     else:
         fs.mkdirs(qualified)
     return _for_tensorflow(qualified)
@@ -246,8 +261,11 @@ def _list_files(sc, input_dir: str) -> list[str]:
     files = []
     for status in statuses:
         children = fs.listStatus(status.getPath()) if status.isDirectory() else [status]
-        files += [_for_tensorflow(c.getPath()) for c in children
-                  if c.isFile() and not c.getPath().getName().startswith(("_", "."))]
+        files += [
+            _for_tensorflow(c.getPath())
+            for c in children
+            if c.isFile() and not c.getPath().getName().startswith(("_", "."))
+        ]
     return sorted(files)
 
 

@@ -9,23 +9,30 @@ from dataclasses import dataclass
 class NodeFailure:
     """How one TF node died, as reported by the process that watched it."""
 
-    label: str                 # e.g. "worker:1"
-    node_number: int           # sparkdl's node number (TFoS's executor_id)
+    label: str  # e.g. "worker:1"
+    node_number: int  # sparkdl's node number (TFoS's executor_id)
     host: str
-    spark_executor: str = ""   # Spark's executor address, when known
+    spark_executor: str = ""  # Spark's executor address, when known
     exit_code: int | None = None
     signal: str | None = None
     traceback: str = ""
     log_tail: str = ""
     log_path: str = ""
     hint: str = ""
-    cause: str = ""            # why sparkdl ended the node, e.g. "made no progress for 30 s"
-    stalled: bool = False      # ended by the stall/feed timeout
+    cause: str = ""  # why sparkdl ended the node, e.g. "made no progress for 30 s"
+    stalled: bool = False  # ended by the stall/feed timeout
 
     def describe(self) -> str:
         """A multi-line, human-readable account of the failure."""
-        how = (self.cause if self.cause else f"killed by {self.signal}" if self.signal
-               else f"exited with code {self.exit_code}" if self.exit_code is not None else "failed")
+        how = (
+            self.cause
+            if self.cause
+            else f"killed by {self.signal}"
+            if self.signal
+            else f"exited with code {self.exit_code}"
+            if self.exit_code is not None
+            else "failed"
+        )
         where = f"node {self.label} (node #{self.node_number}) on host {self.host}"
         if self.spark_executor:
             where += f", Spark executor {self.spark_executor}"

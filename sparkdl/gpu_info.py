@@ -18,10 +18,10 @@ from . import gpus
 
 logger = logging.getLogger(__name__)
 
-MAX_RETRIES = 3          #: times ``get_gpus`` asks again when too few GPUs are free
-RETRY_WAIT_S = 30.0      #: seconds before the first retry; the n-th retry waits n times as long
-AS_STRING = "string"     #: ``get_gpus`` format: ``"0,1"``
-AS_LIST = "list"         #: ``get_gpus`` format: ``["0", "1"]``
+MAX_RETRIES = 3  #: times ``get_gpus`` asks again when too few GPUs are free
+RETRY_WAIT_S = 30.0  #: seconds before the first retry; the n-th retry waits n times as long
+AS_STRING = "string"  #: ``get_gpus`` format: ``"0,1"``
+AS_LIST = "list"  #: ``get_gpus`` format: ``["0", "1"]``
 
 
 def is_gpu_available(nvidia_smi: str = "nvidia-smi") -> bool:
@@ -33,8 +33,12 @@ def is_gpu_available(nvidia_smi: str = "nvidia-smi") -> bool:
         return False
 
 
-def get_gpus(num_gpu: int = 1, worker_index: int = -1, format: str = AS_STRING,  # noqa: A002 - TFoS's name
-             nvidia_smi: str = "nvidia-smi") -> str | list[str]:
+def get_gpus(
+    num_gpu: int = 1,
+    worker_index: int = -1,
+    format: str = AS_STRING,  # noqa: A002 - TFoS's name
+    nvidia_smi: str = "nvidia-smi",
+) -> str | list[str]:
     """Indices of ``num_gpu`` free GPUs: ``"0,1"`` (``AS_STRING``) or ``["0", "1"]`` (``AS_LIST``).
 
     ``worker_index >= 0`` picks deterministically (nodes with different indices on one host

@@ -15,6 +15,7 @@ Two sources are supported, in this order of preference:
 
 Standard library only: neither TensorFlow nor PySpark is imported here.
 """
+
 from __future__ import annotations
 
 import csv
@@ -85,8 +86,9 @@ def parse_compute_apps(text: str) -> set[str]:
     return uuids
 
 
-def parse_gpu_csv(text: str, busy_uuids: set[str] | frozenset[str] = frozenset(),
-                  busy_memory_mib: int = BUSY_MEMORY_MIB) -> list[GPUInfo]:
+def parse_gpu_csv(
+    text: str, busy_uuids: set[str] | frozenset[str] = frozenset(), busy_memory_mib: int = BUSY_MEMORY_MIB
+) -> list[GPUInfo]:
     """Parse ``nvidia-smi --query-gpu=index,name,uuid,memory.used,memory.total``
     output (``--format=csv,noheader,nounits``).
 
@@ -104,8 +106,7 @@ def parse_gpu_csv(text: str, busy_uuids: set[str] | frozenset[str] = frozenset()
             used, total = _mib(row[3]), _mib(row[4])
         except ValueError as e:
             raise GPUSelectionError(f"cannot parse nvidia-smi line {','.join(row)!r}: {e}") from None
-        gpus.append(GPUInfo(index, name, uuid, used, total,
-                            busy=uuid in busy_uuids or used > busy_memory_mib))
+        gpus.append(GPUInfo(index, name, uuid, used, total, busy=uuid in busy_uuids or used > busy_memory_mib))
     return sorted(gpus, key=lambda g: g.index)
 
 
@@ -117,8 +118,7 @@ def _run(nvidia_smi: str, args: list[str], timeout: float) -> str:
         raise GPUSelectionError(f"running {' '.join(cmd)!r} failed: {e}") from None
     if proc.returncode != 0:
         detail = (proc.stderr.strip() or proc.stdout.strip())[-500:]
-        raise GPUSelectionError(
-            f"{' '.join(cmd)!r} exited with status {proc.returncode}: {detail}")
+        raise GPUSelectionError(f"{' '.join(cmd)!r} exited with status {proc.returncode}: {detail}")
     return proc.stdout
 
 
@@ -157,7 +157,8 @@ def map_spark_addresses(addresses: list[str], inherited_cuda_visible_devices: st
     raise GPUSelectionError(
         f"Spark GPU addresses {addrs} are neither members of nor indices into the "
         f"inherited CUDA_VISIBLE_DEVICES {inherited}; check the executor's GPU "
-        "discovery script against the devices it may see")
+        "discovery script against the devices it may see"
+    )
 
 
 def choose_free_gpus(gpus: list[GPUInfo], count: int, slot: int = 0, node_label: str = "") -> list[int]:
@@ -173,18 +174,26 @@ def choose_free_gpus(gpus: list[GPUInfo], count: int, slot: int = 0, node_label:
         return []
     free = sorted((g for g in gpus if not g.busy), key=lambda g: g.index)
     if len(free) < count:
-        busy = ", ".join(f"{g.index} ({g.name}, {g.memory_used_mib}/{g.memory_total_mib} MiB used)"
-                         for g in gpus if g.busy)
+        busy = ", ".join(
+            f"{g.index} ({g.name}, {g.memory_used_mib}/{g.memory_total_mib} MiB used)" for g in gpus if g.busy
+        )
         raise GPUSelectionError(
             f"asked for {count} GPU{'s' if count != 1 else ''}{_for(node_label)}, only "
-            f"{len(free)} of {len(gpus)} free: {[g.index for g in free]}; busy: [{busy}]")
+            f"{len(free)} of {len(gpus)} free: {[g.index for g in free]}; busy: [{busy}]"
+        )
     start = (slot * count) % len(free)
     return [free[(start + i) % len(free)].index for i in range(count)]
 
 
-def select_gpus(num_gpus: int | None, spark_addresses: list[str] | None,
-                inherited_cuda_visible_devices: str | None, *, slot: int = 0,
-                node_label: str = "", nvidia_smi: str = "nvidia-smi") -> GPUAssignment:
+def select_gpus(
+    num_gpus: int | None,
+    spark_addresses: list[str] | None,
+    inherited_cuda_visible_devices: str | None,
+    *,
+    slot: int = 0,
+    node_label: str = "",
+    nvidia_smi: str = "nvidia-smi",
+) -> GPUAssignment:
     """Decide ``CUDA_VISIBLE_DEVICES`` for one TensorFlow node process.
 
     1. Spark assigned addresses: use :func:`map_spark_addresses` (error if
@@ -205,7 +214,8 @@ def select_gpus(num_gpus: int | None, spark_addresses: list[str] | None,
             raise GPUSelectionError(
                 f"asked for {num_gpus} GPUs{_for(node_label)} but Spark assigned only "
                 f"{len(devices)}: {devices}; raise spark.task.resource.gpu.amount "
-                "or lower num_gpus")
+                "or lower num_gpus"
+            )
         return GPUAssignment(",".join(devices), "spark", tuple(devices))
     if num_gpus == 0:
         return GPUAssignment("", "cpu")
@@ -217,7 +227,8 @@ def select_gpus(num_gpus: int | None, spark_addresses: list[str] | None,
         if not gpus:
             raise GPUSelectionError(
                 f"none of the GPUs reported by nvidia-smi{_for(node_label)} are in the "
-                f"inherited CUDA_VISIBLE_DEVICES {inherited}")
+                f"inherited CUDA_VISIBLE_DEVICES {inherited}"
+            )
     if not gpus:
         if num_gpus is None:
             return GPUAssignment(None, "none")
@@ -225,7 +236,8 @@ def select_gpus(num_gpus: int | None, spark_addresses: list[str] | None,
         raise GPUSelectionError(
             f"asked for {num_gpus} GPUs{_for(node_label)} but {found} and Spark assigned "
             "none; set spark.task.resource.gpu.amount (with a GPU discovery script) "
-            "or run on hosts with NVIDIA GPUs, or use num_gpus=0 for CPU")
+            "or run on hosts with NVIDIA GPUs, or use num_gpus=0 for CPU"
+        )
     chosen = choose_free_gpus(gpus, num_gpus if num_gpus is not None else 1, slot, node_label)
     devices = tuple(str(i) for i in chosen)
     return GPUAssignment(",".join(devices), "nvidia-smi", devices)

@@ -32,10 +32,33 @@ from pyspark.ml import Estimator, Model
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
 from .inference import Predictor
-from .params import (HasBatchSize, HasClusterSize, HasEpochs, HasExportDir, HasFeedTimeout, HasGraceSecs,
-                     HasInputMapping, HasInputMode, HasMasterNode, HasMaxRestarts, HasModelDir, HasNumGPUs, HasNumPS,
-                     HasOutputMapping, HasProtocol, HasReaders, HasSignatureDefKey, HasStallTimeout, HasSteps,
-                     HasTagSet, HasTensorboard, HasTFRecordDir, HasValidationIndicatorCol, Namespace, TFParams)
+from .params import (
+    HasBatchSize,
+    HasClusterSize,
+    HasEpochs,
+    HasExportDir,
+    HasFeedTimeout,
+    HasGraceSecs,
+    HasInputMapping,
+    HasInputMode,
+    HasMasterNode,
+    HasMaxRestarts,
+    HasModelDir,
+    HasNumGPUs,
+    HasNumPS,
+    HasOutputMapping,
+    HasProtocol,
+    HasReaders,
+    HasSignatureDefKey,
+    HasStallTimeout,
+    HasSteps,
+    HasTagSet,
+    HasTensorboard,
+    HasTFRecordDir,
+    HasValidationIndicatorCol,
+    Namespace,
+    TFParams,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +81,15 @@ class TFModel(Model, _SharedParams, HasSignatureDefKey, HasTagSet, DefaultParams
         super().__init__()
         self.args = tf_args
         self.argv = tf_argv
-        self._setDefault(input_mapping={}, output_mapping={}, batch_size=100, model_dir=None, export_dir=None,
-                         signature_def_key=None, tag_set=None)
+        self._setDefault(
+            input_mapping={},
+            output_mapping={},
+            batch_size=100,
+            model_dir=None,
+            export_dir=None,
+            signature_def_key=None,
+            tag_set=None,
+        )
         if params:
             self._set(**params)
 
@@ -72,19 +102,39 @@ class TFModel(Model, _SharedParams, HasSignatureDefKey, HasTagSet, DefaultParams
         if not mapping:
             raise ValueError("TFModel needs input_mapping: {DataFrame column: model input name}")
         tags = self.getOrDefault("tag_set")
-        return Predictor(location, input_mapping=dict(sorted(mapping.items())),
-                         output_mapping=dict(self.getOrDefault("output_mapping")) or None,
-                         batch_size=self.getOrDefault("batch_size"),
-                         signature=self.getOrDefault("signature_def_key") or "serving_default",
-                         tags=[t.strip() for t in tags.split(",")] if tags else None)
+        return Predictor(
+            location,
+            input_mapping=dict(sorted(mapping.items())),
+            output_mapping=dict(self.getOrDefault("output_mapping")) or None,
+            batch_size=self.getOrDefault("batch_size"),
+            signature=self.getOrDefault("signature_def_key") or "serving_default",
+            tags=[t.strip() for t in tags.split(",")] if tags else None,
+        )
 
     def _transform(self, dataset):
         return self.predictor().with_predictions(dataset)
 
 
-class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMode, HasMasterNode, HasProtocol,
-                  HasGraceSecs, HasTensorboard, HasTFRecordDir, HasEpochs, HasReaders, HasSteps, HasFeedTimeout,
-                  HasStallTimeout, HasMaxRestarts, HasNumGPUs, HasValidationIndicatorCol):
+class TFEstimator(
+    Estimator,
+    _SharedParams,
+    HasClusterSize,
+    HasNumPS,
+    HasInputMode,
+    HasMasterNode,
+    HasProtocol,
+    HasGraceSecs,
+    HasTensorboard,
+    HasTFRecordDir,
+    HasEpochs,
+    HasReaders,
+    HasSteps,
+    HasFeedTimeout,
+    HasStallTimeout,
+    HasMaxRestarts,
+    HasNumGPUs,
+    HasValidationIndicatorCol,
+):
     """A Spark ML Estimator that trains ``train_fn(args, ctx)`` on a TFCluster.
 
     ``fit(df)`` starts ``cluster_size`` nodes (``num_ps`` of them parameter servers) with
@@ -107,8 +157,14 @@ class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMo
     saved with a pipeline: ``train_fn`` is code, not a Param.
     """
 
-    def __init__(self, train_fn: Callable | None = None, tf_args: Any = None, tf_argv: list[str] | None = None,
-                 export_fn: Callable | None = None, **params: Any):
+    def __init__(
+        self,
+        train_fn: Callable | None = None,
+        tf_args: Any = None,
+        tf_argv: list[str] | None = None,
+        export_fn: Callable | None = None,
+        **params: Any,
+    ):
         super().__init__()
         self.train_fn = train_fn
         self.export_fn = export_fn
@@ -116,11 +172,30 @@ class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMo
         self.argv = tf_argv
         from .driver.cluster import InputMode
 
-        self._setDefault(input_mapping={}, output_mapping={}, cluster_size=1, num_ps=0,
-                         input_mode=InputMode.SPARK, protocol="grpc", tensorboard=False, model_dir=None,
-                         export_dir=None, tfrecord_dir=None, batch_size=100, epochs=1, readers=1, steps=1000,
-                         validation_indicator_col=None, master_node="chief", driver_ps_nodes=False, grace_secs=0.0,
-                         feed_timeout=600.0, stall_timeout=None, max_restarts=0, num_gpus=None)
+        self._setDefault(
+            input_mapping={},
+            output_mapping={},
+            cluster_size=1,
+            num_ps=0,
+            input_mode=InputMode.SPARK,
+            protocol="grpc",
+            tensorboard=False,
+            model_dir=None,
+            export_dir=None,
+            tfrecord_dir=None,
+            batch_size=100,
+            epochs=1,
+            readers=1,
+            steps=1000,
+            validation_indicator_col=None,
+            master_node="chief",
+            driver_ps_nodes=False,
+            grace_secs=0.0,
+            feed_timeout=600.0,
+            stall_timeout=None,
+            max_restarts=0,
+            num_gpus=None,
+        )
         if params:
             self._set(**params)
 
@@ -133,31 +208,45 @@ class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMo
         if args.protocol != "grpc":
             raise ValueError(f"protocol {args.protocol!r} is not supported; sparkdl uses grpc")
         if args.tfrecord_dir:
-            raise ValueError("tfrecord_dir is not supported: use InputMode.SPARK (the DataFrame is fed to the "
-                             "nodes) or let train_fn read files itself in InputMode.TENSORFLOW")
+            raise ValueError(
+                "tfrecord_dir is not supported: use InputMode.SPARK (the DataFrame is fed to the "
+                "nodes) or let train_fn read files itself in InputMode.TENSORFLOW"
+            )
         spark_mode = args.input_mode == cluster_mod.InputMode.SPARK
         columns = sorted(self.getOrDefault("input_mapping"))
         if spark_mode:
             if not columns:
-                raise ValueError("InputMode.SPARK needs input_mapping: {DataFrame column: model input} for the "
-                                 "columns to feed")
+                raise ValueError(
+                    "InputMode.SPARK needs input_mapping: {DataFrame column: model input} for the columns to feed"
+                )
             missing = [c for c in columns if c not in dataset.columns]
             if missing:
-                raise ValueError(f"input_mapping names columns {missing} that the DataFrame does not have; its "
-                                 f"columns are {dataset.columns}")
+                raise ValueError(
+                    f"input_mapping names columns {missing} that the DataFrame does not have; its "
+                    f"columns are {dataset.columns}"
+                )
         spark = dataset.sparkSession  # classic or Spark Connect: TFCluster.run takes either
         logger.info("sparkdl TFEstimator: training with %s", args)
         argv = self._argv()
-        cluster = cluster_mod.run(spark, self.train_fn, argv or args, args.cluster_size, args.num_ps,
-                                  args.tensorboard, args.input_mode, master_node=args.master_node,
-                                  driver_ps_nodes=args.driver_ps_nodes, num_gpus=args.num_gpus,
-                                  stall_timeout=args.stall_timeout, max_restarts=args.max_restarts)
+        cluster = cluster_mod.run(
+            spark,
+            self.train_fn,
+            argv or args,
+            args.cluster_size,
+            args.num_ps,
+            args.tensorboard,
+            args.input_mode,
+            master_node=args.master_node,
+            driver_ps_nodes=args.driver_ps_nodes,
+            num_gpus=args.num_gpus,
+            stall_timeout=args.stall_timeout,
+            max_restarts=args.max_restarts,
+        )
         history: dict = {}
         try:
             if spark_mode:
                 train, validation = self._split(dataset, columns)
-                history = cluster.train(train, args.epochs, feed_timeout=args.feed_timeout,
-                                        validation_data=validation)
+                history = cluster.train(train, args.epochs, feed_timeout=args.feed_timeout, validation_data=validation)
         finally:
             cluster.shutdown(grace_secs=args.grace_secs)
         if self.export_fn is not None:
@@ -172,8 +261,11 @@ class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMo
             spark.range(0, 1, 1, numPartitions=1).mapInArrow(export, "done long").collect()
         location = args.export_dir or args.model_dir
         if location and "://" not in location and not os.path.exists(location):
-            logger.warning("sparkdl TFEstimator: %s does not exist after training; train_fn (chief) or export_fn "
-                           "should save the model there for TFModel to use", location)
+            logger.warning(
+                "sparkdl TFEstimator: %s does not exist after training; train_fn (chief) or export_fn "
+                "should save the model there for TFModel to use",
+                location,
+            )
         model = self._copyValues(TFModel(self.args, self.argv))
         model.history = history  # the chief's metrics per epoch (with ctx.progress_callback()); not saved
         return model
@@ -193,8 +285,10 @@ class TFEstimator(Estimator, _SharedParams, HasClusterSize, HasNumPS, HasInputMo
         if not indicator:
             return dataset.select(*columns), None
         if indicator not in dataset.columns:
-            raise ValueError(f"validation_indicator_col names a column {indicator!r} that the DataFrame does not "
-                             f"have; its columns are {dataset.columns}")
+            raise ValueError(
+                f"validation_indicator_col names a column {indicator!r} that the DataFrame does not "
+                f"have; its columns are {dataset.columns}"
+            )
         from pyspark.sql import functions as F
 
         marked = F.coalesce(F.col(indicator).cast("boolean"), F.lit(False))

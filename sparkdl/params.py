@@ -43,9 +43,11 @@ _CAMEL = {"num_ps": "NumPS", "tfrecord_dir": "TFRecordDir", "driver_ps_nodes": "
 
 def _mixin(class_name: str, *params: tuple[str, str, Callable]) -> type:
     """A Params mixin holding ``params`` (name, doc, converter), with ``setX``/``getX`` for each."""
-    namespace: dict[str, Any] = {"__module__": __name__, "__qualname__": class_name,
-                                 "__doc__": "Mixin for Param(s) " + ", ".join(f"``{n}`` ({d})" for n, d, _ in params)
-                                 + "."}
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": class_name,
+        "__doc__": "Mixin for Param(s) " + ", ".join(f"``{n}`` ({d})" for n, d, _ in params) + ".",
+    }
     for name, doc, converter in params:
         camel = _CAMEL.get(name) or "".join(part.capitalize() for part in name.split("_"))
 
@@ -66,43 +68,71 @@ def _mixin(class_name: str, *params: tuple[str, str, Callable]) -> type:
 HasBatchSize = _mixin("HasBatchSize", ("batch_size", "Number of records per batch", _int))
 HasClusterSize = _mixin("HasClusterSize", ("cluster_size", "Number of nodes in the cluster", _int))
 HasEpochs = _mixin("HasEpochs", ("epochs", "Number of epochs to train", _int))
-HasGraceSecs = _mixin("HasGraceSecs", (
-    "grace_secs", "Seconds ps/evaluator nodes may keep running once the training nodes are done", _float))
-HasInputMapping = _mixin("HasInputMapping", (
-    "input_mapping", "Mapping of input DataFrame column to input tensor", TFTypeConverters.toDict))
+HasGraceSecs = _mixin(
+    "HasGraceSecs",
+    ("grace_secs", "Seconds ps/evaluator nodes may keep running once the training nodes are done", _float),
+)
+HasInputMapping = _mixin(
+    "HasInputMapping", ("input_mapping", "Mapping of input DataFrame column to input tensor", TFTypeConverters.toDict)
+)
 HasInputMode = _mixin("HasInputMode", ("input_mode", "Input data feeding mode (0=TENSORFLOW, 1=SPARK)", _int))
-HasMasterNode = _mixin("HasMasterNode", (
-    "master_node", "Job name of the master/chief node ('chief', 'master' or None)", _optional(_str)))
+HasMasterNode = _mixin(
+    "HasMasterNode", ("master_node", "Job name of the master/chief node ('chief', 'master' or None)", _optional(_str))
+)
 HasModelDir = _mixin("HasModelDir", ("model_dir", "Path to save/load model checkpoints", _optional(_str)))
-HasNumPS = _mixin("HasNumPS", ("num_ps", "Number of PS nodes in cluster", _int),
-                  ("driver_ps_nodes", "Run the PS nodes on the driver", _bool))
-HasOutputMapping = _mixin("HasOutputMapping", (
-    "output_mapping", "Mapping of output tensor to output DataFrame column", TFTypeConverters.toDict))
+HasNumPS = _mixin(
+    "HasNumPS",
+    ("num_ps", "Number of PS nodes in cluster", _int),
+    ("driver_ps_nodes", "Run the PS nodes on the driver", _bool),
+)
+HasOutputMapping = _mixin(
+    "HasOutputMapping",
+    ("output_mapping", "Mapping of output tensor to output DataFrame column", TFTypeConverters.toDict),
+)
 HasProtocol = _mixin("HasProtocol", ("protocol", "Network protocol for Tensorflow (grpc only)", _str))
-HasReaders = _mixin("HasReaders", (
-    "readers", "Number of reader threads (accepted for TFoS compatibility; unused)", _int))
+HasReaders = _mixin(
+    "HasReaders", ("readers", "Number of reader threads (accepted for TFoS compatibility; unused)", _int)
+)
 HasSteps = _mixin("HasSteps", ("steps", "Maximum number of steps to train (passed to train_fn as args.steps)", _int))
 HasTensorboard = _mixin("HasTensorboard", ("tensorboard", "Launch tensorboard process", _bool))
-HasTFRecordDir = _mixin("HasTFRecordDir", (
-    "tfrecord_dir", "Not supported by sparkdl (TFoS exported the DataFrame as TFRecords)", _optional(_str)))
-HasExportDir = _mixin("HasExportDir", (
-    "export_dir", "Directory (or .keras file) of the exported model", _optional(_str)))
-HasSignatureDefKey = _mixin("HasSignatureDefKey", (
-    "signature_def_key", "Identifier for a specific saved_model signature", _optional(_str)))
-HasTagSet = _mixin("HasTagSet", (
-    "tag_set", "Comma-delimited list of tags identifying a saved_model metagraph", _optional(_str)))
+HasTFRecordDir = _mixin(
+    "HasTFRecordDir",
+    ("tfrecord_dir", "Not supported by sparkdl (TFoS exported the DataFrame as TFRecords)", _optional(_str)),
+)
+HasExportDir = _mixin(
+    "HasExportDir", ("export_dir", "Directory (or .keras file) of the exported model", _optional(_str))
+)
+HasSignatureDefKey = _mixin(
+    "HasSignatureDefKey", ("signature_def_key", "Identifier for a specific saved_model signature", _optional(_str))
+)
+HasTagSet = _mixin(
+    "HasTagSet", ("tag_set", "Comma-delimited list of tags identifying a saved_model metagraph", _optional(_str))
+)
 # sparkdl's additions: TFCluster.run / cluster.train arguments settable from an estimator.
-HasFeedTimeout = _mixin("HasFeedTimeout", (
-    "feed_timeout", "Seconds a node may go without reading its feed before cluster.train fails", _float))
-HasStallTimeout = _mixin("HasStallTimeout", (
-    "stall_timeout", "Seconds a node may report no progress before it is stopped (None: never)", _optional(_float)))
-HasMaxRestarts = _mixin("HasMaxRestarts", (
-    "max_restarts", "How many times a failed cluster is relaunched (0: never)", _int))
-HasNumGPUs = _mixin("HasNumGPUs", (
-    "num_gpus", "GPUs per node (None: Spark's GPU resources, else one if the host has GPUs)", _optional(_int)))
-HasValidationIndicatorCol = _mixin("HasValidationIndicatorCol", (
-    "validation_indicator_col", "Name of a boolean column marking the rows fed as validation data (read "
-    "with feed.as_dataset(..., split='validation')); the other rows are the training data", _optional(_str)))
+HasFeedTimeout = _mixin(
+    "HasFeedTimeout",
+    ("feed_timeout", "Seconds a node may go without reading its feed before cluster.train fails", _float),
+)
+HasStallTimeout = _mixin(
+    "HasStallTimeout",
+    ("stall_timeout", "Seconds a node may report no progress before it is stopped (None: never)", _optional(_float)),
+)
+HasMaxRestarts = _mixin(
+    "HasMaxRestarts", ("max_restarts", "How many times a failed cluster is relaunched (0: never)", _int)
+)
+HasNumGPUs = _mixin(
+    "HasNumGPUs",
+    ("num_gpus", "GPUs per node (None: Spark's GPU resources, else one if the host has GPUs)", _optional(_int)),
+)
+HasValidationIndicatorCol = _mixin(
+    "HasValidationIndicatorCol",
+    (
+        "validation_indicator_col",
+        "Name of a boolean column marking the rows fed as validation data (read "
+        "with feed.as_dataset(..., split='validation')); the other rows are the training data",
+        _optional(_str),
+    ),
+)
 
 
 class Namespace:

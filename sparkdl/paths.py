@@ -8,8 +8,22 @@ import logging
 logger = logging.getLogger(__name__)
 
 #: Schemes that are already fully qualified and pass through untouched.
-QUALIFIED_SCHEMES = ("adl://", "abfs://", "abfss://", "file://", "gs://", "hdfs://", "oss://", "s3://",
-                     "s3a://", "s3n://", "swift://", "viewfs://", "wasb://", "wasbs://")
+QUALIFIED_SCHEMES = (
+    "adl://",
+    "abfs://",
+    "abfss://",
+    "file://",
+    "gs://",
+    "hdfs://",
+    "oss://",
+    "s3://",
+    "s3a://",
+    "s3n://",
+    "swift://",
+    "viewfs://",
+    "wasb://",
+    "wasbs://",
+)
 
 
 def normalize_default_fs(default_fs: str | None) -> str:

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 
-REJECTION_LOG_S = 10.0   # at most one log line per this many seconds about refused connections
+REJECTION_LOG_S = 10.0  # at most one log line per this many seconds about refused connections
 
 
 class RejectionLog:
@@ -46,5 +46,10 @@ class RejectionLog:
             count, reason, self._unlogged, self._timer = self._unlogged, self._last_reason, 0, None
             self._last_logged = time.monotonic()
         if count:
-            self._logger.warning("%s: refused %d more connection(s) in the last %.0f s; the last: %s", self._name,
-                                 count, REJECTION_LOG_S, reason)
+            self._logger.warning(
+                "%s: refused %d more connection(s) in the last %.0f s; the last: %s",
+                self._name,
+                count,
+                REJECTION_LOG_S,
+                reason,
+            )

@@ -31,8 +31,9 @@ class NodeRole:
         return f"{self.job_name}:{self.task_index}"
 
 
-def validate_layout(num_executors: int, num_ps: int = 0, master_node: str | None = "chief",
-                    eval_node: bool = False) -> None:
+def validate_layout(
+    num_executors: int, num_ps: int = 0, master_node: str | None = "chief", eval_node: bool = False
+) -> None:
     """Raise ValueError, naming the argument, when the layout cannot form a cluster."""
     if not isinstance(num_executors, int) or num_executors < 1:
         raise ValueError(f"num_executors must be a positive integer, got {num_executors!r}")
@@ -44,11 +45,13 @@ def validate_layout(num_executors: int, num_ps: int = 0, master_node: str | None
     if num_executors < needed:
         raise ValueError(
             f"num_executors={num_executors} leaves no chief/worker node: num_ps={num_ps}"
-            f"{' and eval_node=True' if eval_node else ''} need at least {needed} executors")
+            f"{' and eval_node=True' if eval_node else ''} need at least {needed} executors"
+        )
 
 
-def cluster_template(num_executors: int, num_ps: int = 0, master_node: str | None = "chief",
-                     eval_node: bool = False) -> dict[str, list[int]]:
+def cluster_template(
+    num_executors: int, num_ps: int = 0, master_node: str | None = "chief", eval_node: bool = False
+) -> dict[str, list[int]]:
     """Map each job name to the node numbers that play it, in TFoS's order."""
     validate_layout(num_executors, num_ps, master_node, eval_node)
     remaining = list(range(num_executors))

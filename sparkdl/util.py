@@ -73,8 +73,13 @@ def _add_hadoop_classpath() -> None:
     if not home or CLASSPATH_MARK in os.environ:
         return
     try:
-        extra = subprocess.run([os.path.join(home, "bin", "hadoop"), "classpath", "--glob"], capture_output=True,
-                               text=True, timeout=60, check=True).stdout.strip()
+        extra = subprocess.run(
+            [os.path.join(home, "bin", "hadoop"), "classpath", "--glob"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
         logger.warning("could not add Hadoop's classpath (%s/bin/hadoop classpath --glob): %s", home, exc)
         return

@@ -37,10 +37,12 @@ class SparkHolder:
         if self.spark is not None and self.key == key:
             return self.spark.sparkContext
         self.stop()
-        builder = (SparkSession.builder.master(f"local-cluster[{executors},{cores},{memory_mb}]")
-                   .appName(f"sparkdl-tests-{executors}")
-                   .config("spark.ui.enabled", "false")
-                   .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
+        builder = (
+            SparkSession.builder.master(f"local-cluster[{executors},{cores},{memory_mb}]")
+            .appName(f"sparkdl-tests-{executors}")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        )
         for name, value in (conf or {}).items():
             builder = builder.config(name, value)
         self.spark = builder.getOrCreate()

@@ -17,9 +17,10 @@ import sys
 import traceback
 from pathlib import Path
 
-import node_functions as nf
 from sparkdl import TFCluster, TFParallel
 from sparkdl.errors import ClusterError
+
+import node_functions as nf
 
 SPARK = TFCluster.InputMode.SPARK
 
@@ -36,8 +37,14 @@ def spark_mode_training(spark, out: Path) -> dict:
     """InputMode.SPARK: a DataFrame fed to two nodes for 2 epochs, progress shown from the nodes' events."""
     rows = [([float(i % 7), 1.0, -1.0, 0.5], float(i % 5)) for i in range(600)]
     frame = spark.createDataFrame(rows, "x array<float>, y double").repartition(3)
-    cluster = TFCluster.run(spark, nf.fit_from_feed, {"out": str(out), "batch": 32, "epochs": 2,
-                                                      "progress_callback": True}, 2, input_mode=SPARK, progress=True)
+    cluster = TFCluster.run(
+        spark,
+        nf.fit_from_feed,
+        {"out": str(out), "batch": 32, "epochs": 2, "progress_callback": True},
+        2,
+        input_mode=SPARK,
+        progress=True,
+    )
     shown = io.StringIO()
     with cluster, contextlib.redirect_stdout(shown):
         history = cluster.train(frame, num_epochs=2)
@@ -70,8 +77,12 @@ def failure_report(spark, out: Path) -> dict:
     try:
         cluster.shutdown()
     except ClusterError as exc:
-        return {"error": str(exc), "failed": [f.label for f in exc.failures],
-                "hosts": [f.host for f in exc.failures], "tracebacks": [f.traceback for f in exc.failures]}
+        return {
+            "error": str(exc),
+            "failed": [f.label for f in exc.failures],
+            "hosts": [f.host for f in exc.failures],
+            "tracebacks": [f.traceback for f in exc.failures],
+        }
     return {"error": None}
 
 
@@ -84,15 +95,22 @@ def parallel(spark, out: Path) -> dict:
 def estimator_and_model(spark, out: Path) -> dict:
     """TFEstimator.fit on a Connect DataFrame, then TFModel.transform of it."""
     import numpy as np
-
-    import inference_models as im
     from pyspark.sql import functions as F
+
     from sparkdl.ml import TFEstimator
 
+    import inference_models as im
+
     df = im.digits_frame(spark, partitions=4).withColumn("held_out", F.col("id") % 5 == 0)
-    estimator = (TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005}, export_fn=im.export_marker)
-                 .setInputMapping({"pixels": "image", "label": "label"}).setClusterSize(2).setEpochs(3)
-                 .setBatchSize(32).setExportDir(str(out / "export")).setValidationIndicatorCol("held_out"))
+    estimator = (
+        TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005}, export_fn=im.export_marker)
+        .setInputMapping({"pixels": "image", "label": "label"})
+        .setClusterSize(2)
+        .setEpochs(3)
+        .setBatchSize(32)
+        .setExportDir(str(out / "export"))
+        .setValidationIndicatorCol("held_out")
+    )
     model = estimator.fit(df)
     model.setInputMapping({"pixels": "image"}).setOutputMapping({"probs": "probabilities"})
     scored = model.transform(df).select("label", "probabilities").toPandas()
@@ -101,16 +119,14 @@ def estimator_and_model(spark, out: Path) -> dict:
     return {"history": model.history, "accuracy": float(accuracy), "export_fn_pid": exported["pid"]}
 
 
-SCENARIOS = [tensorflow_mode, spark_mode_training, spark_mode_inference, failure_report, parallel,
-             estimator_and_model]
+SCENARIOS = [tensorflow_mode, spark_mode_training, spark_mode_inference, failure_report, parallel, estimator_and_model]
 
 
 def main(out_dir: str) -> None:
     from pyspark.sql import SparkSession
 
     out = Path(out_dir)
-    spark = (SparkSession.builder.remote("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
-             .getOrCreate())
+    spark = SparkSession.builder.remote("local-cluster[2,1,1024]").config("spark.ui.enabled", "false").getOrCreate()
     results = {"session_type": f"{type(spark).__module__}.{type(spark).__name__}"}
     try:
         for scenario in SCENARIOS:
@@ -119,8 +135,11 @@ def main(out_dir: str) -> None:
             try:
                 results[scenario.__name__] = {"ok": True, **scenario(spark, directory)}
             except BaseException as exc:  # noqa: BLE001 - reported to the test, which names it
-                results[scenario.__name__] = {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                                              "traceback": traceback.format_exc()}
+                results[scenario.__name__] = {
+                    "ok": False,
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc(),
+                }
             (out / "results.json").write_text(json.dumps(results, default=str))
     finally:
         spark.stop()

@@ -19,9 +19,9 @@ def digits_28(rows: int | None = None, seed: int = 0) -> tuple[np.ndarray, np.nd
     from sklearn.datasets import load_digits
 
     digits = load_digits()
-    small = (digits.images / 16.0).astype("float32")              # (1797, 8, 8)
-    big = np.kron(small, np.ones((1, 3, 3), dtype="float32"))     # (1797, 24, 24)
-    images = np.pad(big, ((0, 0), (2, 2), (2, 2)))[..., None]     # (1797, 28, 28, 1)
+    small = (digits.images / 16.0).astype("float32")  # (1797, 8, 8)
+    big = np.kron(small, np.ones((1, 3, 3), dtype="float32"))  # (1797, 24, 24)
+    images = np.pad(big, ((0, 0), (2, 2), (2, 2)))[..., None]  # (1797, 28, 28, 1)
     labels = digits.target.astype("int64")
     if rows is None:
         return images, labels
@@ -34,8 +34,9 @@ def digits_frame(spark, rows: int | None = None, partitions: int = 2, seed: int 
     import pandas as pd
 
     images, labels = digits_28(rows, seed)
-    frame = pd.DataFrame({"id": np.arange(len(labels), dtype="int64"),
-                          "pixels": list(images.reshape(len(labels), -1)), "label": labels})
+    frame = pd.DataFrame(
+        {"id": np.arange(len(labels), dtype="int64"), "pixels": list(images.reshape(len(labels), -1)), "label": labels}
+    )
     return spark.createDataFrame(frame, "id long, pixels array<float>, label long").repartition(partitions)
 
 
@@ -44,12 +45,15 @@ def mlp(seed: int = 0, hidden: int = 128):
     import keras
 
     keras.utils.set_random_seed(seed)
-    return keras.Sequential([
-        keras.Input(IMAGE_SHAPE, name="image"),
-        keras.layers.Flatten(),
-        keras.layers.Dense(hidden, activation="relu"),
-        keras.layers.Dense(10, activation="softmax", name="probs"),
-    ], name="mlp")
+    return keras.Sequential(
+        [
+            keras.Input(IMAGE_SHAPE, name="image"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(hidden, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", name="probs"),
+        ],
+        name="mlp",
+    )
 
 
 def cnn(seed: int = 0):
@@ -57,16 +61,19 @@ def cnn(seed: int = 0):
     import keras
 
     keras.utils.set_random_seed(seed)
-    return keras.Sequential([
-        keras.Input(IMAGE_SHAPE, name="image"),
-        keras.layers.Conv2D(16, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Conv2D(32, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(),
-        keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(10, activation="softmax", name="probs"),
-    ], name="cnn")
+    return keras.Sequential(
+        [
+            keras.Input(IMAGE_SHAPE, name="image"),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", name="probs"),
+        ],
+        name="cnn",
+    )
 
 
 def multi_io(seed: int = 0):
@@ -101,12 +108,14 @@ def tf_keras_mlp(seed: int = 0):
     import tf_keras
 
     tf_keras.utils.set_random_seed(seed)
-    return tf_keras.Sequential([
-        tf_keras.Input(IMAGE_SHAPE, name="image"),
-        tf_keras.layers.Flatten(),
-        tf_keras.layers.Dense(64, activation="relu"),
-        tf_keras.layers.Dense(10, activation="softmax", name="probs"),
-    ])
+    return tf_keras.Sequential(
+        [
+            tf_keras.Input(IMAGE_SHAPE, name="image"),
+            tf_keras.layers.Flatten(),
+            tf_keras.layers.Dense(64, activation="relu"),
+            tf_keras.layers.Dense(10, activation="softmax", name="probs"),
+        ]
+    )
 
 
 def train(model, epochs: int = 3, rows: int | None = None, seed: int = 0):
@@ -152,20 +161,30 @@ def estimator_train_fn(args, ctx):
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     feed = ctx.get_data_feed()
-    dataset = feed.as_dataset(args.batch_size * ctx.num_workers, features="pixels", label="label",
-                              shapes={"pixels": IMAGE_SHAPE})
+    dataset = feed.as_dataset(
+        args.batch_size * ctx.num_workers, features="pixels", label="label", shapes={"pixels": IMAGE_SHAPE}
+    )
     with strategy.scope():
-        model = tf.keras.Sequential([
-            tf.keras.Input(IMAGE_SHAPE, name="image"),
-            tf.keras.layers.Flatten(),
-            tf.keras.layers.Dense(64, activation="relu"),
-            tf.keras.layers.Dense(10, activation="softmax", name="probs"),
-        ])
-        model.compile(optimizer=tf.keras.optimizers.Adam(args.learning_rate),
-                      loss="sparse_categorical_crossentropy")
-    validation = feed.as_dataset(args.batch_size * ctx.num_workers, features="pixels", label="label",
-                                 shapes={"pixels": IMAGE_SHAPE}, split="validation") \
-        if args.validation_indicator_col else None
+        model = tf.keras.Sequential(
+            [
+                tf.keras.Input(IMAGE_SHAPE, name="image"),
+                tf.keras.layers.Flatten(),
+                tf.keras.layers.Dense(64, activation="relu"),
+                tf.keras.layers.Dense(10, activation="softmax", name="probs"),
+            ]
+        )
+        model.compile(optimizer=tf.keras.optimizers.Adam(args.learning_rate), loss="sparse_categorical_crossentropy")
+    validation = (
+        feed.as_dataset(
+            args.batch_size * ctx.num_workers,
+            features="pixels",
+            label="label",
+            shapes={"pixels": IMAGE_SHAPE},
+            split="validation",
+        )
+        if args.validation_indicator_col
+        else None
+    )
     model.fit(dataset, validation_data=validation, epochs=args.epochs, verbose=0, callbacks=[ctx.progress_callback()])
     # Every MWMS node takes part in saving; only the chief writes to the real location.
     with ctx.export_path(args.export_dir) as target:

@@ -40,15 +40,31 @@ def wait_for_file(path: str, timeout_s: float = 120.0) -> bool:
 
 def describe_node(args, ctx):
     """Record ctx fields, the args as received, and the environment sparkdl set."""
-    _write(args, ctx, {
-        "args_type": type(args).__name__, "args_out": _arg(args, "out"),
-        "executor_id": ctx.executor_id, "worker_num": ctx.worker_num, "job_name": ctx.job_name,
-        "task_index": ctx.task_index, "num_workers": ctx.num_workers, "cluster_spec": ctx.cluster_spec,
-        "defaultFS": ctx.defaultFS, "working_dir": ctx.working_dir, "cwd": os.getcwd(),
-        "absolute_rel": ctx.absolute_path("models/m1"), "absolute_abs": ctx.absolute_path("/data/x"),
-        "tf_config": os.environ.get("TF_CONFIG"), "legacy_keras": os.environ.get("TF_USE_LEGACY_KERAS"),
-        "host": ctx.host, "port": ctx.port, "pid": os.getpid(), "ppid": os.getppid(),
-    })
+    _write(
+        args,
+        ctx,
+        {
+            "args_type": type(args).__name__,
+            "args_out": _arg(args, "out"),
+            "executor_id": ctx.executor_id,
+            "worker_num": ctx.worker_num,
+            "job_name": ctx.job_name,
+            "task_index": ctx.task_index,
+            "num_workers": ctx.num_workers,
+            "cluster_spec": ctx.cluster_spec,
+            "defaultFS": ctx.defaultFS,
+            "working_dir": ctx.working_dir,
+            "cwd": os.getcwd(),
+            "absolute_rel": ctx.absolute_path("models/m1"),
+            "absolute_abs": ctx.absolute_path("/data/x"),
+            "tf_config": os.environ.get("TF_CONFIG"),
+            "legacy_keras": os.environ.get("TF_USE_LEGACY_KERAS"),
+            "host": ctx.host,
+            "port": ctx.port,
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+        },
+    )
 
 
 def fail_on_worker(args, ctx):
@@ -73,8 +89,11 @@ def check_port(args, ctx):
     before = bindable()
     had_socket = ctx.tmp_socket is not None
     ctx.release_port()
-    _write(args, ctx, {"bindable_before_release": before, "had_tmp_socket": had_socket,
-                       "bindable_after_release": bindable()})
+    _write(
+        args,
+        ctx,
+        {"bindable_before_release": before, "had_tmp_socket": had_socket, "bindable_after_release": bindable()},
+    )
 
 
 def chatty(args, ctx):
@@ -120,10 +139,14 @@ def mwms_classifier(rows: int = 512, hidden: int = 16, metrics: tuple = ()):
     options.autotune.enabled = False  # avoids a slow iterator teardown at the end of fit()
     dataset = tf.data.Dataset.from_tensor_slices((features, labels)).batch(64).with_options(options)
     with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(hidden, activation="relu"),
-                                     tf.keras.layers.Dense(2)])
-        model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=list(metrics))
+        model = tf.keras.Sequential(
+            [tf.keras.Input((8,)), tf.keras.layers.Dense(hidden, activation="relu"), tf.keras.layers.Dense(2)]
+        )
+        model.compile(
+            optimizer=tf.keras.optimizers.SGD(0.1),
+            loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=list(metrics),
+        )
     return strategy, model, dataset
 
 
@@ -136,8 +159,16 @@ def mwms_fit(args, ctx):
     history = model.fit(dataset, epochs=3, verbose=0)
     out = Path(_arg(args, "out"))
     np.savez(out / f"weights{ctx.executor_id}.npz", *model.get_weights())
-    _write(args, ctx, {"replicas": strategy.num_replicas_in_sync, "keras": tf.keras.__name__,
-                       "loss": [float(v) for v in history.history["loss"]], "job_name": ctx.job_name})
+    _write(
+        args,
+        ctx,
+        {
+            "replicas": strategy.num_replicas_in_sync,
+            "keras": tf.keras.__name__,
+            "loss": [float(v) for v in history.history["loss"]],
+            "job_name": ctx.job_name,
+        },
+    )
 
 
 def mwms_fit_with_progress(args, ctx):
@@ -153,10 +184,19 @@ def mwms_fit_with_progress(args, ctx):
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     options.autotune.enabled = False
     validation = tf.data.Dataset.from_tensor_slices((features, labels)).batch(32).with_options(options)
-    history = model.fit(dataset, epochs=3, validation_data=validation, validation_steps=4, verbose=0,
-                        callbacks=[ctx.progress_callback()])
-    _write(args, ctx, {"job_name": ctx.job_name, "history": {k: [float(v) for v in values]
-                                                             for k, values in history.history.items()}})
+    history = model.fit(
+        dataset,
+        epochs=3,
+        validation_data=validation,
+        validation_steps=4,
+        verbose=0,
+        callbacks=[ctx.progress_callback()],
+    )
+    _write(
+        args,
+        ctx,
+        {"job_name": ctx.job_name, "history": {k: [float(v) for v in values] for k, values in history.history.items()}},
+    )
 
 
 def parameter_server_model(learning_rate: float):
@@ -185,8 +225,15 @@ def parameter_server_fit(args, ctx):
         return
     strategy, model, data = parameter_server_model(0.05)
     history = model.fit(data, epochs=3, steps_per_epoch=10, verbose=0)
-    _write(args, ctx, {"job_name": ctx.job_name, "loss": [float(v) for v in history.history["loss"]],
-                       "num_ps": strategy._num_ps if hasattr(strategy, "_num_ps") else None})
+    _write(
+        args,
+        ctx,
+        {
+            "job_name": ctx.job_name,
+            "loss": [float(v) for v in history.history["loss"]],
+            "num_ps": strategy._num_ps if hasattr(strategy, "_num_ps") else None,
+        },
+    )
 
 
 def evaluator_layout(args, ctx):
@@ -194,8 +241,11 @@ def evaluator_layout(args, ctx):
     import tensorflow as tf
 
     if ctx.job_name == "evaluator":
-        _write(args, ctx, {"job_name": ctx.job_name, "tf_config": os.environ.get("TF_CONFIG"),
-                           "cluster_spec": ctx.cluster_spec})
+        _write(
+            args,
+            ctx,
+            {"job_name": ctx.job_name, "tf_config": os.environ.get("TF_CONFIG"), "cluster_spec": ctx.cluster_spec},
+        )
         return
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
@@ -207,20 +257,36 @@ def evaluator_layout(args, ctx):
 
     result = strategy.reduce(tf.distribute.ReduceOp.SUM, step(), axis=None)
     total.assign(result)
-    _write(args, ctx, {"job_name": ctx.job_name, "replicas": strategy.num_replicas_in_sync,
-                       "sum": float(total.numpy())})
+    _write(
+        args, ctx, {"job_name": ctx.job_name, "replicas": strategy.num_replicas_in_sync, "sum": float(total.numpy())}
+    )
 
 
 def parallel_task(args, ctx):
     """TFParallel: independent nodes, no TF_CONFIG."""
-    _write(args, ctx, {"executor_id": ctx.executor_id, "tf_config": os.environ.get("TF_CONFIG"),
-                       "job_name": ctx.job_name, "pid": os.getpid()})
+    _write(
+        args,
+        ctx,
+        {
+            "executor_id": ctx.executor_id,
+            "tf_config": os.environ.get("TF_CONFIG"),
+            "job_name": ctx.job_name,
+            "pid": os.getpid(),
+        },
+    )
 
 
 def record_gpus(args, ctx):
     """Record the GPUs sparkdl pinned for this node (no TensorFlow import needed)."""
-    _write(args, ctx, {"ctx_gpus": ctx.gpus, "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                       "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER")})
+    _write(
+        args,
+        ctx,
+        {
+            "ctx_gpus": ctx.gpus,
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+            "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"),
+        },
+    )
 
 
 def keras3_custom_loop(args, ctx):
@@ -240,17 +306,25 @@ def keras3_custom_loop(args, ctx):
                 loss = tf.reduce_mean((weight * x - 2.0 * x) ** 2)
             optimizer.apply_gradients([(tape.gradient(loss, weight), weight)])
             return loss
+
         return strategy.reduce(tf.distribute.ReduceOp.MEAN, strategy.run(step, args=(x,)), axis=None)
 
     x = tf.constant(np.linspace(0.5, 1.5, 8, dtype="float32"))
     for _ in range(30):
         train_step(x)
-    _write(args, ctx, {"keras": tf.keras.__name__ if hasattr(tf.keras, "__name__") else str(tf.keras),
-                       "keras_version": tf.keras.__version__ if hasattr(tf.keras, "__version__") else "",
-                       "weight": float(weight.numpy())})
+    _write(
+        args,
+        ctx,
+        {
+            "keras": tf.keras.__name__ if hasattr(tf.keras, "__name__") else str(tf.keras),
+            "keras_version": tf.keras.__version__ if hasattr(tf.keras, "__version__") else "",
+            "weight": float(weight.numpy()),
+        },
+    )
 
 
 # -- InputMode.SPARK --
+
 
 def count_feed(args, ctx):
     """Read the whole feed with next_batch; record what arrived."""
@@ -274,8 +348,18 @@ def count_feed(args, ctx):
     import resource
 
     peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    _write(args, ctx, {"rows": rows, "batches": batches, "largest": largest, "label_sum": label_sum, "kinds": kinds,
-                       "peak_rss_mib": peak_rss_mib})
+    _write(
+        args,
+        ctx,
+        {
+            "rows": rows,
+            "batches": batches,
+            "largest": largest,
+            "label_sum": label_sum,
+            "kinds": kinds,
+            "peak_rss_mib": peak_rss_mib,
+        },
+    )
 
 
 def count_feed_failing_once(args, ctx):
@@ -299,11 +383,13 @@ def fit_from_feed(args, ctx):
     steps = feed.steps_per_epoch(args["batch"])
     all_epochs = bool(args.get("all_epochs"))
     dataset = feed.as_dataset(args["batch"], features="x", label="y", all_epochs=all_epochs)
-    validation = feed.as_dataset(args["batch"], features="x", label="y", split="validation") \
-        if args.get("validation") else None
+    validation = (
+        feed.as_dataset(args["batch"], features="x", label="y", split="validation") if args.get("validation") else None
+    )
     with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
-                                     tf.keras.layers.Dense(1)])
+        model = tf.keras.Sequential(
+            [tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"), tf.keras.layers.Dense(1)]
+        )
         model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
 
     class CountBatches(tf.keras.callbacks.Callback):
@@ -314,12 +400,25 @@ def fit_from_feed(args, ctx):
 
     callbacks = [CountBatches()] + ([ctx.progress_callback()] if args.get("progress_callback") else [])
     fit_steps = feed.keras_steps_per_epoch(args["batch"], strategy) if all_epochs else None
-    history = model.fit(dataset, validation_data=validation, epochs=args["epochs"], steps_per_epoch=fit_steps,
-                        verbose=0, callbacks=callbacks)
+    history = model.fit(
+        dataset,
+        validation_data=validation,
+        epochs=args["epochs"],
+        steps_per_epoch=fit_steps,
+        verbose=0,
+        callbacks=callbacks,
+    )
     np.savez(Path(args["out"]) / f"weights{ctx.executor_id}.npz", *model.get_weights())
-    _write(args, ctx, {"steps_per_epoch": steps, "keras_steps": CountBatches.seen,
-                       "loss": [float(v) for v in history.history["loss"]],
-                       "val_loss": [float(v) for v in history.history.get("val_loss", [])]})
+    _write(
+        args,
+        ctx,
+        {
+            "steps_per_epoch": steps,
+            "keras_steps": CountBatches.seen,
+            "loss": [float(v) for v in history.history["loss"]],
+            "val_loss": [float(v) for v in history.history.get("val_loss", [])],
+        },
+    )
 
 
 def terminate_early(args, ctx):
@@ -388,6 +487,7 @@ def infer_wrong_count(args, ctx):
 
 # -- epoch cache, shuffle and validation --
 
+
 def record_epoch_orders(args, ctx):
     """Read ``args['runs']`` training runs with next_batch; record each epoch's label order."""
     feed = ctx.get_data_feed()
@@ -400,7 +500,7 @@ def record_epoch_orders(args, ctx):
             if not batch:
                 break
             labels.extend(float(row[-1]) for row in batch)
-        runs.append([labels[e * per_epoch:(e + 1) * per_epoch] for e in range(epochs)])
+        runs.append([labels[e * per_epoch : (e + 1) * per_epoch] for e in range(epochs)])
     _write(args, ctx, {"runs": runs})
 
 
@@ -422,6 +522,7 @@ def ask_for_missing_validation(args, ctx):
 
 
 # -- element fidelity (TensorFlowOnSpark's next_batch and batch_results types) --
+
 
 def _describe(value) -> str:
     """A value's structure and types, e.g. ``tuple(list[float,float], int)``, ``ndarray[float32](3,)``."""
@@ -492,8 +593,11 @@ def read_tfrecords(args, ctx):
     import tensorflow as tf
 
     files = sorted(tf.io.gfile.glob(args["dir"] + "/part-r-*"))
-    spec = {"id": tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeature([3], tf.float32),
-            "name": tf.io.FixedLenFeature([], tf.string)}
+    spec = {
+        "id": tf.io.FixedLenFeature([], tf.int64),
+        "x": tf.io.FixedLenFeature([3], tf.float32),
+        "name": tf.io.FixedLenFeature([], tf.string),
+    }
     dataset = tf.data.TFRecordDataset(files).map(lambda record: tf.io.parse_single_example(record, spec))
     ids, x_sum, names = [], 0.0, set()
     for example in dataset:

@@ -50,6 +50,6 @@ def test_cached_rows_are_served_in_aligned_blocks(tmp_path):
     for start in range(0, rows, 64):
         block = replay.take(order, start, 64)
         assert all(aligned.is_aligned(column) for column in block.values()), start
-        np.testing.assert_array_equal(block["label"], order[start:start + 64])
-        np.testing.assert_array_equal(block["features"][:, 0], order[start:start + 64].astype(np.float32))
+        np.testing.assert_array_equal(block["label"], order[start : start + 64])
+        np.testing.assert_array_equal(block["features"][:, 0], order[start : start + 64].astype(np.float32))
     cache.drop()

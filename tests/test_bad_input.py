@@ -8,9 +8,10 @@ import math
 
 import pytest
 
-import node_functions as nf
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.columns import FeedDataError
+
+import node_functions as nf
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -23,8 +24,9 @@ def spark(sc2):
     return SparkSession.builder.getOrCreate()
 
 
-@pytest.mark.parametrize("answer,message", [("fewer", "got 9 results for a batch of 10 rows"),
-                                            ("more", "more results than rows were read")])
+@pytest.mark.parametrize(
+    "answer,message", [("fewer", "got 9 results for a batch of 10 rows"), ("more", "more results than rows were read")]
+)
 def test_inference_with_a_wrong_number_of_results_raises(sc2, tmp_path, answer, message):
     cluster = TFCluster.run(sc2, nf.infer_wrong_count, {"answer": answer}, 2, input_mode=SPARK)
     results = cluster.inference(sc2.parallelize([(float(i),) for i in range(200)], 4))

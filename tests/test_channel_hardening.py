@@ -5,7 +5,6 @@ than it should hold."""
 
 from __future__ import annotations
 
-import socket
 import struct
 import subprocess
 import sys
@@ -14,10 +13,10 @@ import time
 
 import psutil
 import pytest
+from test_channel import closed_by_peer
 
 from sparkdl import channel as ch
 from sparkdl.channel import ChannelError, ChannelServer, Endpoint, connect, new_secret
-from test_channel import closed_by_peer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -68,7 +67,7 @@ def test_a_descriptor_exhausting_flood_does_not_stop_the_server(tmp_path):
     run = subprocess.run([sys.executable, "-c", FLOOD], capture_output=True, text=True, timeout=90)
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout.split()
-    assert out[out.index("ANSWER") + 1:out.index("FLOOD")] == ["{'echo':", "{'x':", "1}}"], run.stdout
+    assert out[out.index("ANSWER") + 1 : out.index("FLOOD")] == ["{'echo':", "{'x':", "1}}"], run.stdout
     # One line for the first refusal, then summaries at most every REJECTION_LOG_S: not one per connection.
     assert int(out[out.index("WARNINGS") + 1]) <= 4, run.stdout
 

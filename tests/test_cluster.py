@@ -10,11 +10,12 @@ import urllib.request
 
 import numpy as np
 import pytest
+from test_faults import wait_for
+
+from sparkdl import ClusterError, PreflightError, ReservationTimeout, TFCluster, TFParallel
 
 import node_functions as nf
 from conftest import read_json_files
-from sparkdl import ClusterError, PreflightError, ReservationTimeout, TFCluster, TFParallel
-from test_faults import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -106,8 +107,14 @@ def test_tensorboard_url_answers(sc2, tmp_path):
     flag = tmp_path / "flag"
     out = tmp_path / "out"
     out.mkdir()
-    cluster = TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, num_executors=2,
-                            tensorboard=True, log_dir=str(tmp_path / "tb"))
+    cluster = TFCluster.run(
+        sc2,
+        nf.wait_for_flag,
+        {"out": str(out), "flag": str(flag)},
+        num_executors=2,
+        tensorboard=True,
+        log_dir=str(tmp_path / "tb"),
+    )
     try:
         url = cluster.tensorboard_url()
         assert url and url.startswith("http://")
@@ -135,8 +142,9 @@ def test_argument_errors_name_the_argument(sc2, tmp_path):
     with pytest.raises(ValueError, match="master_node"):
         TFCluster.run(sc2, nf.describe_node, args, num_executors=2, master_node="boss")
     with pytest.raises(ValueError, match="eval_node"):
-        TFCluster.run(sc2, nf.describe_node, args, num_executors=2, eval_node=True,
-                      input_mode=TFCluster.InputMode.SPARK)
+        TFCluster.run(
+            sc2, nf.describe_node, args, num_executors=2, eval_node=True, input_mode=TFCluster.InputMode.SPARK
+        )
     with pytest.raises(ValueError, match="map_fun"):
         TFCluster.run(sc2, "not callable", args, num_executors=2)
 
@@ -160,8 +168,9 @@ def test_reservation_timeout_names_the_missing_node(sc2, tmp_path):
     started = time.monotonic()
     try:
         with pytest.raises(ReservationTimeout) as caught:
-            TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, num_executors=2, use_barrier=False,
-                          reservation_timeout=8)
+            TFCluster.run(
+                sc2, nf.describe_node, {"out": str(tmp_path)}, num_executors=2, use_barrier=False, reservation_timeout=8
+            )
     finally:
         flag.touch()
         blocker.join(60)
@@ -187,8 +196,9 @@ def test_tfparallel_barrier_with_too_few_executors_raises(sc2, tmp_path):
 
 
 def test_keras3_can_be_chosen_and_custom_loops_work_with_a_warning(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.keras3_custom_loop, {"out": str(tmp_path)}, num_executors=2,
-                            env={"TF_USE_LEGACY_KERAS": "0"})
+    cluster = TFCluster.run(
+        sc2, nf.keras3_custom_loop, {"out": str(tmp_path)}, num_executors=2, env={"TF_USE_LEGACY_KERAS": "0"}
+    )
     info = cluster.cluster_info
     cluster.shutdown(timeout=200)
     nodes = read_json_files(tmp_path)
@@ -207,10 +217,14 @@ def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path, cap
     cluster = TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, num_executors=2)
     try:
         with pytest.raises(AuthenticationError):
-            connect(cluster.coordinator_address, new_secret(), timeout=10,
-                    endpoint=Endpoint.coordinator(cluster.cluster_id))
-        wait_for(lambda: "sparkdl-coordinator: rejected a connection" in caplog.text, 10,
-                 "the coordinator to log the rejection")
+            connect(
+                cluster.coordinator_address, new_secret(), timeout=10, endpoint=Endpoint.coordinator(cluster.cluster_id)
+            )
+        wait_for(
+            lambda: "sparkdl-coordinator: rejected a connection" in caplog.text,
+            10,
+            "the coordinator to log the rejection",
+        )
         assert cluster.coordinator_address[0] != "0.0.0.0", "the coordinator must bind one deliberate address"
     finally:
         flag.touch()

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from sparkdl import TFCluster
+
 import node_functions as nf
 from conftest import read_json_files
-from sparkdl import TFCluster
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,8 +45,9 @@ def test_evaluator_runs_outside_the_collective(sc3, tmp_path):
 
 def test_driver_ps_nodes_host_the_ps_on_the_driver(sc2, tmp_path):
     """driver_ps_nodes=True: the ps runs beside the driver, chief and worker on the two executors."""
-    cluster = TFCluster.run(sc2, nf.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1,
-                            driver_ps_nodes=True)
+    cluster = TFCluster.run(
+        sc2, nf.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1, driver_ps_nodes=True
+    )
     info = {n["job_name"]: n for n in cluster.cluster_info}
     cluster.shutdown(timeout=240)
     assert info["ps"]["spark_executor"] == "" and info["chief"]["spark_executor"] != ""

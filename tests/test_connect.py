@@ -26,8 +26,13 @@ def outcome(tmp_path_factory, spark_holder):
     pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
     spark_holder.stop()  # the Connect server's executors need the memory this process's Spark holds
     out = tmp_path_factory.mktemp("connect")
-    run = subprocess.run([sys.executable, str(TESTS / "connect_scenarios.py"), str(out)], capture_output=True,
-                         text=True, timeout=840, cwd=out)
+    run = subprocess.run(
+        [sys.executable, str(TESTS / "connect_scenarios.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=840,
+        cwd=out,
+    )
     results_file = out / "results.json"
     assert results_file.exists(), f"the Connect client failed before any scenario ran:\n{run.stderr[-6000:]}"
     results = json.loads(results_file.read_text())
@@ -78,7 +83,8 @@ def test_inference_returns_a_dataframe_of_results_and_names_wrong_inputs(outcome
     _, result = scenario(outcome, "spark_mode_inference")
     assert result["columns"] == ["score"]
     assert result["values"] == [10.0 * i for i in range(200)]
-    assert "pandas.core.frame.DataFrame" in result["errors"]["pandas_input"] and "no RDDs" in result["errors"]["pandas_input"]
+    pandas_input = result["errors"]["pandas_input"]
+    assert "pandas.core.frame.DataFrame" in pandas_input and "no RDDs" in pandas_input
     assert "result_schema" in result["errors"]["no_result_schema"]
 
 

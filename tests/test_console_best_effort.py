@@ -11,10 +11,11 @@ import sys
 
 import pytest
 
-import node_functions as nf
-from conftest import read_json_files
 from sparkdl import ClusterError, TFCluster
 from sparkdl.driver.console import NodeOutputPrinter
+
+import node_functions as nf
+from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -29,8 +30,9 @@ class ClosedPipe(io.TextIOBase):
 def test_a_closed_console_pipe_costs_no_node(sc2, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
     caplog.set_level(logging.WARNING, logger="sparkdl.driver.console")
-    cluster = TFCluster.run(sc2, nf.print_text, {"out": str(tmp_path), "text": "a line for a closed pipe",
-                                                  "times": 200}, 2)
+    cluster = TFCluster.run(
+        sc2, nf.print_text, {"out": str(tmp_path), "text": "a line for a closed pipe", "times": 200}, 2
+    )
     cluster.shutdown(timeout=120)  # before: nodes killed, no end recorded, shutdown waited it out
     assert set(read_json_files(tmp_path)) == {"node0", "node1"}, "both nodes ran map_fun to its end"
     assert "stopped printing node output on the console (BrokenPipeError" in caplog.text
@@ -53,8 +55,11 @@ def test_an_unexpected_error_handling_a_node_message_is_that_nodes_recorded_fail
 
     monkeypatch.setattr(NodeOutputPrinter, "__call__", broken_printer)
     cluster = TFCluster.run(sc2, nf.print_text, {"out": str(tmp_path), "text": "hello"}, 2)
-    with pytest.raises(ClusterError, match=r"the driver failed handling its 'log' message "
-                                           r"\(RuntimeError: a bug in the driver's console\)"):
+    with pytest.raises(
+        ClusterError,
+        match=r"the driver failed handling its 'log' message "
+        r"\(RuntimeError: a bug in the driver's console\)",
+    ):
         cluster.shutdown(timeout=120)
 
 

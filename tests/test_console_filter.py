@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-import node_functions as nf
 from sparkdl import TFCluster
 from sparkdl.node.console import console_lines, is_framework_chatter
+
+import node_functions as nf
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -37,8 +37,11 @@ def test_api_reference_is_current(generated):
     text, _ = generated
     current = (ROOT / "docs" / "api.md").read_text()
     if current != text:
-        changed = [f"{i + 1}: {a!r} != {b!r}" for i, (a, b) in
-                   enumerate(zip(current.splitlines(), text.splitlines())) if a != b][:5]
+        changed = [
+            f"{i + 1}: {a!r} != {b!r}"
+            for i, (a, b) in enumerate(zip(current.splitlines(), text.splitlines()))
+            if a != b
+        ][:5]
         pytest.fail(f"{REGENERATE}\nfirst differences (file vs generated):\n" + "\n".join(changed))
 
 
@@ -52,21 +55,38 @@ def test_reference_covers_the_tensorflowonspark_surface_and_the_additions(genera
     _, entries = generated
     names = {e.qualname for e in entries}
     expected = {
-        "sparkdl.TFCluster.run", "sparkdl.TFCluster.InputMode", "sparkdl.TFCluster.TFCluster",
-        "sparkdl.TFCluster.TFCluster.train", "sparkdl.TFCluster.TFCluster.inference",
-        "sparkdl.TFCluster.TFCluster.shutdown", "sparkdl.TFCluster.TFCluster.tensorboard_url",
+        "sparkdl.TFCluster.run",
+        "sparkdl.TFCluster.InputMode",
+        "sparkdl.TFCluster.TFCluster",
+        "sparkdl.TFCluster.TFCluster.train",
+        "sparkdl.TFCluster.TFCluster.inference",
+        "sparkdl.TFCluster.TFCluster.shutdown",
+        "sparkdl.TFCluster.TFCluster.tensorboard_url",
         "sparkdl.TFCluster.TFCluster.cluster_info",
-        "sparkdl.TFNode.DataFeed", "sparkdl.TFNode.hdfs_path", "sparkdl.TFNode.start_cluster_server",
+        "sparkdl.TFNode.DataFeed",
+        "sparkdl.TFNode.hdfs_path",
+        "sparkdl.TFNode.start_cluster_server",
         "sparkdl.TFParallel.run",
-        "sparkdl.node.context.NodeContext", "sparkdl.node.context.NodeContext.get_data_feed",
-        "sparkdl.node.context.NodeContext.absolute_path", "sparkdl.node.context.NodeContext.release_port",
-        "sparkdl.feed.data_feed.DataFeed.next_batch", "sparkdl.feed.data_feed.DataFeed.should_stop",
-        "sparkdl.feed.data_feed.DataFeed.batch_results", "sparkdl.feed.data_feed.DataFeed.terminate",
-        "sparkdl.feed.data_feed.DataFeed.as_dataset", "sparkdl.feed.data_feed.DataFeed.num_epochs",
+        "sparkdl.node.context.NodeContext",
+        "sparkdl.node.context.NodeContext.get_data_feed",
+        "sparkdl.node.context.NodeContext.absolute_path",
+        "sparkdl.node.context.NodeContext.release_port",
+        "sparkdl.feed.data_feed.DataFeed.next_batch",
+        "sparkdl.feed.data_feed.DataFeed.should_stop",
+        "sparkdl.feed.data_feed.DataFeed.batch_results",
+        "sparkdl.feed.data_feed.DataFeed.terminate",
+        "sparkdl.feed.data_feed.DataFeed.as_dataset",
+        "sparkdl.feed.data_feed.DataFeed.num_epochs",
         "sparkdl.TFCluster.TFCluster.history",
-        "sparkdl.inference.map_in_pandas", "sparkdl.inference.predict_batch_udf", "sparkdl.inference.Predictor",
-        "sparkdl.ml.TFEstimator", "sparkdl.ml.TFModel", "sparkdl.ml.TFEstimator.setInputMapping",
-        "sparkdl.errors.ClusterError", "sparkdl.errors.NodeFailure", "sparkdl.errors.PreflightError",
+        "sparkdl.inference.map_in_pandas",
+        "sparkdl.inference.predict_batch_udf",
+        "sparkdl.inference.Predictor",
+        "sparkdl.ml.TFEstimator",
+        "sparkdl.ml.TFModel",
+        "sparkdl.ml.TFEstimator.setInputMapping",
+        "sparkdl.errors.ClusterError",
+        "sparkdl.errors.NodeFailure",
+        "sparkdl.errors.PreflightError",
     }
     assert not expected - names, sorted(expected - names)
     private = [n for n in names if re.match(r"_(?!_\w+__$)", n.split(".")[-1])]  # dunders like __version__ are fine

@@ -19,10 +19,17 @@ pytestmark = pytest.mark.timeout(180)
 PACKAGE_DIR = Path(sparkdl.__file__).resolve().parent
 
 
-def _doctor(*args: str, tmp_path: Path, env: dict[str, str] | None = None, command: list[str] | None = None,
-            expect_rc: int = 0) -> str:
-    result = subprocess.run(command or [sys.executable, "-m", "sparkdl", *args], cwd=tmp_path,
-                            env=env or dict(os.environ), capture_output=True, text=True, timeout=150)
+def _doctor(
+    *args: str, tmp_path: Path, env: dict[str, str] | None = None, command: list[str] | None = None, expect_rc: int = 0
+) -> str:
+    result = subprocess.run(
+        command or [sys.executable, "-m", "sparkdl", *args],
+        cwd=tmp_path,
+        env=env or dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
     assert result.returncode == expect_rc, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
     return result.stdout
 
@@ -34,8 +41,10 @@ def _field(report: str, name: str) -> str:
 
 
 def test_report_names_every_component_without_importing_tensorflow(tmp_path):
-    code = ("import sys; from sparkdl.__main__ import main; rc = main([]); "
-            "print('TF IMPORTED' if 'tensorflow' in sys.modules else 'tf not imported'); sys.exit(rc)")
+    code = (
+        "import sys; from sparkdl.__main__ import main; rc = main([]); "
+        "print('TF IMPORTED' if 'tensorflow' in sys.modules else 'tf not imported'); sys.exit(rc)"
+    )
     report = _doctor(tmp_path=tmp_path, command=[sys.executable, "-c", code])
     assert report.splitlines()[-1] == "tf not imported", report
     assert _field(report, "sparkdl") == f"{sparkdl.__version__} (sparkdl-tf {sparkdl.__version__}, {PACKAGE_DIR})"
@@ -52,13 +61,18 @@ def test_another_sparkdl_distribution_is_reported(tmp_path):
     """PyPI's sparkdl (Databricks' spark-deep-learning) installed beside sparkdl-tf: its module clashes."""
     info = tmp_path / "sparkdl-0.2.2.dist-info"  # the report runs in tmp_path, which is on sys.path
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sparkdl\nVersion: 0.2.2\n"
-                                   "Summary: Deep Learning Pipelines for Apache Spark\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: sparkdl\nVersion: 0.2.2\nSummary: Deep Learning Pipelines for Apache Spark\n"
+    )
     report = _doctor(tmp_path=tmp_path)
-    assert re.search(r"^note: a distribution named 'sparkdl' \(0\.2\.2\) is also installed: it is another project",
-                     report, re.M), report
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sparkdl\nVersion: 0.0.9\nSummary: "
-                                   + importlib.metadata.metadata("sparkdl-tf")["Summary"] + "\n")
+    assert re.search(
+        r"^note: a distribution named 'sparkdl' \(0\.2\.2\) is also installed: it is another project", report, re.M
+    ), report
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: sparkdl\nVersion: 0.0.9\nSummary: "
+        + importlib.metadata.metadata("sparkdl-tf")["Summary"]
+        + "\n"
+    )
     assert "distribution named 'sparkdl'" not in _doctor(tmp_path=tmp_path)  # this project, before its rename
 
 
@@ -68,8 +82,9 @@ def test_console_script_and_module_print_the_same_report(tmp_path):
     by_script = _doctor(tmp_path=tmp_path, command=[str(console), "--version"])
     by_module = _doctor(tmp_path=tmp_path)
     assert by_script.splitlines()[0] == by_module.splitlines()[0]
-    assert [line.split(":")[0] for line in by_script.splitlines()] == \
-        [line.split(":")[0] for line in by_module.splitlines()]
+    assert [line.split(":")[0] for line in by_script.splitlines()] == [
+        line.split(":")[0] for line in by_module.splitlines()
+    ]
 
 
 def test_node_keras_follows_tf_use_legacy_keras(tmp_path):
@@ -87,16 +102,19 @@ def test_gpu_line_counts_nvidia_smi_gpus_and_shows_cuda_visible_devices(tmp_path
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     fake = fake_bin / "nvidia-smi"
-    fake.write_text("#!/bin/sh\n[ \"$1\" = -L ] || exit 3\n"
-                    "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)'\n"
-                    "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)'\n")
+    fake.write_text(
+        '#!/bin/sh\n[ "$1" = -L ] || exit 3\n'
+        "echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)'\n"
+        "echo 'GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)'\n"
+    )
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     env = {**os.environ, "PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}", "CUDA_VISIBLE_DEVICES": "1"}
     report = _doctor(tmp_path=tmp_path, env=env)
     assert _field(report, "gpus") == "2 NVIDIA GPUs (nvidia-smi -L); CUDA_VISIBLE_DEVICES='1'"
 
-    no_gpu_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep)
-                                  if not (Path(p) / "nvidia-smi").exists())
+    no_gpu_path = os.pathsep.join(
+        p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "nvidia-smi").exists()
+    )
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     report = _doctor(tmp_path=tmp_path, env={**env, "PATH": no_gpu_path})
     assert _field(report, "gpus") == "no NVIDIA GPU visible (nvidia-smi not found); CUDA_VISIBLE_DEVICES unset"

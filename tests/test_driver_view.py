@@ -9,9 +9,10 @@ import re
 
 import pytest
 
-import node_functions as nf
 from sparkdl import TFCluster
 from sparkdl.driver.progress import InferenceProgress, TrainProgress
+
+import node_functions as nf
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -20,7 +21,7 @@ LINES = 3000
 
 def _node_lines(text: str, label: str) -> list[str]:
     prefix = f"[{label}] "
-    return [line[len(prefix):] for line in text.splitlines() if line.startswith(prefix)]
+    return [line[len(prefix) :] for line in text.splitlines() if line.startswith(prefix)]
 
 
 def test_every_line_of_node_output_reaches_the_driver_with_its_role_prefix(sc2, tmp_path, capsys):
@@ -32,8 +33,9 @@ def test_every_line_of_node_output_reaches_the_driver_with_its_role_prefix(sc2, 
         for stream in ("stdout", "stderr"):
             numbered = [line for line in lines if line.startswith(f"{stream} line ")]
             assert numbered == [f"{stream} line {i} of {label}" for i in range(LINES)], f"{label} {stream}"
-        assert any(re.search(rf"INFO user: logging line of {label}$", line) for line in lines), \
+        assert any(re.search(rf"INFO user: logging line of {label}$", line) for line in lines), (
             "Python logging in map_fun reaches the driver"
+        )
         assert lines[-1] == f"last words of {label} (no newline)"
     for node in cluster.cluster_info:  # the node's log file keeps everything too
         assert open(node["log_path"]).read().count(" line ") >= 2 * LINES
@@ -50,8 +52,9 @@ def test_train_shows_rows_epochs_partitions_and_the_chief_loss(sc2, tmp_path, ca
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.getOrCreate()
-    frame = spark.createDataFrame([([float(i % 3), 1.0, 0.5, -1.0], float(i % 3)) for i in range(2000)],
-                                  "x array<float>, y double").repartition(4)
+    frame = spark.createDataFrame(
+        [([float(i % 3), 1.0, 0.5, -1.0], float(i % 3)) for i in range(2000)], "x array<float>, y double"
+    ).repartition(4)
     args = {"out": str(tmp_path), "batch": 32, "epochs": 3, "progress_callback": True}
     cluster = TFCluster.run(sc2, nf.fit_from_feed, args, 2, input_mode=SPARK, progress=True)
     cluster.train(frame, num_epochs=3)
@@ -100,8 +103,9 @@ def test_a_terminal_gets_a_progress_bar():
 
     node = NodeState(NodeRole(0, "chief", 0), metrics={"rows_received": 0, "rows_read": 0})
     stream = _Terminal()
-    progress = TrainProgress(nodes=[node], total_rows=1000, epochs=2, stream=stream,
-                             partitions=lambda: (3, 4))  # as Spark's status tracker would say
+    progress = TrainProgress(
+        nodes=[node], total_rows=1000, epochs=2, stream=stream, partitions=lambda: (3, 4)
+    )  # as Spark's status tracker would say
     progress.start()
     node.metrics.update(rows_received=400, rows_read=300, step=7, loss=0.25)
     progress.render()
@@ -141,7 +145,9 @@ def test_spark_jobs_are_named_after_what_sparkdl_does(sc2, tmp_path):
         if group.isDefined() and cluster.cluster_id in group.get():
             described[job.jobId()] = (group.get(), job.description().get() if job.description().isDefined() else "")
     texts = [f"{group} | {text}" for group, text in described.values()]
-    assert any(f"sparkdl-{cluster.cluster_id} | sparkdl: run 2 TensorFlow nodes (cluster {cluster.cluster_id})"
-               in t for t in texts), texts
+    assert any(
+        f"sparkdl-{cluster.cluster_id} | sparkdl: run 2 TensorFlow nodes (cluster {cluster.cluster_id})" in t
+        for t in texts
+    ), texts
     assert any("sparkdl: count rows per partition" in t for t in texts), texts
     assert any("sparkdl: feed epoch 2/2 to 2 TF nodes" in t for t in texts), texts

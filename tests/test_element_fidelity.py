@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sparkdl import TFCluster
+
 import node_functions as nf
 from conftest import read_json_files
-from sparkdl import TFCluster
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK

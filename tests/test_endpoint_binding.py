@@ -13,10 +13,10 @@ import threading
 import time
 
 import pytest
+from test_node_feed import feed_rows, labelled, make_server, secret, target  # noqa: F401
 
 from sparkdl.channel import AuthenticationError, Endpoint, connect
 from sparkdl.feed.feeder import FeedError, FeedTarget
-from test_node_feed import feed_rows, labelled, make_server, secret, target  # noqa: F401
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -85,8 +85,11 @@ def test_a_feeder_for_node_0_spliced_onto_node_1_is_refused_on_both_ends(make_se
     assert node0.rows_received == 5
 
 
-@pytest.mark.parametrize("meant_for", [Endpoint.feed("test-cluster", 0), Endpoint.coordinator("test-cluster"),
-                                       Endpoint.feed("another-cluster", 1)], ids=["node 0", "coordinator", "cluster"])
+@pytest.mark.parametrize(
+    "meant_for",
+    [Endpoint.feed("test-cluster", 0), Endpoint.coordinator("test-cluster"), Endpoint.feed("another-cluster", 1)],
+    ids=["node 0", "coordinator", "cluster"],
+)
 def test_a_client_that_authenticates_for_another_endpoint_is_refused(make_server, secret, meant_for):
     make_server()
     node1 = make_server()

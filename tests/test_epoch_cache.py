@@ -3,17 +3,19 @@ cache, per-epoch shuffle, the validation feed and the driver's history."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-import node_functions as nf
-from conftest import read_json_files
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.plan import balanced_plan
+
+import node_functions as nf
+from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -93,8 +95,9 @@ def test_validation_rows_are_shared_equally_over_uneven_partitions(sc2, spark, t
         return spark.createDataFrame(labelled_rdd(sc2, sizes, start), "x array<float>, y double")
 
     train_sizes, validation_sizes, epochs = [90, 0, 7], [31, 0, 0, 2], 2  # 33 validation rows: 17 per node
-    cluster = TFCluster.run(sc2, nf.iterate_train_and_validation, {"out": str(tmp_path), "batch": 8,
-                                                                   "epochs": epochs}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(
+        sc2, nf.iterate_train_and_validation, {"out": str(tmp_path), "batch": 8, "epochs": epochs}, 2, input_mode=SPARK
+    )
     cluster.train(frame(train_sizes, 0), num_epochs=epochs, validation_data=frame(validation_sizes, 1000))
     cluster.shutdown(timeout=120)
     nodes = list(read_json_files(tmp_path).values())
@@ -114,8 +117,14 @@ def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, execu
     frame = spark.createDataFrame(labelled_rdd(sc, [500, 0, 37]), "x array<float>, y double")
     validation = spark.createDataFrame(labelled_rdd(sc, [40, 3], start=2000), "x array<float>, y double")
     epochs = 3
-    args = {"out": str(tmp_path), "batch": 32, "epochs": epochs, "validation": True, "progress_callback": True,
-            "all_epochs": all_epochs}
+    args = {
+        "out": str(tmp_path),
+        "batch": 32,
+        "epochs": epochs,
+        "validation": True,
+        "progress_callback": True,
+        "all_epochs": all_epochs,
+    }
     cluster = TFCluster.run(sc, nf.fit_from_feed, args, executors, input_mode=SPARK, executor_wait_timeout=120)
     returned = cluster.train(frame, num_epochs=epochs, validation_data=validation)
     cluster.shutdown(timeout=200)
@@ -130,7 +139,7 @@ def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, execu
     chief = read_json_files(tmp_path)["node0"]
     assert chief["val_loss"] == pytest.approx(history["val_loss"])
     # Every row of every epoch trained: under MWMS each worker steps through every piece of each batch.
-    assert chief["steps_per_epoch"] == -(-(-(-537 // executors)) // 32)
+    assert chief["steps_per_epoch"] == math.ceil(math.ceil(537 / executors) / 32)
     assert chief["keras_steps"] == chief["steps_per_epoch"] * executors * epochs
 
 
@@ -138,8 +147,10 @@ def test_validation_that_differs_from_the_training_data_is_rejected_before_any_j
     train = spark.createDataFrame([([1.0, 2.0], 1.0)], "x array<float>, y double")
     cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     try:
-        for validation, column in ((spark.createDataFrame([([1.0, 2.0], 1)], "x array<float>, y long"), "'y'"),
-                                   (spark.createDataFrame([([1.0], 1.0)], "z array<float>, y double"), "'x'")):
+        for validation, column in (
+            (spark.createDataFrame([([1.0, 2.0], 1)], "x array<float>, y long"), "'y'"),
+            (spark.createDataFrame([([1.0], 1.0)], "z array<float>, y double"), "'x'"),
+        ):
             with pytest.raises(FeedDataError, match=column):
                 cluster.train(train, 2, validation_data=validation)
         assert feeding_jobs(sc2, cluster) == 0
@@ -153,8 +164,7 @@ def test_rdd_validation_rows_of_another_shape_are_rejected_naming_the_column(sc2
     cluster = TFCluster.run(sc2, nf.record_epoch_orders, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
     try:
         with pytest.raises((FeedDataError, ClusterError), match="validation column '0'"):
-            cluster.train(labelled_rdd(sc2, [20, 20]), 2,
-                          validation_data=sc2.parallelize([([1.0, 2.0], 1.0)] * 10, 2))
+            cluster.train(labelled_rdd(sc2, [20, 20]), 2, validation_data=sc2.parallelize([([1.0, 2.0], 1.0)] * 10, 2))
     finally:
         cluster.shutdown(timeout=120)
 

@@ -17,11 +17,19 @@ from sparkdl.inference.columns import InferenceInputError
 from sparkdl.inference.worker import ModelLoadError
 
 ERRORS = {
-    FeedError: RuntimeError, NodeGone: RuntimeError, FeedDataError: ValueError, ResultsError: TypeError,
-    ModelLoadError: RuntimeError, InferenceInputError: ValueError, GPUSelectionError: RuntimeError,
-    ChannelError: ConnectionError, AuthenticationError: ConnectionError,
-    sparkdl.ClusterError: RuntimeError, sparkdl.PreflightError: RuntimeError,
-    sparkdl.ReservationTimeout: RuntimeError, sparkdl.ShutdownTimeout: RuntimeError,
+    FeedError: RuntimeError,
+    NodeGone: RuntimeError,
+    FeedDataError: ValueError,
+    ResultsError: TypeError,
+    ModelLoadError: RuntimeError,
+    InferenceInputError: ValueError,
+    GPUSelectionError: RuntimeError,
+    ChannelError: ConnectionError,
+    AuthenticationError: ConnectionError,
+    sparkdl.ClusterError: RuntimeError,
+    sparkdl.PreflightError: RuntimeError,
+    sparkdl.ReservationTimeout: RuntimeError,
+    sparkdl.ShutdownTimeout: RuntimeError,
 }
 
 
@@ -34,5 +42,4 @@ def test_every_user_facing_error_is_a_sparkdl_error_and_keeps_its_builtin_base(e
 
 
 def test_the_feed_errors_are_importable_from_the_package():
-    assert (sparkdl.FeedError, sparkdl.FeedDataError, sparkdl.ResultsError) == (FeedError, FeedDataError,
-                                                                                ResultsError)
+    assert (sparkdl.FeedError, sparkdl.FeedDataError, sparkdl.ResultsError) == (FeedError, FeedDataError, ResultsError)

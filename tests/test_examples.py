@@ -31,13 +31,29 @@ def _accuracy(stdout: str, rows: int = 360) -> float:
 
 def _spark_submit(executors: int, script: str, *args: str) -> list[str]:
     """The command line the example READMEs give: spark-submit on local-cluster[N,1,1024]."""
-    return [str(Path(sys.executable).parent / "spark-submit"), "--master", f"local-cluster[{executors},1,1024]",
-            "--conf", "spark.ui.enabled=false", str(ROOT / script), *args]
+    return [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        f"local-cluster[{executors},1,1024]",
+        "--conf",
+        "spark.ui.enabled=false",
+        str(ROOT / script),
+        *args,
+    ]
 
 
 def test_mnist_example_runs_with_embedded_defaults(tmp_path):
-    stdout = _run([sys.executable, str(ROOT / "examples/mnist/mnist_tf.py"), "--epochs", "5",
-                   "--export_dir", str(tmp_path / "export")], tmp_path)
+    stdout = _run(
+        [
+            sys.executable,
+            str(ROOT / "examples/mnist/mnist_tf.py"),
+            "--epochs",
+            "5",
+            "--export_dir",
+            str(tmp_path / "export"),
+        ],
+        tmp_path,
+    )
     assert "trained on 2 TF nodes" in stdout
     assert _accuracy(stdout) > 0.85
     assert (tmp_path / "export" / "saved_model.pb").exists()
@@ -49,23 +65,46 @@ def test_mnist_example_runs_with_embedded_defaults(tmp_path):
 
 
 def test_mnist_spark_mode_example_trains_from_a_dataframe(tmp_path):
-    stdout = _run([sys.executable, str(ROOT / "examples/mnist/mnist_spark.py"), "--epochs", "8",
-                   "--export_dir", str(tmp_path / "export")], tmp_path)
+    stdout = _run(
+        [
+            sys.executable,
+            str(ROOT / "examples/mnist/mnist_spark.py"),
+            "--epochs",
+            "8",
+            "--export_dir",
+            str(tmp_path / "export"),
+        ],
+        tmp_path,
+    )
     assert "from a 1437-row DataFrame" in stdout
     assert _accuracy(stdout) > 0.85
 
 
 def test_mnist_example_runs_through_spark_submit(tmp_path):
-    stdout = _run(_spark_submit(2, "examples/mnist/mnist_tf.py", "--epochs", "5", "--no_baseline",
-                                "--export_dir", str(tmp_path / "export")), tmp_path)
+    stdout = _run(
+        _spark_submit(
+            2, "examples/mnist/mnist_tf.py", "--epochs", "5", "--no_baseline", "--export_dir", str(tmp_path / "export")
+        ),
+        tmp_path,
+    )
     assert _accuracy(stdout) > 0.85
 
 
 def test_tfparallel_example_prints_one_result_per_node_and_trial(tmp_path):
     rates = ["0.001", "0.01", "0.05", "0.3"]
-    stdout = _run(_spark_submit(2, "examples/tfparallel/hparam_search.py", "--epochs", "3",
-                                "--learning_rates", ",".join(rates), "--output_dir", str(tmp_path / "trials")),
-                  tmp_path)
+    stdout = _run(
+        _spark_submit(
+            2,
+            "examples/tfparallel/hparam_search.py",
+            "--epochs",
+            "3",
+            "--learning_rates",
+            ",".join(rates),
+            "--output_dir",
+            str(tmp_path / "trials"),
+        ),
+        tmp_path,
+    )
     assert "4 trials on 2 independent TF nodes" in stdout
     trials = re.findall(r"node (\d+) \(.+, pid (\d+)\): learning_rate=([0-9.e-]+) held-out accuracy=([0-9.]+)", stdout)
     assert len(trials) == 4, stdout
@@ -79,16 +118,21 @@ def test_tfparallel_example_prints_one_result_per_node_and_trial(tmp_path):
 
 
 def test_ps_strategy_example_trains_with_ps_chief_and_worker(tmp_path):
-    stdout = _run(_spark_submit(3, "examples/ps_strategy/ps_digits.py", "--epochs", "5",
-                                "--export_dir", str(tmp_path / "export")), tmp_path)
+    stdout = _run(
+        _spark_submit(
+            3, "examples/ps_strategy/ps_digits.py", "--epochs", "5", "--export_dir", str(tmp_path / "export")
+        ),
+        tmp_path,
+    )
     assert "trained with ParameterServerStrategy on ps:0, chief:0, worker:0" in stdout
     assert (tmp_path / "export" / "saved_model.pb").exists()
     assert _accuracy(stdout) > 0.85
 
 
 def test_pipeline_example_fits_saves_loads_and_transforms(tmp_path):
-    stdout = _run(_spark_submit(2, "examples/pipeline/digits_pipeline.py", "--epochs", "5",
-                                "--work_dir", str(tmp_path)), tmp_path)
+    stdout = _run(
+        _spark_submit(2, "examples/pipeline/digits_pipeline.py", "--epochs", "5", "--work_dir", str(tmp_path)), tmp_path
+    )
     assert "fitted the pipeline on 2 TF nodes from a 1437-row DataFrame" in stdout
     assert f"saved and reloaded the PipelineModel ({tmp_path / 'pipeline_model'})" in stdout
     assert (tmp_path / "export" / "saved_model.pb").exists()
@@ -97,7 +141,18 @@ def test_pipeline_example_fits_saves_loads_and_transforms(tmp_path):
 
 
 def test_inference_example_runs_through_spark_submit(tmp_path):
-    stdout = _run(_spark_submit(2, "examples/inference/score_digits.py", "--rows", "2000", "--epochs", "2",
-                                "--work_dir", str(tmp_path / "work")), tmp_path)
+    stdout = _run(
+        _spark_submit(
+            2,
+            "examples/inference/score_digits.py",
+            "--rows",
+            "2000",
+            "--epochs",
+            "2",
+            "--work_dir",
+            str(tmp_path / "work"),
+        ),
+        tmp_path,
+    )
     assert (tmp_path / "work" / "digits.keras").exists()
     assert _accuracy(stdout, rows=2000) > 0.85

@@ -22,9 +22,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from sparkdl import ClusterError, NodeStalled, TFCluster
+
 import fault_functions as ff
 import node_functions as nf
-from sparkdl import ClusterError, NodeStalled, TFCluster
 
 pytestmark = pytest.mark.timeout(240)
 SPARK = TFCluster.InputMode.SPARK
@@ -64,8 +65,7 @@ def cluster_processes(cluster_id: str) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         try:
-            if cluster_id in " ".join(process.info["cmdline"] or []) and \
-                    process.info["status"] != psutil.STATUS_ZOMBIE:
+            if cluster_id in " ".join(process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE:
                 found.append(process)
         except psutil.Error:
             continue
@@ -90,8 +90,11 @@ def _bindable(host: str, port: int) -> bool:
 def assert_nothing_left(cluster, sc, tmp_path: Path) -> None:
     """No process of the cluster, its ports free, and the SparkContext runs a new cluster."""
     cluster.shutdown(timeout=60)  # a no-op when the failure already stopped everything
-    wait_for(lambda: not cluster_processes(cluster.cluster_id), 15,
-              f"the processes of cluster {cluster.cluster_id} to end: {cluster_processes(cluster.cluster_id)}")
+    wait_for(
+        lambda: not cluster_processes(cluster.cluster_id),
+        15,
+        f"the processes of cluster {cluster.cluster_id} to end: {cluster_processes(cluster.cluster_id)}",
+    )
     nodes = cluster.cluster_info
     addresses = [(n["host"], n[port]) for n in nodes for port in ("port", "feed_port") if n[port]]
     addresses.append(cluster.coordinator_address)
@@ -204,7 +207,8 @@ def _executor_jvm_at(address: str) -> psutil.Process:
     for process in psutil.process_iter(["name"]):
         try:
             if (process.info["name"] or "").startswith("java") and any(
-                    c.laddr and c.laddr.port == port for c in process.net_connections("tcp")):
+                c.laddr and c.laddr.port == port for c in process.net_connections("tcp")
+            ):
                 return process
         except psutil.Error:
             continue
@@ -226,10 +230,14 @@ def test_executor_lost_during_training_is_raised_at_once(sc2, tmp_path, mode):
     killed = {}
 
     def kill_executor_of_node_1() -> None:
-        ready = wait_for(lambda: (tmp_path / "ready-1.json").exists() and _read(tmp_path, "ready-1"), 60,
-                          "node 1 to be training")
-        jvm = _executor_jvm(ready["tf_pid"]) if not spark_mode else \
-            _executor_jvm_at(cluster.cluster_info[1]["spark_executor"])
+        ready = wait_for(
+            lambda: (tmp_path / "ready-1.json").exists() and _read(tmp_path, "ready-1"), 60, "node 1 to be training"
+        )
+        jvm = (
+            _executor_jvm(ready["tf_pid"])
+            if not spark_mode
+            else _executor_jvm_at(cluster.cluster_info[1]["spark_executor"])
+        )
         assert jvm.name().startswith("java")
         killed["time"] = time.time()
         jvm.send_signal(signal.SIGKILL)

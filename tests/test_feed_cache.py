@@ -41,8 +41,18 @@ def ask(server, secret, message):
 
 
 def plan_message(session, rows, epochs, **extra):
-    return {"type": "plan", "qname": "input", "session": session, "epochs": epochs, "rows_per_epoch": rows,
-            "cache": True, "shuffle": True, "seed": 5, "node": 0, **extra}
+    return {
+        "type": "plan",
+        "qname": "input",
+        "session": session,
+        "epochs": epochs,
+        "rows_per_epoch": rows,
+        "cache": True,
+        "shuffle": True,
+        "seed": 5,
+        "node": 0,
+        **extra,
+    }
 
 
 def feed_epoch(secret, server, partitions, epoch=0, session=1):
@@ -50,8 +60,11 @@ def feed_epoch(secret, server, partitions, epoch=0, session=1):
     target = FeedTarget(secret, (server.address,), (server.endpoint,), ("worker:0",), 30.0, "input")
     plan = balanced_plan([len(p) for p in partitions], 1)
     for index, ids in enumerate(partitions):
-        batches = [pa.RecordBatch.from_arrays([pa.array(np.asarray(ids, np.int64)),
-                                               pa.array(np.asarray(ids, np.float32) * 2)], names=["i", "x"])]
+        batches = [
+            pa.RecordBatch.from_arrays(
+                [pa.array(np.asarray(ids, np.int64)), pa.array(np.asarray(ids, np.float32) * 2)], names=["i", "x"]
+            )
+        ]
         feeder.feed_training_partition(target, session, epoch, index, plan, batches, shuffle_seed=5)
 
 
@@ -92,7 +105,8 @@ def test_a_cache_refuses_past_its_limit_and_says_why_once(tmp_path, caplog):
     assert "cache limit of 500 bytes" in cache.seal({"train": 60})
     assert [r.message for r in caplog.records].count(
         "sparkdl: not caching training run 4 on this node: this node's share is more than the cache limit of "
-        "500 bytes (cache_max_bytes); its epochs are fed from Spark each time") == 1
+        "500 bytes (cache_max_bytes); its epochs are fed from Spark each time"
+    ) == 1
     assert not (tmp_path / "run").exists()
 
 
@@ -109,8 +123,10 @@ def test_a_node_serves_later_epochs_from_its_cache_and_deletes_it_at_the_run_end
     feed_epoch(secret, server, partitions)
     cache_files = sorted(p.name for p in (tmp_path / "cache").rglob("*.arrows"))
     assert cache_files == ["train-p0.arrows", "train-p1.arrows"]
-    assert ask(server, secret, {"type": "cache_seal", "qname": "input", "session": 1}) == \
-        {"type": "cache_status", "problem": None}
+    assert ask(server, secret, {"type": "cache_seal", "qname": "input", "session": 1}) == {
+        "type": "cache_status",
+        "problem": None,
+    }
     assert ask(server, secret, {"type": "cache_use", "qname": "input", "session": 1, "use": True}) == {"type": "ack"}
     feed = DataFeed(server, input_mapping={"i": "i"}, feed_timeout=10)
     epochs = [np.concatenate([feed.next_batch(10)["i"] for _ in range(7)]) for _ in range(3)]
@@ -148,8 +164,9 @@ def test_serving_from_the_cache_keeps_memory_to_a_few_batches(tmp_path):
         assert batch.shape == (min(256, rows - start), width)
     grown = _rss_mib() - before
     assert grown < 64, f"serving from the cache grew the process by {grown:.0f} MiB"
-    assert Counter(replay.take(None, 0, rows)["x"][:, 0].tolist()) == \
-        {float(s): frame_rows for s in range(0, rows, frame_rows)}
+    assert Counter(replay.take(None, 0, rows)["x"][:, 0].tolist()) == {
+        float(s): frame_rows for s in range(0, rows, frame_rows)
+    }
     cache.drop()
 
 

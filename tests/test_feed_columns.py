@@ -6,14 +6,21 @@ import pytest
 from pyspark.ml.linalg import DenseVector, SparseVector, VectorUDT
 from pyspark.sql import types as T
 
-from sparkdl.feed.columns import (FeedDataError, batch_to_columns, check_spark_schema, column_to_numpy,
-                                  columns_to_rows, rows_to_record_batch)
+from sparkdl.feed.columns import (
+    FeedDataError,
+    batch_to_columns,
+    check_spark_schema,
+    column_to_numpy,
+    columns_to_rows,
+    rows_to_record_batch,
+)
 from sparkdl.feed.wire import decode_batch, encode_batch
 
 pytestmark = pytest.mark.timeout(120)
 
 
 # -- rows_to_record_batch (RDD elements) --
+
 
 def test_tuples_of_array_and_label():
     rows = [(np.arange(3, dtype=np.float32) + i, i) for i in range(4)]
@@ -74,6 +81,7 @@ def test_unconvertible_column():
 
 # -- column_to_numpy (Arrow columns) --
 
+
 def test_list_of_floats_is_a_zero_copy_reshape():
     values = np.arange(12, dtype=np.float32)
     array = pa.ListArray.from_arrays(pa.array([0, 4, 8, 12], pa.int32()), pa.array(values))
@@ -101,31 +109,46 @@ def test_ragged_list_is_rejected():
         column_to_numpy(pa.array([[1.0, 2.0], [3.0]], pa.list_(pa.float32())), "feat")
 
 
-@pytest.mark.parametrize("array", [
-    pa.array([1.0, None, 3.0], pa.float32()),
-    pa.array([[1.0], None], pa.list_(pa.float32())),
-    pa.array([[1.0, None], [2.0, 3.0]], pa.list_(pa.float32())),
-], ids=["scalar", "row", "element"])
+@pytest.mark.parametrize(
+    "array",
+    [
+        pa.array([1.0, None, 3.0], pa.float32()),
+        pa.array([[1.0], None], pa.list_(pa.float32())),
+        pa.array([[1.0, None], [2.0, 3.0]], pa.list_(pa.float32())),
+    ],
+    ids=["scalar", "row", "element"],
+)
 def test_nulls_are_rejected(array):
     with pytest.raises(FeedDataError, match=r"'col'.*null"):
         column_to_numpy(array, "col")
 
 
-VECTOR_TYPE = pa.struct([("type", pa.int8()), ("size", pa.int32()),
-                         ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))])
+VECTOR_TYPE = pa.struct(
+    [("type", pa.int8()), ("size", pa.int32()), ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))]
+)
 
 
 def test_dense_vectors():
-    array = pa.array([{"type": 1, "size": None, "indices": None, "values": [1.0, 2.0, 3.0]},
-                      {"type": 1, "size": None, "indices": None, "values": [4.0, 5.0, 6.0]}], VECTOR_TYPE)
+    array = pa.array(
+        [
+            {"type": 1, "size": None, "indices": None, "values": [1.0, 2.0, 3.0]},
+            {"type": 1, "size": None, "indices": None, "values": [4.0, 5.0, 6.0]},
+        ],
+        VECTOR_TYPE,
+    )
     out = column_to_numpy(array, "v")
     assert out.dtype == np.float64 and out.tolist() == [[1, 2, 3], [4, 5, 6]]
 
 
 def test_dense_and_sparse_vectors():
-    array = pa.array([{"type": 1, "size": None, "indices": None, "values": [1.0, 2.0, 3.0, 4.0]},
-                      {"type": 0, "size": 4, "indices": [1, 3], "values": [7.0, 8.0]},
-                      {"type": 0, "size": 4, "indices": [], "values": []}], VECTOR_TYPE)
+    array = pa.array(
+        [
+            {"type": 1, "size": None, "indices": None, "values": [1.0, 2.0, 3.0, 4.0]},
+            {"type": 0, "size": 4, "indices": [1, 3], "values": [7.0, 8.0]},
+            {"type": 0, "size": 4, "indices": [], "values": []},
+        ],
+        VECTOR_TYPE,
+    )
     out = column_to_numpy(array, "v")
     assert out.shape == (3, 4)
     np.testing.assert_array_equal(out, [[1, 2, 3, 4], [0, 7, 0, 8], [0, 0, 0, 0]])
@@ -133,10 +156,14 @@ def test_dense_and_sparse_vectors():
     assert SparseVector(4, [1, 3], [7.0, 8.0]).toArray().tolist() == out[1].tolist()
 
 
-@pytest.mark.parametrize("array", [
-    pa.array([[("a", 1)], [("b", 2)]], pa.map_(pa.string(), pa.int32())),
-    pa.array([{"x": 1, "y": 2}], pa.struct([("x", pa.int32()), ("y", pa.int32())])),
-], ids=["map", "struct"])
+@pytest.mark.parametrize(
+    "array",
+    [
+        pa.array([[("a", 1)], [("b", 2)]], pa.map_(pa.string(), pa.int32())),
+        pa.array([{"x": 1, "y": 2}], pa.struct([("x", pa.int32()), ("y", pa.int32())])),
+    ],
+    ids=["map", "struct"],
+)
 def test_nested_columns_are_rejected(array):
     with pytest.raises(FeedDataError, match="'m'"):
         column_to_numpy(array, "m")
@@ -150,20 +177,34 @@ def test_batch_to_columns_by_name():
 
 # -- check_spark_schema --
 
+
 def test_schema_accepts_feedable_types():
-    check_spark_schema(T.StructType([
-        T.StructField("i", T.IntegerType()), T.StructField("l", T.LongType()), T.StructField("d", T.DoubleType()),
-        T.StructField("f", T.FloatType()), T.StructField("b", T.BooleanType()), T.StructField("s", T.StringType()),
-        T.StructField("a", T.ArrayType(T.FloatType())), T.StructField("ai", T.ArrayType(T.IntegerType())),
-        T.StructField("v", VectorUDT())]))
+    check_spark_schema(
+        T.StructType(
+            [
+                T.StructField("i", T.IntegerType()),
+                T.StructField("l", T.LongType()),
+                T.StructField("d", T.DoubleType()),
+                T.StructField("f", T.FloatType()),
+                T.StructField("b", T.BooleanType()),
+                T.StructField("s", T.StringType()),
+                T.StructField("a", T.ArrayType(T.FloatType())),
+                T.StructField("ai", T.ArrayType(T.IntegerType())),
+                T.StructField("v", VectorUDT()),
+            ]
+        )
+    )
 
 
-@pytest.mark.parametrize("kind, text", [
-    (T.MapType(T.StringType(), T.IntegerType()), "map<string,int>"),
-    (T.StructType([T.StructField("x", T.IntegerType())]), "struct<x:int>"),
-    (T.ArrayType(T.StringType()), "array<string>"),
-    (T.BinaryType(), "binary"),
-])
+@pytest.mark.parametrize(
+    "kind, text",
+    [
+        (T.MapType(T.StringType(), T.IntegerType()), "map<string,int>"),
+        (T.StructType([T.StructField("x", T.IntegerType())]), "struct<x:int>"),
+        (T.ArrayType(T.StringType()), "array<string>"),
+        (T.BinaryType(), "binary"),
+    ],
+)
 def test_schema_rejects_unfeedable_types(kind, text):
     schema = T.StructType([T.StructField("ok", T.DoubleType()), T.StructField("bad_col", kind)])
     with pytest.raises(FeedDataError) as info:
@@ -173,9 +214,11 @@ def test_schema_rejects_unfeedable_types(kind, text):
 
 # -- wire --
 
+
 def test_encode_decode_round_trip():
-    batch = pa.RecordBatch.from_pydict({"x": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32())),
-                                        "y": [7, 8], "s": ["a", "b"]})
+    batch = pa.RecordBatch.from_pydict(
+        {"x": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32())), "y": [7, 8], "s": ["a", "b"]}
+    )
     buffer = encode_batch(batch)
     back = decode_batch(buffer)
     assert back.equals(batch) and back.schema == batch.schema

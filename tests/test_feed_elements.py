@@ -40,33 +40,53 @@ def same(a, b):
 
 # -- RDD elements through next_batch --
 
-@pytest.mark.parametrize("elements", [
-    [0, 1, 2, 3],
-    [0.5, -1.5],
-    ["a", "bc", ""],
-    [b"\x00x", b"y"],
-    [True, False],
-    [[0], [1], [2]],                                            # TFoS's test_inputmode_spark input
-    [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],
-    [np.array([1, 2], np.int16), np.array([3, 4], np.int16)],
-    [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)],   # 2-D array elements
-    [np.float32(0.5), np.float32(1.5)],
-    [np.int64(7), np.int64(8)],
-], ids=["ints", "floats", "strings", "bytes", "bools", "one-item-lists", "lists", "arrays", "matrices",
-        "np-float32", "np-int64"])
+
+@pytest.mark.parametrize(
+    "elements",
+    [
+        [0, 1, 2, 3],
+        [0.5, -1.5],
+        ["a", "bc", ""],
+        [b"\x00x", b"y"],
+        [True, False],
+        [[0], [1], [2]],  # TFoS's test_inputmode_spark input
+        [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]],
+        [np.array([1, 2], np.int16), np.array([3, 4], np.int16)],
+        [np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)],  # 2-D array elements
+        [np.float32(0.5), np.float32(1.5)],
+        [np.int64(7), np.int64(8)],
+    ],
+    ids=[
+        "ints",
+        "floats",
+        "strings",
+        "bytes",
+        "bools",
+        "one-item-lists",
+        "lists",
+        "arrays",
+        "matrices",
+        "np-float32",
+        "np-int64",
+    ],
+)
 def test_non_tuple_elements_come_back_bare(elements):
     back = through_arrow(elements, frames=2)
     assert len(back) == len(elements)
     assert all(same(x, y) for x, y in zip(elements, back)), back
 
 
-@pytest.mark.parametrize("elements", [
-    [([1.0, 2.0], 0), ([3.0, 4.0], 1)],                                     # (features list, label)
-    [(np.array([1.0, 2.0], np.float32), 0.5), (np.array([3.0, 4.0], np.float32), 1.5)],
-    [("x", 1, 2.5, True), ("y", 2, 3.5, False)],
-    [(1,), (2,), (3,)],                                                      # 1-tuples stay 1-tuples
-    [(np.zeros((2, 2)), np.int32(1)), (np.ones((2, 2)), np.int32(0))],
-], ids=["list-label", "array-label", "mixed-scalars", "one-tuples", "matrix-np-scalar"])
+@pytest.mark.parametrize(
+    "elements",
+    [
+        [([1.0, 2.0], 0), ([3.0, 4.0], 1)],  # (features list, label)
+        [(np.array([1.0, 2.0], np.float32), 0.5), (np.array([3.0, 4.0], np.float32), 1.5)],
+        [("x", 1, 2.5, True), ("y", 2, 3.5, False)],
+        [(1,), (2,), (3,)],  # 1-tuples stay 1-tuples
+        [(np.zeros((2, 2)), np.int32(1)), (np.ones((2, 2)), np.int32(0))],
+    ],
+    ids=["list-label", "array-label", "mixed-scalars", "one-tuples", "matrix-np-scalar"],
+)
 def test_tuples_stay_tuples_of_the_same_length(elements):
     back = through_arrow(elements)
     assert all(same(x, y) for x, y in zip(elements, back)), back
@@ -110,6 +130,7 @@ def test_batches_without_metadata_read_as_tuples():
 
 # -- inference results --
 
+
 def results_back(results):
     return batch_to_results(decode_batch(bytearray(encode_batch(results_to_batch(results)).to_pybytes())))
 
@@ -125,22 +146,39 @@ def test_rows_of_an_array_are_arrays_of_their_shape_and_dtype():
     assert results_back(np.zeros((2, 0))) and results_back(np.zeros((2, 0)))[0].shape == (0,)
 
 
-@pytest.mark.parametrize("results", [
-    [1, 2, 3],
-    [0.25, 1.5],
-    ["a", "bc"],
-    [b"x", b"\x00"],
-    [True, None],
-    [[1, 2], [3]],
-    [{"label": 1, "p": 0.5}],
-    [np.float32(0.5), np.float32(2.0)],
-    [np.int64(4), np.int64(5)],
-    [np.array([1, 2], np.uint8), np.array([3, 4], np.uint8)],
-    [np.zeros(2), np.zeros(3)],                                       # arrays of different shapes
-    [(np.ones(2, np.float32), 1, "cat"), (np.zeros(2, np.float32), 0, "dog")],
-    [(0.9, [1, 2]), (0.1, [3])],
-], ids=["ints", "floats", "strings", "bytes", "bool-none", "lists", "dicts", "np-float32", "np-int64",
-        "arrays", "ragged-arrays", "tuples", "tuples-with-lists"])
+@pytest.mark.parametrize(
+    "results",
+    [
+        [1, 2, 3],
+        [0.25, 1.5],
+        ["a", "bc"],
+        [b"x", b"\x00"],
+        [True, None],
+        [[1, 2], [3]],
+        [{"label": 1, "p": 0.5}],
+        [np.float32(0.5), np.float32(2.0)],
+        [np.int64(4), np.int64(5)],
+        [np.array([1, 2], np.uint8), np.array([3, 4], np.uint8)],
+        [np.zeros(2), np.zeros(3)],  # arrays of different shapes
+        [(np.ones(2, np.float32), 1, "cat"), (np.zeros(2, np.float32), 0, "dog")],
+        [(0.9, [1, 2]), (0.1, [3])],
+    ],
+    ids=[
+        "ints",
+        "floats",
+        "strings",
+        "bytes",
+        "bool-none",
+        "lists",
+        "dicts",
+        "np-float32",
+        "np-int64",
+        "arrays",
+        "ragged-arrays",
+        "tuples",
+        "tuples-with-lists",
+    ],
+)
 def test_each_result_keeps_its_type(results):
     back = results_back(results)
     assert len(back) == len(results) and all(same(x, y) for x, y in zip(results, back)), back

@@ -11,11 +11,12 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-import node_functions as nf
-from conftest import read_json_files
 from sparkdl import TFCluster
 from sparkdl.driver.feeding import _count_rows
 from sparkdl.driver.partitions import _has_exchange, stable_partitions
+
+import node_functions as nf
+from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,9 +54,11 @@ def joined(spark):
     so that count_feed, which gets rows as tuples, sums it)."""
     from pyspark.sql import functions as F
 
-    left = spark.range(ROWS).select((F.col("id") % 97).alias("k"),
-                                    F.array(*[(F.col("id") + i).cast("float") for i in range(16)]).alias("x"),
-                                    F.col("id").cast("double").alias("y"))
+    left = spark.range(ROWS).select(
+        (F.col("id") % 97).alias("k"),
+        F.array(*[(F.col("id") + i).cast("float") for i in range(16)]).alias("x"),
+        F.col("id").cast("double").alias("y"),
+    )
     right = spark.range(97).select(F.col("id").alias("k"), (F.col("id") * 2).alias("b"))
     return left.join(right, "k").select("k", "b", "x", "y")
 

@@ -56,8 +56,10 @@ MALFORMED = {
     "dictionary": (_dictionary, "dictionary-encoded columns are not accepted"),
     "two batches": (_two_batches, "a frame must hold one record batch"),
     "not arrow": (lambda: b"\xff\xff\xff\xff" + b"\x00" * 64, "invalid Arrow frame"),
-    "truncated": (lambda: encode_batch(pa.record_batch({"x": pa.array([1.0] * 100)})).to_pybytes()[:-40],
-                  "invalid Arrow frame"),
+    "truncated": (
+        lambda: encode_batch(pa.record_batch({"x": pa.array([1.0] * 100)})).to_pybytes()[:-40],
+        "invalid Arrow frame",
+    ),
 }
 
 
@@ -74,8 +76,9 @@ def test_the_feed_server_answers_a_malformed_frame_naming_it_and_keeps_serving()
     server = FeedServer(secret, "127.0.0.1", endpoint=Endpoint.feed("test-cluster", 0))
     try:
         with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
-            channel.send({"type": "train", "session": 1, "partition": 7, "epoch": 0, "split": "train",
-                          "qname": "input"})
+            channel.send(
+                {"type": "train", "session": 1, "partition": 7, "epoch": 0, "split": "train", "qname": "input"}
+            )
             channel.send_bytes(_offsets_past_the_buffer())
             reply = channel.recv(timeout=10)
         assert reply["type"] == "error" and "invalid Arrow frame" in reply["message"]
@@ -83,8 +86,9 @@ def test_the_feed_server_answers_a_malformed_frame_naming_it_and_keeps_serving()
         good = pa.record_batch({"x": pa.array([1.0, 2.0, 3.0])})
         # the server goes on serving
         with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
-            channel.send({"type": "train", "session": 1, "partition": 8, "epoch": 0, "split": "train",
-                          "qname": "input"})
+            channel.send(
+                {"type": "train", "session": 1, "partition": 8, "epoch": 0, "split": "train", "qname": "input"}
+            )
             channel.send_bytes(encode_batch(good))
             channel.send({"type": "done", "rows": 3})
             assert channel.recv(timeout=10) == {"type": "ack", "rows": 3}

@@ -12,9 +12,10 @@ import stat
 
 import pytest
 
+from sparkdl import TFCluster
+
 import node_functions as nf
 from conftest import read_json_files
-from sparkdl import TFCluster
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -24,10 +25,12 @@ def sc_fake_gpus(spark_holder, tmp_path_factory):
     script = tmp_path_factory.mktemp("gpu") / "discover_gpus.sh"
     script.write_text('#!/bin/sh\necho \'{"name": "gpu", "addresses": ["0", "1"]}\'\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    conf = {"spark.worker.resource.gpu.amount": "2",
-            "spark.worker.resource.gpu.discoveryScript": str(script),
-            "spark.executor.resource.gpu.amount": "1",
-            "spark.task.resource.gpu.amount": "1"}
+    conf = {
+        "spark.worker.resource.gpu.amount": "2",
+        "spark.worker.resource.gpu.discoveryScript": str(script),
+        "spark.executor.resource.gpu.amount": "1",
+        "spark.task.resource.gpu.amount": "1",
+    }
     yield spark_holder.get(2, conf)
     spark_holder.stop()  # later tests expect plain executors
 

@@ -6,6 +6,7 @@ resource addresses and a FAKE ``nvidia-smi``: a small shell script written into
 passed through the ``nvidia_smi`` argument, or ``tmp_path`` is put first on
 ``PATH`` to exercise the default command name.
 """
+
 from __future__ import annotations
 
 import os
@@ -13,9 +14,17 @@ import stat
 
 import pytest
 
-from sparkdl.gpus import (GPUAssignment, GPUInfo, GPUSelectionError, choose_free_gpus,
-                          map_spark_addresses, parse_compute_apps, parse_gpu_csv,
-                          query_nvidia_smi, select_gpus)
+from sparkdl.gpus import (
+    GPUAssignment,
+    GPUInfo,
+    GPUSelectionError,
+    choose_free_gpus,
+    map_spark_addresses,
+    parse_compute_apps,
+    parse_gpu_csv,
+    query_nvidia_smi,
+    select_gpus,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -57,9 +66,13 @@ def fake_smi(tmp_path):
 @pytest.fixture
 def broken_smi(tmp_path):
     """A fake nvidia-smi that fails like it does when the driver is missing."""
-    return write_fake_smi(tmp_path, script=(
-        "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate "
-        "with the NVIDIA driver.\" >&2\nexit 9\n"))
+    return write_fake_smi(
+        tmp_path,
+        script=(
+            "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate "
+            'with the NVIDIA driver." >&2\nexit 9\n'
+        ),
+    )
 
 
 def gpu(index, busy=False):
@@ -68,10 +81,15 @@ def gpu(index, busy=False):
 
 # --- parsing -------------------------------------------------------------
 
+
 def test_query_parses_current_gpu_names(fake_smi, tmp_path):
     gpus = query_nvidia_smi(fake_smi)
-    assert [g.name for g in gpus] == ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3",
-                                      "Tesla V100-SXM2-16GB", "NVIDIA A100-SXM4-80GB"]
+    assert [g.name for g in gpus] == [
+        "NVIDIA H100 80GB HBM3",
+        "NVIDIA H100 80GB HBM3",
+        "Tesla V100-SXM2-16GB",
+        "NVIDIA A100-SXM4-80GB",
+    ]
     assert gpus[0] == GPUInfo(0, "NVIDIA H100 80GB HBM3", "GPU-00000000-aaaa", 3, 81559, False)
     # "[N/A]" memory counts as 0 rather than breaking the parse.
     assert (gpus[2].memory_used_mib, gpus[2].memory_total_mib) == (0, 0)
@@ -89,15 +107,17 @@ def test_busy_detection_by_compute_apps_and_memory(fake_smi):
 def test_parse_helpers_directly():
     assert parse_compute_apps("GPU-a\n\nGPU-b\nGPU-a\n") == {"GPU-a", "GPU-b"}
     assert parse_compute_apps("") == set()
-    gpus = parse_gpu_csv("1, Tesla V100-SXM2-16GB, GPU-x, [Not Supported], 16160\n"
-                         "0, NVIDIA H100 80GB HBM3, GPU-y, 600, 81559\n",
-                         busy_memory_mib=1000)
+    gpus = parse_gpu_csv(
+        "1, Tesla V100-SXM2-16GB, GPU-x, [Not Supported], 16160\n0, NVIDIA H100 80GB HBM3, GPU-y, 600, 81559\n",
+        busy_memory_mib=1000,
+    )
     assert [(g.index, g.memory_used_mib, g.busy) for g in gpus] == [(0, 600, False), (1, 0, False)]
     assert parse_gpu_csv("0, N, GPU-y, 600, 81559\n", busy_memory_mib=500)[0].busy
 
 
-@pytest.mark.parametrize("text", ["garbage\n", "x, NVIDIA H100 80GB HBM3, GPU-a, 1, 2\n",
-                                  "0, NVIDIA H100 80GB HBM3, GPU-a, lots, 2\n"])
+@pytest.mark.parametrize(
+    "text", ["garbage\n", "x, NVIDIA H100 80GB HBM3, GPU-a, 1, 2\n", "0, NVIDIA H100 80GB HBM3, GPU-a, lots, 2\n"]
+)
 def test_unparsable_output_raises(text):
     with pytest.raises(GPUSelectionError, match="cannot parse nvidia-smi"):
         parse_gpu_csv(text)
@@ -130,6 +150,7 @@ def test_hanging_nvidia_smi_times_out(tmp_path):
 
 # --- choosing free GPUs --------------------------------------------------
 
+
 def test_choice_is_deterministic_and_skips_busy():
     gpus = [gpu(3), gpu(0, busy=True), gpu(2), gpu(1)]
     assert choose_free_gpus(gpus, 2) == [1, 2]
@@ -155,6 +176,7 @@ def test_not_enough_free_message():
 
 
 # --- Spark addresses -----------------------------------------------------
+
 
 @pytest.mark.parametrize("inherited", [None, "", " "])
 def test_spark_addresses_verbatim_without_inherited(inherited):
@@ -191,6 +213,7 @@ def test_select_spark_gave_fewer_than_asked():
 
 # --- select_gpus via nvidia-smi ------------------------------------------
 
+
 def test_select_zero_gpus_hides_all(broken_smi):
     assert select_gpus(0, None, "0,1", nvidia_smi=broken_smi) == GPUAssignment("", "cpu", ())
 
@@ -210,15 +233,17 @@ def test_select_without_nvidia_smi_but_gpus_asked_raises(tmp_path):
 
 
 def test_select_from_nvidia_smi_default_one_and_slots(fake_smi):
-    assert select_gpus(None, None, None, nvidia_smi=fake_smi) == \
-        GPUAssignment("0", "nvidia-smi", ("0",))
+    assert select_gpus(None, None, None, nvidia_smi=fake_smi) == GPUAssignment("0", "nvidia-smi", ("0",))
     assert select_gpus(1, None, None, slot=1, nvidia_smi=fake_smi).cuda_visible_devices == "2"
     assert select_gpus(2, None, None, nvidia_smi=fake_smi).devices == ("0", "2")
 
 
 def test_select_from_nvidia_smi_not_enough_free(fake_smi):
-    with pytest.raises(GPUSelectionError, match=r"asked for 3 GPUs for worker:1 on host h, "
-                                                r"only 2 of 4 free: \[0, 2\]"):
+    with pytest.raises(
+        GPUSelectionError,
+        match=r"asked for 3 GPUs for worker:1 on host h, "
+        r"only 2 of 4 free: \[0, 2\]",
+    ):
         select_gpus(3, None, None, node_label="worker:1 on host h", nvidia_smi=fake_smi)
 
 

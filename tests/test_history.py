@@ -9,29 +9,42 @@ import threading
 
 import pytest
 
-import node_functions as nf
-from conftest import read_json_files
 from sparkdl import TFCluster
 from sparkdl.driver.coordinator import NodeState
 from sparkdl.driver.history import TrainingHistory
 from sparkdl.driver.progress import TrainProgress
 from sparkdl.roles import NodeRole
 
+import node_functions as nf
+from conftest import read_json_files
+
 pytestmark = pytest.mark.timeout(240)
 
 
 def _report(epoch: int, **logs) -> dict:
     """An epoch-end progress report as the coordinator receives it."""
-    return {"type": "status", "event": "progress", "epoch": epoch, "epoch_end": True, "step": 10 * (epoch + 1),
-            "rows_read": 100, "rows_received": 120, **logs}
+    return {
+        "type": "status",
+        "event": "progress",
+        "epoch": epoch,
+        "epoch_end": True,
+        "step": 10 * (epoch + 1),
+        "rows_read": 100,
+        "rows_received": 120,
+        **logs,
+    }
 
 
 def test_history_has_keras_shape_without_bookkeeping():
     history = TrainingHistory()
     history.record(_report(0, loss=0.9, accuracy=0.5, val_loss=1.0, val_accuracy=0.4))
     history.record(_report(1, loss=0.5, accuracy=0.8, val_loss=0.6, val_accuracy=0.7))
-    assert history.as_dict() == {"loss": [0.9, 0.5], "accuracy": [0.5, 0.8], "val_loss": [1.0, 0.6],
-                                 "val_accuracy": [0.4, 0.7]}
+    assert history.as_dict() == {
+        "loss": [0.9, 0.5],
+        "accuracy": [0.5, 0.8],
+        "val_loss": [1.0, 0.6],
+        "val_accuracy": [0.4, 0.7],
+    }
     assert history.completed_epochs() == 2
     assert TrainingHistory().as_dict() == {} and TrainingHistory().completed_epochs() == 0
 
@@ -112,8 +125,7 @@ def test_train_progress_ends_with_one_line_per_epoch():
 
     def shown(succeeded: bool) -> list[str]:
         stream = io.StringIO()
-        progress = TrainProgress(nodes=[node], total_rows=100, epochs=2, stream=stream,
-                                 interval_s=600, history=history)
+        progress = TrainProgress(nodes=[node], total_rows=100, epochs=2, stream=stream, interval_s=600, history=history)
         progress.start()
         progress.close(succeeded=succeeded)
         return stream.getvalue().splitlines()

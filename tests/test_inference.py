@@ -18,10 +18,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-import inference_models as im
-from sparkdl.inference import InferenceInputError, ModelLoadError, Predictor, map_in_pandas, predict_batch_udf
+from sparkdl.inference import InferenceInputError, ModelLoadError, Predictor, map_in_pandas, predict_batch_udf, worker
 from sparkdl.inference import columns as cols
-from sparkdl.inference import worker
+
+import inference_models as im
 
 ATOL = 1e-5
 TESTS = Path(__file__).resolve().parent
@@ -30,6 +30,7 @@ TESTS = Path(__file__).resolve().parent
 # ---------------------------------------------------------------------------------------------
 # Pure conversions (no Spark, no TensorFlow)
 # ---------------------------------------------------------------------------------------------
+
 
 def _plan(**kw):
     base = dict(column="x", tensor="t", depth=1, source_dtype="float32", row_shape=(2, 2, 1), dtype="float32")
@@ -77,8 +78,9 @@ def test_nulls_and_ragged_rows_raise_naming_the_column(to_numpy):
 def test_scalar_nulls_and_dtype_rules():
     # Spark turns an integer column with nulls into float64 for pandas: detected as nulls.
     with pytest.raises(InferenceInputError, match="null"):
-        cols.pandas_to_numpy(pd.Series([1.0, np.nan]), _plan(depth=0, source_dtype="int64", row_shape=(),
-                                                             dtype="float32"))
+        cols.pandas_to_numpy(
+            pd.Series([1.0, np.nan]), _plan(depth=0, source_dtype="int64", row_shape=(), dtype="float32")
+        )
     with pytest.raises(InferenceInputError, match="null"):
         cols.arrow_to_numpy(pa.array([1.0, None]), _plan(depth=0, source_dtype="float64", row_shape=()))
     assert cols.castable("int64", "float32") and cols.castable("float64", "float32")
@@ -90,8 +92,10 @@ def test_scalar_nulls_and_dtype_rules():
 @pytest.mark.timeout(30)
 def test_outputs_become_scalar_and_array_columns():
     outputs = {"probs": np.arange(6, dtype="float32").reshape(3, 2), "score": np.ones((3, 1), "float32")}
-    plans = [cols.OutputPlan("probs", "p", "array<float>", False, "float32"),
-             cols.OutputPlan("score", "s", "float", True, "float32")]
+    plans = [
+        cols.OutputPlan("probs", "p", "array<float>", False, "float32"),
+        cols.OutputPlan("score", "s", "float", True, "float32"),
+    ]
     frame = cols.outputs_to_pandas(outputs, plans, 3, keep=pd.DataFrame({"id": [7, 8, 9]}, index=[4, 5, 6]))
     assert frame.columns.tolist() == ["id", "p", "s"] and frame["id"].tolist() == [7, 8, 9]
     assert list(frame["p"][2]) == [4.0, 5.0] and frame["s"].dtype == np.float32
@@ -104,16 +108,17 @@ def test_outputs_become_scalar_and_array_columns():
 # Devices, fingerprints, Keras choice
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.timeout(30)
 def test_gpu_visibility_follows_spark_resources():
-    assert worker.plan_visible_devices("spark", [], None) == ""            # no GPU from Spark: CPU
+    assert worker.plan_visible_devices("spark", [], None) == ""  # no GPU from Spark: CPU
     assert worker.plan_visible_devices("spark", ["1"], None) == "1"
-    assert worker.plan_visible_devices("spark", ["1"], "4,5") == "5"       # an ordinal into the executor's list
-    assert worker.plan_visible_devices("visible", ["1"], None) is None     # leave the worker as it is
+    assert worker.plan_visible_devices("spark", ["1"], "4,5") == "5"  # an ordinal into the executor's list
+    assert worker.plan_visible_devices("visible", ["1"], None) is None  # leave the worker as it is
     assert worker.plan_visible_devices("none", ["1"], None) == ""
     setup = {"mode": "spark", "visible": ["5"], "gpus": 1}
     assert worker.task_device(setup, ["1"], "4,5") == ("/GPU:0", None)
-    device, warning = worker.task_device(setup, ["0"], "4,5")              # another GPU than the worker's
+    device, warning = worker.task_device(setup, ["0"], "4,5")  # another GPU than the worker's
     assert device == "/GPU:0" and "Spark assigned GPU 4" in warning
     assert worker.task_device({"mode": "spark", "visible": [], "gpus": 0}, ["0"], None) == ("/CPU:0", None)
 
@@ -173,6 +178,7 @@ def test_sources_and_options_are_validated():
 # Scoring on local-cluster[2,1,1024]
 # ---------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
     """Models saved once: Keras 3 .keras and SavedModel, tf-keras SavedModel and .keras, multi-IO."""
@@ -184,8 +190,14 @@ def models(tmp_path_factory):
     multi = im.multi_io()
     scalar = im.scalar_model()
     legacy = im.tf_keras_mlp()
-    paths = {"mlp": root / "mlp.keras", "mlp_export": root / "mlp_export", "multi": root / "multi.keras",
-             "scalar": root / "scalar.keras", "legacy_sm": root / "legacy_sm", "legacy_keras": root / "legacy.keras"}
+    paths = {
+        "mlp": root / "mlp.keras",
+        "mlp_export": root / "mlp_export",
+        "multi": root / "multi.keras",
+        "scalar": root / "scalar.keras",
+        "legacy_sm": root / "legacy_sm",
+        "legacy_keras": root / "legacy.keras",
+    }
     mlp.save(paths["mlp"])
     mlp.export(str(paths["mlp_export"]), verbose=False)
     multi.save(paths["multi"])
@@ -193,8 +205,13 @@ def models(tmp_path_factory):
     legacy.save(str(paths["legacy_sm"]), save_format="tf")
     legacy.save(paths["legacy_keras"])
     assert isinstance(legacy, tf_keras.Model)
-    return {"paths": {k: str(v) for k, v in paths.items()}, "mlp": mlp, "multi": multi, "scalar": scalar,
-            "legacy": legacy}
+    return {
+        "paths": {k: str(v) for k, v in paths.items()},
+        "mlp": mlp,
+        "multi": multi,
+        "scalar": scalar,
+        "legacy": legacy,
+    }
 
 
 @pytest.fixture
@@ -215,8 +232,9 @@ def test_map_in_pandas_matches_model_predict_across_arrow_batches(spark, models)
     df = im.digits_frame(spark, 1500, partitions=3)
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "300")  # several Arrow batches per task
     try:
-        fn, schema = map_in_pandas(df, models["paths"]["mlp"], input_mapping={"pixels": "image"},
-                                   keep_columns=["id", "label"], batch_size=128)
+        fn, schema = map_in_pandas(
+            df, models["paths"]["mlp"], input_mapping={"pixels": "image"}, keep_columns=["id", "label"], batch_size=128
+        )
         assert schema.simpleString() == "struct<id:bigint,label:bigint,prediction:array<float>>"
         out = df.mapInPandas(fn, schema).toPandas().sort_values("id")
     finally:
@@ -230,37 +248,59 @@ def test_map_in_pandas_matches_model_predict_across_arrow_batches(spark, models)
 def test_saved_models_from_keras3_and_tf_keras_and_arrow_form(spark, models):
     df = im.digits_frame(spark, 400)
     images, _ = im.digits_28(400)
-    exported = Predictor(models["paths"]["mlp_export"], input_mapping="pixels", output_mapping={"output_0": "probs"},
-                         keep_columns=["id"], batch_size=100)
+    exported = Predictor(
+        models["paths"]["mlp_export"],
+        input_mapping="pixels",
+        output_mapping={"output_0": "probs"},
+        keep_columns=["id"],
+        batch_size=100,
+    )
     out = exported.transform(df).toPandas().sort_values("id")  # mapInArrow
     np.testing.assert_allclose(_probs(out, "probs"), _reference(models["mlp"], images), atol=ATOL)
     for key in ("legacy_sm", "legacy_keras"):  # tf-keras (Keras 2) files: SavedModel and .keras
         predictor = Predictor(models["paths"][key], input_mapping="pixels", keep_columns=["id"])
         out = predictor.transform(df, arrow=False)
-        np.testing.assert_allclose(_probs(out.toPandas().sort_values("id")), _reference(models["legacy"], images),
-                                   atol=ATOL, err_msg=key)
+        np.testing.assert_allclose(
+            _probs(out.toPandas().sort_values("id")), _reference(models["legacy"], images), atol=ATOL, err_msg=key
+        )
 
 
 @pytest.mark.timeout(180)
 def test_multi_input_multi_output_and_scalars(spark, models):
     images, _ = im.digits_28(300)
     meta = np.random.default_rng(1).random((300, 3), dtype=np.float32)
-    frame = pd.DataFrame({"id": np.arange(300), "pixels": list(images.reshape(300, -1)), "meta": list(meta),
-                          "a": meta[:, 0].astype("float64"), "b": np.arange(300, dtype="int64")})
+    frame = pd.DataFrame(
+        {
+            "id": np.arange(300),
+            "pixels": list(images.reshape(300, -1)),
+            "meta": list(meta),
+            "a": meta[:, 0].astype("float64"),
+            "b": np.arange(300, dtype="int64"),
+        }
+    )
     df = spark.createDataFrame(frame, "id long, pixels array<float>, meta array<float>, a double, b long")
-    out = Predictor(models["paths"]["multi"], input_mapping={"pixels": "image", "meta": "meta"},
-                    output_mapping={"probs": "probabilities", "score": "score"}, keep_columns=["id"],
-                    batch_size=64).transform(df)
+    out = Predictor(
+        models["paths"]["multi"],
+        input_mapping={"pixels": "image", "meta": "meta"},
+        output_mapping={"probs": "probabilities", "score": "score"},
+        keep_columns=["id"],
+        batch_size=64,
+    ).transform(df)
     assert out.schema.simpleString() == "struct<id:bigint,probabilities:array<float>,score:float>"
     got = out.toPandas().sort_values("id")
     expected = models["multi"].predict({"image": images, "meta": meta}, verbose=0)
     np.testing.assert_allclose(_probs(got, "probabilities"), expected["probs"], atol=ATOL)
     np.testing.assert_allclose(got["score"].to_numpy(), expected["score"].ravel(), atol=ATOL)
     # Scalar columns (double and long, cast to the model's float32) into inputs of shape (1,).
-    scalar = Predictor(models["paths"]["scalar"], input_mapping={"a": "a", "b": "b"}, output_mapping="y",
-                       keep_columns=["id"]).transform(df).toPandas().sort_values("id")
-    expected = models["scalar"].predict({"a": meta[:, :1], "b": np.arange(300, dtype="float32")[:, None]},
-                                        verbose=0)
+    scalar = (
+        Predictor(
+            models["paths"]["scalar"], input_mapping={"a": "a", "b": "b"}, output_mapping="y", keep_columns=["id"]
+        )
+        .transform(df)
+        .toPandas()
+        .sort_values("id")
+    )
+    expected = models["scalar"].predict({"a": meta[:, :1], "b": np.arange(300, dtype="float32")[:, None]}, verbose=0)
     np.testing.assert_allclose(scalar["y"].to_numpy(), expected.ravel(), rtol=1e-5, atol=1e-4)
 
 
@@ -280,8 +320,9 @@ def test_empty_partitions_and_empty_frames(spark, models):
 
 @pytest.mark.timeout(120)
 def test_schema_problems_fail_on_the_driver_naming_the_column(spark, models):
-    df = spark.createDataFrame([(1, ["x"] * 784, 2.0, [1.0] * 784)],
-                               "id long, words array<string>, v double, pixels array<double>")
+    df = spark.createDataFrame(
+        [(1, ["x"] * 784, 2.0, [1.0] * 784)], "id long, words array<string>, v double, pixels array<double>"
+    )
     path = models["paths"]["mlp"]
     with pytest.raises(InferenceInputError, match=r"column 'words'.*holds str values but the model expects float32"):
         map_in_pandas(df, path, input_mapping={"words": "image"})
@@ -306,8 +347,11 @@ def test_bad_rows_fail_the_task_naming_the_column(spark, models):
 
     path = models["paths"]["mlp"]
     short = spark.createDataFrame([(1, [0.5] * 100)], "id long, pixels array<float>")
-    with pytest.raises(PythonException, match=r"column 'pixels' \(model input 'image'\): each row holds 100 values "
-                                              r"but the model expects 784"):
+    with pytest.raises(
+        PythonException,
+        match=r"column 'pixels' \(model input 'image'\): each row holds 100 values "
+        r"but the model expects 784",
+    ):
         Predictor(path, input_mapping="pixels").transform(short, arrow=False).collect()
     # (Each failing job costs Spark's 4 task attempts, so the pandas form's null check is unit-tested.)
     nulls = spark.createDataFrame([(1, [0.5] * 784), (2, None)], "id long, pixels array<float>").coalesce(1)
@@ -369,8 +413,10 @@ def test_predict_batch_udf_matches_pyspark_and_accepts_a_model(spark, models):
     scored = df.withColumn("probs", udf("pixels")).toPandas().sort_values("id")
     np.testing.assert_allclose(_probs(scored, "probs"), _reference(models["mlp"], images), atol=ATOL)
     multi = predict_batch_udf(model=models["paths"]["multi"], batch_size=64)
-    meta = spark.createDataFrame([(i, images[i].ravel().tolist(), [0.1, 0.2, 0.3]) for i in range(5)],
-                                 "id long, pixels array<float>, meta array<float>")
+    meta = spark.createDataFrame(
+        [(i, images[i].ravel().tolist(), [0.1, 0.2, 0.3]) for i in range(5)],
+        "id long, pixels array<float>, meta array<float>",
+    )
     row = meta.select(multi("pixels", "meta").alias("out")).select("out.*").first()
     assert len(row["probs"]) == 10 and isinstance(row["score"], float)
 
@@ -382,7 +428,8 @@ def test_map_in_pandas_under_spark_connect(tmp_path, models):
     quick), in its own process: one SparkContext per JVM, and this process already has one."""
     pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
     script = tmp_path / "connect_score.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import json, sys
         import numpy as np
         from pyspark.sql import SparkSession
@@ -396,10 +443,12 @@ def test_map_in_pandas_under_spark_connect(tmp_path, models):
         out = df.mapInPandas(fn, schema).toPandas().sort_values("id")
         print(json.dumps(np.stack(out["prediction"].to_numpy()).tolist()))
         spark.stop()
-    """))
+    """)
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=220, env=env,
-                            cwd=tmp_path)
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=220, env=env, cwd=tmp_path
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     import json
 
@@ -414,7 +463,9 @@ def test_the_example_scores_digits_accurately(spark, tmp_path):
         import score_digits
     finally:
         sys.path.pop(0)
-    accuracy = score_digits.main(["--rows", "2000", "--epochs", "3", "--work_dir", str(tmp_path),
-                                  "--output", str(tmp_path / "out.parquet")], spark=spark)
+    accuracy = score_digits.main(
+        ["--rows", "2000", "--epochs", "3", "--work_dir", str(tmp_path), "--output", str(tmp_path / "out.parquet")],
+        spark=spark,
+    )
     assert accuracy > 0.85
     assert spark.read.parquet(str(tmp_path / "out.parquet")).columns == ["id", "label", "probabilities", "prediction"]

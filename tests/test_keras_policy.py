@@ -5,8 +5,14 @@ import importlib.util
 import pytest
 
 from sparkdl.node import keras_policy
-from sparkdl.node.keras_policy import (KERAS3_MWMS_WARNING, LEGACY_KERAS_ENV, failure_hint, legacy_keras_enabled,
-                                       node_keras_env, startup_problems)
+from sparkdl.node.keras_policy import (
+    KERAS3_MWMS_WARNING,
+    LEGACY_KERAS_ENV,
+    failure_hint,
+    legacy_keras_enabled,
+    node_keras_env,
+    startup_problems,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -24,7 +30,9 @@ def tf_keras(monkeypatch):
             if name == "tf_keras":
                 return real("json") if present else None  # any non-None spec will do
             return real(name, *args, **kwargs)
+
         monkeypatch.setattr(keras_policy.importlib.util, "find_spec", find_spec)
+
     return install
 
 
@@ -33,17 +41,33 @@ def test_node_env_defaults_to_legacy_keras():
     assert node_keras_env({"OTHER": "x"}, {"PATH": "/bin"}) == {LEGACY_KERAS_ENV: "1"}
 
 
-@pytest.mark.parametrize("user, inherited", [
-    (LEGACY_OFF, {}), (LEGACY_ON, {}), ({}, LEGACY_OFF), ({}, {LEGACY_KERAS_ENV: ""}), (LEGACY_OFF, LEGACY_ON),
-])
+@pytest.mark.parametrize(
+    "user, inherited",
+    [
+        (LEGACY_OFF, {}),
+        (LEGACY_ON, {}),
+        ({}, LEGACY_OFF),
+        ({}, {LEGACY_KERAS_ENV: ""}),
+        (LEGACY_OFF, LEGACY_ON),
+    ],
+)
 def test_node_env_respects_an_explicit_choice(user, inherited):
     assert node_keras_env(user, inherited) == {}
 
 
-@pytest.mark.parametrize("value, enabled", [
-    ("1", True), ("true", True), (" TRUE ", True), ("yes", True),
-    ("0", False), ("false", False), ("", False), ("no", False),
-])
+@pytest.mark.parametrize(
+    "value, enabled",
+    [
+        ("1", True),
+        ("true", True),
+        (" TRUE ", True),
+        ("yes", True),
+        ("0", False),
+        ("false", False),
+        ("", False),
+        ("no", False),
+    ],
+)
 def test_legacy_keras_enabled(value, enabled):
     assert legacy_keras_enabled({LEGACY_KERAS_ENV: value}) is enabled
 

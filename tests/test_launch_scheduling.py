@@ -13,12 +13,18 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from sparkdl import PreflightError, TFCluster
+from sparkdl.driver.scheduling import (
+    LaunchResources,
+    executor_cores,
+    launch_resources,
+    register_profile,
+    slots_per_executor,
+)
+from sparkdl.driver.spark_access import ClassicSpark
+
 import node_functions as nf
 from conftest import read_json_files
-from sparkdl import PreflightError, TFCluster
-from sparkdl.driver.scheduling import (LaunchResources, executor_cores, launch_resources, register_profile,
-                                       slots_per_executor)
-from sparkdl.driver.spark_access import ClassicSpark
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -31,13 +37,16 @@ def conf(**settings):
 GPU_EXECUTORS = {"spark_executor_resource_gpu_amount": "2"}
 
 
-@pytest.mark.parametrize("cores, settings, slots", [
-    (2, {}, 2),
-    (4, {"spark_task_cpus": "2"}, 2),
-    (4, {**GPU_EXECUTORS, "spark_task_resource_gpu_amount": "1"}, 2),      # GPUs allow fewer than cores
-    (8, {**GPU_EXECUTORS, "spark_task_resource_gpu_amount": "0.5"}, 4),    # a GPU shared by 2 tasks
-    (1, {**GPU_EXECUTORS, "spark_task_resource_gpu_amount": "0.25"}, 1),   # cores allow fewer than GPUs
-])
+@pytest.mark.parametrize(
+    "cores, settings, slots",
+    [
+        (2, {}, 2),
+        (4, {"spark_task_cpus": "2"}, 2),
+        (4, {**GPU_EXECUTORS, "spark_task_resource_gpu_amount": "1"}, 2),  # GPUs allow fewer than cores
+        (8, {**GPU_EXECUTORS, "spark_task_resource_gpu_amount": "0.5"}, 4),  # a GPU shared by 2 tasks
+        (1, {**GPU_EXECUTORS, "spark_task_resource_gpu_amount": "0.25"}, 1),  # cores allow fewer than GPUs
+    ],
+)
 def test_slots_per_executor_follow_cores_and_gpus(cores, settings, slots):
     assert slots_per_executor(cores, conf(**settings)) == slots
 
@@ -47,12 +56,15 @@ def test_several_slots_make_each_launch_task_ask_for_a_whole_executor(master):
     assert launch_resources(master, conf(spark_task_cpus="1"), 2, None, 2) == LaunchResources(2, 0.0)
 
 
-@pytest.mark.parametrize("cores, settings, nodes", [
-    (1, {}, 2),                            # one slot per executor: the default profile will do
-    (4, {"spark_task_cpus": "4"}, 2),
-    (4, {}, 1),                            # a single node cannot share an executor with another
-    (4, {**GPU_EXECUTORS, "spark_task_resource_gpu_amount": "2"}, 2),  # GPUs already allow one task
-])
+@pytest.mark.parametrize(
+    "cores, settings, nodes",
+    [
+        (1, {}, 2),  # one slot per executor: the default profile will do
+        (4, {"spark_task_cpus": "4"}, 2),
+        (4, {}, 1),  # a single node cannot share an executor with another
+        (4, {**GPU_EXECUTORS, "spark_task_resource_gpu_amount": "2"}, 2),  # GPUs already allow one task
+    ],
+)
 def test_no_profile_where_a_node_cannot_share_its_executor(cores, settings, nodes):
     assert launch_resources("spark://h:7077", conf(**settings), nodes, None, cores) is None
 
@@ -88,14 +100,17 @@ def test_unknown_executor_cores_are_asked_for_where_a_profile_is_possible():
     assert launch_resources("custom://m", conf(), 2, None, None) is None  # nothing to check, as before
 
 
-@pytest.mark.parametrize("master, settings, registered, cores", [
-    ("local-cluster[2,3,1024]", {"spark_executor_cores": "8"}, [], 3),
-    ("spark://h:7077", {"spark_executor_cores": "8"}, [4], 8),
-    ("spark://h:7077", {}, [4, 4], 4),
-    ("spark://h:7077", {}, [], None),   # standalone executors take all of a worker's cores
-    ("yarn", {}, [], 1),                # Spark's default on YARN and Kubernetes
-    ("k8s://https://k:6443", {}, [], 1),
-])
+@pytest.mark.parametrize(
+    "master, settings, registered, cores",
+    [
+        ("local-cluster[2,3,1024]", {"spark_executor_cores": "8"}, [], 3),
+        ("spark://h:7077", {"spark_executor_cores": "8"}, [4], 8),
+        ("spark://h:7077", {}, [4, 4], 4),
+        ("spark://h:7077", {}, [], None),  # standalone executors take all of a worker's cores
+        ("yarn", {}, [], 1),  # Spark's default on YARN and Kubernetes
+        ("k8s://https://k:6443", {}, [], 1),
+    ],
+)
 def test_executor_cores(master, settings, registered, cores):
     assert executor_cores(master, conf(**settings), lambda: registered) == cores
 
@@ -107,8 +122,9 @@ def test_executors_of_different_sizes_are_refused_naming_the_setting():
 
 def test_a_negative_num_gpus_is_refused_before_anything_starts(sc2, tmp_path):
     with pytest.raises(ValueError, match="num_gpus"):
-        TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2, num_gpus=-1,
-                      input_mode=TFCluster.InputMode.SPARK)
+        TFCluster.run(
+            sc2, nf.describe_node, {"out": str(tmp_path)}, 2, num_gpus=-1, input_mode=TFCluster.InputMode.SPARK
+        )
 
 
 def test_a_profile_spark_refuses_is_a_preflight_error(sc2):
@@ -118,8 +134,12 @@ def test_a_profile_spark_refuses_is_a_preflight_error(sc2):
 
     class WithExecutorRequests(ClassicSpark):  # the profile sparkdl builds, plus an executor request
         def check_profile(self, profile):
-            super().check_profile(ResourceProfileBuilder().require(ExecutorResourceRequests().cores(2))
-                                  .require(TaskResourceRequests().cpus(1)).build)
+            super().check_profile(
+                ResourceProfileBuilder()
+                .require(ExecutorResourceRequests().cores(2))
+                .require(TaskResourceRequests().cpus(1))
+                .build
+            )
 
     with pytest.raises(PreflightError, match="dynamic allocation") as info:
         register_profile(WithExecutorRequests(sc2), LaunchResources(2))
@@ -130,9 +150,12 @@ def test_a_profile_spark_refuses_is_a_preflight_error(sc2):
 def sc_two_slots(spark_holder):
     """local-cluster[2,2,2048] with spark.task.cpus=1: two executors with two task slots each.
     Barrier stages that cannot get their slots fail within seconds instead of Spark's minutes."""
-    conf = {"spark.task.cpus": "1", "spark.barrier.sync.timeout": "60",
-            "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
-            "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "3"}
+    conf = {
+        "spark.task.cpus": "1",
+        "spark.barrier.sync.timeout": "60",
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
+        "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "3",
+    }
     yield spark_holder.get(2, conf, cores=2, memory_mb=2048)
     spark_holder.stop()  # two 2 GiB executors: give the memory back to the next tests
 
@@ -151,8 +174,13 @@ def test_spark_mode_nodes_own_executors_while_etl_keeps_two_slots_each(sc_two_sl
         address = context.getTaskInfos()[context.partitionId()].address
         yield address, len(context.allGather(address))
 
-    cluster = TFCluster.run(sc_two_slots, nf.fit_from_feed, {"out": str(tmp_path), "batch": 32, "epochs": 2}, 2,
-                            input_mode=TFCluster.InputMode.SPARK)
+    cluster = TFCluster.run(
+        sc_two_slots,
+        nf.fit_from_feed,
+        {"out": str(tmp_path), "batch": 32, "epochs": 2},
+        2,
+        input_mode=TFCluster.InputMode.SPARK,
+    )
     with cluster:  # aborts the nodes if anything below raises
         assert ClassicSpark(sc_two_slots).executor_cores(at_least=2) == [2, 2]  # what a standalone master reports
         node_executors = [node["spark_executor"] for node in cluster.cluster_info]

@@ -14,23 +14,26 @@ from pathlib import Path
 import psutil
 import pytest
 
-import node_functions as nf
 from sparkdl import TFCluster
+
+import node_functions as nf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from feed_memory import RssSampler  # noqa: E402  (the benchmark's sampler, reused)
 
 pytestmark = pytest.mark.timeout(600)
 SPARK = TFCluster.InputMode.SPARK
-MiB = 2 ** 20
+MiB = 2**20
 
 
 def _node_processes() -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         try:
-            if "sparkdl.node." in " ".join(process.info["cmdline"] or []) and \
-                    process.info["status"] != psutil.STATUS_ZOMBIE:
+            if (
+                "sparkdl.node." in " ".join(process.info["cmdline"] or [])
+                and process.info["status"] != psutil.STATUS_ZOMBIE
+            ):
                 found.append(process)
         except psutil.Error:
             continue
@@ -43,11 +46,13 @@ def _snapshot() -> dict:
     while _node_processes() and time.monotonic() < deadline:
         time.sleep(0.1)  # bounded poll: supervisors exit right after their last report
     me = psutil.Process()
-    return {"threads": threading.active_count(),
-            "sparkdl threads": sorted(t.name for t in threading.enumerate()
-                                      if t.name.startswith(("sparkdl", "watch-pid"))),
-            "open fds": me.num_fds(), "inet sockets": len(me.net_connections(kind="inet")),
-            "node processes": len(_node_processes())}
+    return {
+        "threads": threading.active_count(),
+        "sparkdl threads": sorted(t.name for t in threading.enumerate() if t.name.startswith(("sparkdl", "watch-pid"))),
+        "open fds": me.num_fds(),
+        "inet sockets": len(me.net_connections(kind="inet")),
+        "node processes": len(_node_processes()),
+    }
 
 
 def _one_cluster(sc, tmp_path: Path, index: int) -> None:
@@ -83,8 +88,9 @@ def _frame(spark, rows: int, partitions: int, width: int):
     return spark.range(0, rows, numPartitions=partitions).select(values.alias("x"), (F.col("id") % 2).alias("y"))
 
 
-@pytest.mark.parametrize("rows,partitions,width", [(1_000_000, 4, 256), (200_000, 400, 16)],
-                         ids=["1M-rows", "400-partitions"])
+@pytest.mark.parametrize(
+    "rows,partitions,width", [(1_000_000, 4, 256), (200_000, 400, 16)], ids=["1M-rows", "400-partitions"]
+)
 def test_large_feeds_complete_in_bounded_memory(sc2, tmp_path, rows, partitions, width):
     from pyspark.sql import SparkSession
 
@@ -100,9 +106,11 @@ def test_large_feeds_complete_in_bounded_memory(sc2, tmp_path, rows, partitions,
         seconds = time.monotonic() - started
     nodes = [json.loads(p.read_text()) for p in tmp_path.glob("node*.json")]
     data_mib = rows * width * 4 / MiB
-    print(f"\n{rows:,} rows x {width} float32 ({data_mib:,.0f} MiB) in {partitions} partitions fed in {seconds:.1f} s; "
-          f"peak RSS: TF nodes {[round(n['peak_rss_mib']) for n in nodes]} MiB, "
-          + ", ".join(f"{kind} {peak / MiB:,.0f} MiB" for kind, peak in sampler.peaks.items()))
+    print(
+        f"\n{rows:,} rows x {width} float32 ({data_mib:,.0f} MiB) in {partitions} partitions fed in {seconds:.1f} s; "
+        f"peak RSS: TF nodes {[round(n['peak_rss_mib']) for n in nodes]} MiB, "
+        + ", ".join(f"{kind} {peak / MiB:,.0f} MiB" for kind, peak in sampler.peaks.items())
+    )
     assert sorted(n["rows"] for n in nodes) == [rows // 2, rows // 2]
     # With backpressure a node's memory stays near its queue bound, whatever the data size.
     assert all(n["peak_rss_mib"] < 200 + 4 * queue_bytes / MiB for n in nodes), nodes

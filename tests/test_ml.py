@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import inference_models as im
 from sparkdl.ml import TFEstimator, TFModel
+
+import inference_models as im
 
 ATOL = 1e-5
 
@@ -22,15 +23,34 @@ def test_params_keep_tensorflowonspark_names_and_accessors():
     assert estimator.getClusterSize() == 1 and estimator.getNumPS() == 0 and estimator.getBatchSize() == 100
     estimator.setInputMapping({"pixels": "image"}).setClusterSize(2).setEpochs(3).setExportDir("/tmp/x")
     assert estimator.getInputMapping() == {"pixels": "image"} and estimator.getEpochs() == 3
-    assert {p.name for p in estimator.params} >= {"input_mapping", "output_mapping", "cluster_size", "num_ps",
-                                                  "input_mode", "protocol", "tensorboard", "model_dir",
-                                                  "export_dir", "tfrecord_dir", "batch_size", "epochs", "readers",
-                                                  "steps"}
+    assert {p.name for p in estimator.params} >= {
+        "input_mapping",
+        "output_mapping",
+        "cluster_size",
+        "num_ps",
+        "input_mode",
+        "protocol",
+        "tensorboard",
+        "model_dir",
+        "export_dir",
+        "tfrecord_dir",
+        "batch_size",
+        "epochs",
+        "readers",
+        "steps",
+    }
     args = estimator._merge_args(estimator.args)
     assert args.learning_rate == 0.01 and args.cluster_size == 2 and args.export_dir == "/tmp/x"
     model = TFModel({"x": 1}, export_dir="/m", input_mapping={"a": "b"})
-    assert {p.name for p in model.params} >= {"input_mapping", "output_mapping", "batch_size", "model_dir",
-                                              "export_dir", "signature_def_key", "tag_set"}
+    assert {p.name for p in model.params} >= {
+        "input_mapping",
+        "output_mapping",
+        "batch_size",
+        "model_dir",
+        "export_dir",
+        "signature_def_key",
+        "tag_set",
+    }
     assert model.getExportDir() == "/m" and model.copy().getInputMapping() == {"a": "b"}
     assert TFModel.setSignatureDefKey.__doc__ and TFEstimator.getNumPS.__doc__
     with pytest.raises(TypeError, match="expected a dict"):
@@ -48,11 +68,17 @@ def test_tfmodel_in_a_pipeline_saved_and_loaded(spark, tmp_path):
     keras_model = im.mlp(seed=3)
     keras_model.save(model_path)
     df = im.digits_frame(spark, 300).withColumnRenamed("pixels", "raw")
-    pipeline = Pipeline(stages=[
-        SQLTransformer(statement="SELECT *, raw AS pixels FROM __THIS__"),
-        TFModel(input_mapping={"pixels": "image"}, output_mapping={"probs": "probabilities"},
-                export_dir=str(model_path), batch_size=64),
-    ])
+    pipeline = Pipeline(
+        stages=[
+            SQLTransformer(statement="SELECT *, raw AS pixels FROM __THIS__"),
+            TFModel(
+                input_mapping={"pixels": "image"},
+                output_mapping={"probs": "probabilities"},
+                export_dir=str(model_path),
+                batch_size=64,
+            ),
+        ]
+    )
     fitted = pipeline.fit(df)
     scored = fitted.transform(df)
     assert scored.columns == ["id", "raw", "label", "pixels", "probabilities"]  # appended, Spark ML style
@@ -84,9 +110,15 @@ def test_tfestimator_fit_trains_on_a_tfcluster_and_returns_a_working_tfmodel(spa
     from pyspark.sql import functions as F
 
     df = im.digits_frame(spark, partitions=4).withColumn("held_out", F.col("id") % 5 == 0)
-    estimator = (TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005}, export_fn=im.export_marker)
-                 .setInputMapping({"pixels": "image", "label": "label"}).setClusterSize(2).setEpochs(3)
-                 .setBatchSize(32).setExportDir(str(tmp_path / "export")).setValidationIndicatorCol("held_out"))
+    estimator = (
+        TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005}, export_fn=im.export_marker)
+        .setInputMapping({"pixels": "image", "label": "label"})
+        .setClusterSize(2)
+        .setEpochs(3)
+        .setBatchSize(32)
+        .setExportDir(str(tmp_path / "export"))
+        .setValidationIndicatorCol("held_out")
+    )
     model = estimator.fit(df)
     assert isinstance(model, TFModel) and model.getExportDir() == str(tmp_path / "export")
     import json

@@ -25,8 +25,17 @@ SPEC = {"chief": ["h:1"], "worker": ["h:2"]}
 
 
 def _ctx(job_name: str, cluster_id: str, node_number: int = 0) -> NodeContext:
-    return NodeContext(node_number=node_number, job_name=job_name, task_index=0, cluster_spec=SPEC, default_fs="file://",
-                       working_dir="/tmp", host="h", port=1, cluster_id=cluster_id)
+    return NodeContext(
+        node_number=node_number,
+        job_name=job_name,
+        task_index=0,
+        cluster_spec=SPEC,
+        default_fs="file://",
+        working_dir="/tmp",
+        host="h",
+        port=1,
+        cluster_id=cluster_id,
+    )
 
 
 def test_export_path_gives_the_chief_the_real_path_and_workers_a_removed_scratch_path(tmp_path):
@@ -100,8 +109,13 @@ START_CLUSTER_SERVER = textwrap.dedent("""
 @pytest.mark.cluster
 def test_start_cluster_server_starts_the_nodes_server_and_leaves_the_evaluator_out():
     """TFoS's ``TFNode.start_cluster_server(ctx)`` (``ctx.start_cluster_server()``) with TensorFlow."""
-    done = subprocess.run([sys.executable, "-c", START_CLUSTER_SERVER], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    done = subprocess.run(
+        [sys.executable, "-c", START_CLUSTER_SERVER],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     port = int(result["spec"]["chief"][0].rsplit(":", 1)[1])

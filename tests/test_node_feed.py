@@ -11,17 +11,17 @@ import pytest
 from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
-from sparkdl.feed.feeder import FeedError, FeedTarget
 from sparkdl.feed.data_feed import DataFeed
-from sparkdl.feed.server import FeedServer
+from sparkdl.feed.feeder import FeedError, FeedTarget
 from sparkdl.feed.plan import balanced_plan
+from sparkdl.feed.server import FeedServer
 
 pytestmark = pytest.mark.timeout(120)
 
 SMALL_QUEUE = 64 * 1024
-ROW_FLOATS = 256                     # 1 KiB of float32 per row
-FRAME_ROWS = 32                      # ~32 KiB per frame
-BIG_BATCHES = 1024                   # 32 MiB in all: far more than the queue and the socket buffers
+ROW_FLOATS = 256  # 1 KiB of float32 per row
+FRAME_ROWS = 32  # ~32 KiB per frame
+BIG_BATCHES = 1024  # 32 MiB in all: far more than the queue and the socket buffers
 
 
 class Worker(threading.Thread):
@@ -56,8 +56,14 @@ def make_server(secret):
     servers = []
 
     def make(max_queue_bytes=64 * 1024 * 1024):
-        servers.append(FeedServer(secret, "127.0.0.1", max_queue_bytes=max_queue_bytes,
-                                  endpoint=Endpoint.feed("test-cluster", len(servers))))
+        servers.append(
+            FeedServer(
+                secret,
+                "127.0.0.1",
+                max_queue_bytes=max_queue_bytes,
+                endpoint=Endpoint.feed("test-cluster", len(servers)),
+            )
+        )
         return servers[-1]
 
     yield make
@@ -80,8 +86,11 @@ def driver_send(server, secret, message):
 
 
 def send_plan(server, secret, session, rows_per_epoch, epochs=1):
-    driver_send(server, secret, {"type": "plan", "qname": "input", "session": session, "epochs": epochs,
-                                 "rows_per_epoch": rows_per_epoch})
+    driver_send(
+        server,
+        secret,
+        {"type": "plan", "qname": "input", "session": session, "epochs": epochs, "rows_per_epoch": rows_per_epoch},
+    )
 
 
 def send_end(server, secret):
@@ -89,8 +98,14 @@ def send_end(server, secret):
 
 
 def target(secret, *servers, feed_timeout=30.0):
-    return FeedTarget(secret, tuple(s.address for s in servers), tuple(s.endpoint for s in servers),
-                      tuple(f"worker:{i}" for i in range(len(servers))), feed_timeout, "input")
+    return FeedTarget(
+        secret,
+        tuple(s.address for s in servers),
+        tuple(s.endpoint for s in servers),
+        tuple(f"worker:{i}" for i in range(len(servers))),
+        feed_timeout,
+        "input",
+    )
 
 
 def feed_rows(tgt, rows, session=1, epoch=0, partition=0):
@@ -132,11 +147,19 @@ def watch_queue(server):
 
 def start_big_feed(secret, server, produced, feed_timeout=30.0):
     total = BIG_BATCHES * FRAME_ROWS
-    return total, Worker(feeder.feed_training_partition, target(secret, server, feed_timeout=feed_timeout), 1, 0, 0,
-                         balanced_plan([total], 1), big_batches(BIG_BATCHES, produced))
+    return total, Worker(
+        feeder.feed_training_partition,
+        target(secret, server, feed_timeout=feed_timeout),
+        1,
+        0,
+        0,
+        balanced_plan([total], 1),
+        big_batches(BIG_BATCHES, produced),
+    )
 
 
 # -- training feeds --
+
 
 def test_next_batch_rows_in_order(server, secret):
     send_plan(server, secret, 1, 2500)
@@ -275,6 +298,7 @@ def test_as_dataset_one_epoch_per_iteration(server, secret):
 
 # -- flow control --
 
+
 def test_backpressure_blocks_the_feeder_and_bounds_the_queue(make_server, secret):
     server = make_server(SMALL_QUEUE)
     queue, state = watch_queue(server)
@@ -320,6 +344,7 @@ def test_feed_timeout_when_the_node_never_reads(make_server, secret):
 
 # -- inference --
 
+
 def test_inference_routes_results_per_partition(server, secret):
     tgt = target(secret, server)
     partitions = {p: [float(p * 10000 + i) for i in range(2500)] for p in (0, 1)}
@@ -336,8 +361,7 @@ def test_inference_routes_results_per_partition(server, secret):
     consumer = Worker(consume)
 
     def infer(p):
-        return [r for results in feeder.infer_partition(tgt, 0, p, feeder.rdd_batches(partitions[p]))
-                for r in results]
+        return [r for results in feeder.infer_partition(tgt, 0, p, feeder.rdd_batches(partitions[p])) for r in results]
 
     inferrers = {p: Worker(infer, p) for p in partitions}
     for p, worker in inferrers.items():
@@ -379,6 +403,7 @@ def test_batch_results_rejects_extra_results(server, secret):
 
 # -- failures --
 
+
 def test_data_error_names_the_column(server, secret):
     batch = pa.RecordBatch.from_pydict({"label": [1, 2, 3], "feature": pa.array([1.0, None, 3.0], pa.float32())})
     plan = balanced_plan([3], 1)
@@ -390,8 +415,9 @@ def test_data_error_names_the_column(server, secret):
 def test_data_error_behind_a_full_queue_names_the_column(make_server, secret):
     server = make_server(SMALL_QUEUE)
     _, state = watch_queue(server)
-    bad = pa.RecordBatch.from_pydict({"x": next(big_batches(1)).column(0),
-                                      "i": pa.array([None] + list(range(1, FRAME_ROWS)), pa.int64())})
+    bad = pa.RecordBatch.from_pydict(
+        {"x": next(big_batches(1)).column(0), "i": pa.array([None] + list(range(1, FRAME_ROWS)), pa.int64())}
+    )
 
     def batches():  # the bad frame sits behind a full queue, with far more data behind it
         yield from big_batches(3)
@@ -399,8 +425,9 @@ def test_data_error_behind_a_full_queue_names_the_column(make_server, secret):
         yield from big_batches(BIG_BATCHES)
 
     total = (4 + BIG_BATCHES) * FRAME_ROWS
-    worker = Worker(feeder.feed_training_partition, target(secret, server), 1, 0, 0,
-                    balanced_plan([total], 1), batches())
+    worker = Worker(
+        feeder.feed_training_partition, target(secret, server), 1, 0, 0, balanced_plan([total], 1), batches()
+    )
     assert state["full"].wait(30)
     worker.join(1.0)  # let the feeder fill the socket buffers: it is blocked in a send
     assert worker.is_alive()

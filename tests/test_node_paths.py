@@ -13,10 +13,11 @@ import signal
 import sys
 
 import pytest
+from test_faults import wait_for
+
+from sparkdl import ClusterError, TFCluster
 
 import node_functions as nf
-from sparkdl import ClusterError, TFCluster
-from test_faults import wait_for
 
 pytestmark = pytest.mark.timeout(240)
 _OPENED: list[str] = []  # paths the driver opened while a test watched (an audit hook cannot be removed)
@@ -44,15 +45,17 @@ def executor_tmp(spark_holder, tmp_path_factory):
     _WATCH.clear()
 
 
-def test_a_lost_node_is_reported_with_the_lines_it_forwarded_not_a_file_read_by_the_driver(executor_tmp, tmp_path,
-                                                                                           capsys):
+def test_a_lost_node_is_reported_with_the_lines_it_forwarded_not_a_file_read_by_the_driver(
+    executor_tmp, tmp_path, capsys
+):
     sc, executor_root = executor_tmp
     args = {"out": str(tmp_path), "flag": str(tmp_path / "never")}
     cluster = TFCluster.run(sc, nf.print_then_wait, args, 2)
     ready = tmp_path / "node1-ready.json"
     wait_for(ready.exists, 120, "node 1 to print its marker line")
-    assert cluster.cluster_info[1]["log_path"].startswith(str(executor_root)), \
+    assert cluster.cluster_info[1]["log_path"].startswith(str(executor_root)), (
         "the node's files are under the executors' TMPDIR"
+    )
     shown: list[str] = []
 
     def driver_printed_the_marker() -> bool:  # the driver has the line once its console shows it

@@ -34,11 +34,15 @@ def _kernel_manager(kernels_dir: Path):
 
     spec_dir = kernels_dir / "python3"
     spec_dir.mkdir(parents=True, exist_ok=True)
-    (spec_dir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (sparkdl venv)",
-        "language": "python",
-    }))
+    (spec_dir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (sparkdl venv)",
+                "language": "python",
+            }
+        )
+    )
     specs = KernelSpecManager(kernel_dirs=[str(kernels_dir)], ensure_native_kernel=False)
     return KernelManager(kernel_name="python3", kernel_spec_manager=specs)
 
@@ -55,8 +59,14 @@ def test_notebook_runs(path, tmp_path):
     nb = nbformat.read(path, as_version=4)
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     client = nbclient.NotebookClient(
-        nb, km=_kernel_manager(tmp_path / "kernels"), kernel_name="python3", timeout=CELL_TIMEOUT_S,
-        startup_timeout=120, allow_errors=False, resources={"metadata": {"path": str(NOTEBOOKS_DIR)}})
+        nb,
+        km=_kernel_manager(tmp_path / "kernels"),
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT_S,
+        startup_timeout=120,
+        allow_errors=False,
+        resources={"metadata": {"path": str(NOTEBOOKS_DIR)}},
+    )
     try:
         client.execute(env=env)
     except nbclient.exceptions.CellExecutionError as exc:
@@ -70,8 +80,9 @@ def test_notebook_runs(path, tmp_path):
 
 def _tracked_notebooks() -> list[Path]:
     try:
-        out = subprocess.run(["git", "ls-files", "-z", "--", "*.ipynb"], cwd=REPO, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--", "*.ipynb"], cwd=REPO, check=True, capture_output=True, text=True
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         out = ""
     tracked = {REPO / name for name in out.split("\0") if name}
@@ -94,7 +105,8 @@ def test_notebooks_have_no_outputs():
             if cell.get("outputs"):
                 problems.append(f"{path.relative_to(REPO)} cell {index}: has outputs")
             if cell.get("execution_count") is not None:
-                problems.append(f"{path.relative_to(REPO)} cell {index}: execution_count="
-                                f"{cell['execution_count']}")
-    assert not problems, ("notebooks must be committed with outputs stripped "
-                          "(jupyter nbconvert --clear-output --inplace NOTEBOOK):\n" + "\n".join(problems))
+                problems.append(f"{path.relative_to(REPO)} cell {index}: execution_count={cell['execution_count']}")
+    assert not problems, (
+        "notebooks must be committed with outputs stripped "
+        "(jupyter nbconvert --clear-output --inplace NOTEBOOK):\n" + "\n".join(problems)
+    )

@@ -27,25 +27,39 @@ pytestmark = [pytest.mark.timeout(1500), pytest.mark.cluster]
 BUILD_TIMEOUT_S = 300
 INSTALL_TIMEOUT_S = 900
 DEMO_TIMEOUT_S = 600
-_COPY_IGNORE = shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
-                                      ".pytest_cache", ".ipynb_checkpoints", "spark-warehouse", "metastore_db",
-                                      "demo_output", "work")
+_COPY_IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "*.pyc",
+    ".pytest_cache",
+    ".ipynb_checkpoints",
+    "spark-warehouse",
+    "metastore_db",
+    "demo_output",
+    "work",
+)
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """This process's environment without anything that points Python or Spark at the checkout."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME")
-           and not k.startswith("PYSPARK_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME") and not k.startswith("PYSPARK_")
+    }
     env.update(extra)
     return env
 
 
 def _run(command: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> str:
-    result = subprocess.run(command, cwd=cwd, env=env or _clean_env(), capture_output=True, text=True,
-                            timeout=timeout)
-    assert result.returncode == 0, (f"{command} exited with {result.returncode}:\n{result.stdout[-4000:]}\n"
-                                    f"{result.stderr[-6000:]}")
+    result = subprocess.run(command, cwd=cwd, env=env or _clean_env(), capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, (
+        f"{command} exited with {result.returncode}:\n{result.stdout[-4000:]}\n{result.stderr[-6000:]}"
+    )
     return result.stdout
 
 
@@ -109,20 +123,34 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(artifacts, tmp_path)
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, timeout=120)
     python = venv / "bin" / "python"
-    _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", f"{wheel}[cpu]",
-          "scikit-learn"], cwd=tmp_path, timeout=INSTALL_TIMEOUT_S)
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--quiet",
+            f"{wheel}[cpu]",
+            "scikit-learn",
+        ],
+        cwd=tmp_path,
+        timeout=INSTALL_TIMEOUT_S,
+    )
 
     work = tmp_path / "run"  # outside the repository, with the example scripts only
     work.mkdir()
     for script in (ROOT / "examples" / "mnist").glob("*.py"):
         shutil.copy(script, work)
     env = _clean_env(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
-    site_packages = _run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                         cwd=work, timeout=60, env=env).strip()
+    site_packages = _run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=work, timeout=60, env=env
+    ).strip()
     assert Path(site_packages).resolve().is_relative_to(venv.resolve()), site_packages
 
-    imported = _run([str(python), "-c", "import sparkdl; print(sparkdl.__file__)"], cwd=work, timeout=120,
-                    env=env).strip()
+    imported = _run(
+        [str(python), "-c", "import sparkdl; print(sparkdl.__file__)"], cwd=work, timeout=120, env=env
+    ).strip()
     assert Path(imported).resolve() == (Path(site_packages) / "sparkdl" / "__init__.py").resolve(), imported
 
     report = _run([str(venv / "bin" / "sparkdl"), "--version"], cwd=work, timeout=120, env=env)
@@ -133,8 +161,12 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(artifacts, tmp_path)
     assert re.search(r"^tensorflow:\s+.*2\.21\.", report, re.M), report
     assert re.search(r"^node keras:\s+tf-keras 2\.21\.", report, re.M), report
 
-    stdout = _run([str(python), "mnist_tf.py", "--epochs", "2", "--no_baseline", "--export_dir", str(tmp_path / "export")],
-                  cwd=work, timeout=DEMO_TIMEOUT_S, env=env)
+    stdout = _run(
+        [str(python), "mnist_tf.py", "--epochs", "2", "--no_baseline", "--export_dir", str(tmp_path / "export")],
+        cwd=work,
+        timeout=DEMO_TIMEOUT_S,
+        env=env,
+    )
     assert "trained on 2 TF nodes" in stdout, stdout
     match = re.search(r"test accuracy \(distributed inference over 360 rows\): ([0-9.]+)", stdout)
     assert match, stdout

@@ -12,22 +12,32 @@ pytestmark = pytest.mark.timeout(60)
 WORKDIR = "/work/dir"
 
 
-@pytest.mark.parametrize("path", [
-    "hdfs://other:9000/data", "s3a://bucket/key", "gs://bucket/obj", "file:///tmp/x",
-    "viewfs://cluster/a", "abfs://c@acct.dfs.core.windows.net/p",
-])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "hdfs://other:9000/data",
+        "s3a://bucket/key",
+        "gs://bucket/obj",
+        "file:///tmp/x",
+        "viewfs://cluster/a",
+        "abfs://c@acct.dfs.core.windows.net/p",
+    ],
+)
 @pytest.mark.parametrize("default_fs", ["hdfs://nn:8020", "file:///"])
 def test_qualified_paths_pass_through(default_fs, path):
     assert hdfs_path(default_fs, WORKDIR, path) == path
 
 
-@pytest.mark.parametrize("default_fs, path, expected", [
-    ("hdfs://nn:8020", "/abs", "hdfs://nn:8020/abs"),
-    ("hdfs://nn:8020/", "/abs", "hdfs://nn:8020/abs"),
-    ("file:///", "/abs/x", "file:///abs/x"),
-    ("file://", "/abs/x", "file:///abs/x"),
-    ("viewfs://cluster", "/a/b", "viewfs://cluster/a/b"),
-])
+@pytest.mark.parametrize(
+    "default_fs, path, expected",
+    [
+        ("hdfs://nn:8020", "/abs", "hdfs://nn:8020/abs"),
+        ("hdfs://nn:8020/", "/abs", "hdfs://nn:8020/abs"),
+        ("file:///", "/abs/x", "file:///abs/x"),
+        ("file://", "/abs/x", "file:///abs/x"),
+        ("viewfs://cluster", "/a/b", "viewfs://cluster/a/b"),
+    ],
+)
 def test_absolute_paths_get_the_default_fs(default_fs, path, expected):
     assert hdfs_path(default_fs, WORKDIR, path) == expected
 
@@ -49,8 +59,10 @@ def test_relative_path_on_local_fs_goes_under_working_dir(default_fs):
 def test_unknown_scheme_with_relative_path_warns(caplog):
     with caplog.at_level(logging.WARNING, logger="sparkdl.paths"):
         assert hdfs_path("weird://store", WORKDIR, "rel") == "weird://store/rel"
-    assert any(r.levelno == logging.WARNING and "weird://store" in r.getMessage() and "rel" in r.getMessage()
-               for r in caplog.records)
+    assert any(
+        r.levelno == logging.WARNING and "weird://store" in r.getMessage() and "rel" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_known_paths_do_not_warn(caplog):
@@ -60,13 +72,16 @@ def test_known_paths_do_not_warn(caplog):
     assert not caplog.records
 
 
-@pytest.mark.parametrize("value, expected", [
-    ("hdfs://nn:8020/", "hdfs://nn:8020"),
-    ("hdfs://nn:8020", "hdfs://nn:8020"),
-    ("file:///", "file://"),
-    ("file://", "file://"),
-    (None, "file://"),
-    ("", "file://"),
-])
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("hdfs://nn:8020/", "hdfs://nn:8020"),
+        ("hdfs://nn:8020", "hdfs://nn:8020"),
+        ("file:///", "file://"),
+        ("file://", "file://"),
+        (None, "file://"),
+        ("", "file://"),
+    ],
+)
 def test_normalize_default_fs(value, expected):
     assert normalize_default_fs(value) == expected

@@ -15,21 +15,27 @@ def conf(**settings):
     return {key.replace("_", "."): value for key, value in settings.items()}.get
 
 
-@pytest.mark.parametrize("master, settings, expected", [
-    ("local-cluster[2,1,1024]", {}, SlotLayout(2, 1)),
-    ("local-cluster[ 3 , 4 , 512 ]", {}, SlotLayout(3, 4)),
-    ("local-cluster[3,4,512]", {"spark_task_cpus": "2"}, SlotLayout(3, 2)),
-    ("local[4]", {}, SlotLayout(1, 4)),
-    ("local[4]", {"spark_task_cpus": "4"}, SlotLayout(1, 1)),
-    ("local[4,2]", {}, SlotLayout(1, 4)),
-    ("local[*]", {}, SlotLayout(1, None)),
-    ("local", {}, SlotLayout(1, 1)),
-    ("spark://h:7077", {}, SlotLayout(None, None)),
-    ("spark://h:7077", {"spark_executor_instances": "3", "spark_executor_cores": "4"}, SlotLayout(3, 4)),
-    ("spark://h:7077", {"spark_executor_instances": "3", "spark_executor_cores": "4", "spark_task_cpus": "2"},
-     SlotLayout(3, 2)),
-    ("yarn", {"spark_executor_instances": "5"}, SlotLayout(5, None)),
-])
+@pytest.mark.parametrize(
+    "master, settings, expected",
+    [
+        ("local-cluster[2,1,1024]", {}, SlotLayout(2, 1)),
+        ("local-cluster[ 3 , 4 , 512 ]", {}, SlotLayout(3, 4)),
+        ("local-cluster[3,4,512]", {"spark_task_cpus": "2"}, SlotLayout(3, 2)),
+        ("local[4]", {}, SlotLayout(1, 4)),
+        ("local[4]", {"spark_task_cpus": "4"}, SlotLayout(1, 1)),
+        ("local[4,2]", {}, SlotLayout(1, 4)),
+        ("local[*]", {}, SlotLayout(1, None)),
+        ("local", {}, SlotLayout(1, 1)),
+        ("spark://h:7077", {}, SlotLayout(None, None)),
+        ("spark://h:7077", {"spark_executor_instances": "3", "spark_executor_cores": "4"}, SlotLayout(3, 4)),
+        (
+            "spark://h:7077",
+            {"spark_executor_instances": "3", "spark_executor_cores": "4", "spark_task_cpus": "2"},
+            SlotLayout(3, 2),
+        ),
+        ("yarn", {"spark_executor_instances": "5"}, SlotLayout(5, None)),
+    ],
+)
 def test_slot_layout(master, settings, expected):
     assert slot_layout(master, conf(**settings)) == expected
 
@@ -63,14 +69,17 @@ def test_several_slots_per_executor_pass_the_configuration_check():
     assert check_configuration("local-cluster[2,2,1024]", conf(), 2) == SlotLayout(2, 2)
 
 
-@pytest.mark.parametrize("master, settings, nodes", [
-    ("local-cluster[2,2,1024]", {"spark_task_cpus": "2"}, 2),
-    ("local-cluster[2,2,1024]", {}, 2),
-    ("local-cluster[3,1,1024]", {"spark_dynamicAllocation_enabled": "false"}, 2),
-    ("local", {}, 1),
-    ("local[*]", {}, 1),
-    ("yarn", {}, 8),  # nothing known: the executor wait decides
-])
+@pytest.mark.parametrize(
+    "master, settings, nodes",
+    [
+        ("local-cluster[2,2,1024]", {"spark_task_cpus": "2"}, 2),
+        ("local-cluster[2,2,1024]", {}, 2),
+        ("local-cluster[3,1,1024]", {"spark_dynamicAllocation_enabled": "false"}, 2),
+        ("local", {}, 1),
+        ("local[*]", {}, 1),
+        ("yarn", {}, 8),  # nothing known: the executor wait decides
+    ],
+)
 def test_valid_configurations_pass(master, settings, nodes):
     check_configuration(master, conf(**settings), nodes)
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from sparkdl import ClusterError, TFCluster
+
 import fault_functions as ff
 import node_functions as nf
-from sparkdl import ClusterError, TFCluster
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -22,8 +23,13 @@ def _read(tmp_path: Path, name: str) -> dict:
 
 def test_relaunch_resumes_model_fit_from_the_saved_epoch(sc2, tmp_path):
     epochs, crash_after = 6, 2
-    args = {"out": str(tmp_path), "backup_dir": str(tmp_path / "backup"), "epochs": epochs,
-            "crash_after_epoch": crash_after, "chief": 0}
+    args = {
+        "out": str(tmp_path),
+        "backup_dir": str(tmp_path / "backup"),
+        "epochs": epochs,
+        "crash_after_epoch": crash_after,
+        "chief": 0,
+    }
     cluster = TFCluster.run(sc2, ff.resumable_fit, args, 2, max_restarts=1)
     cluster.shutdown(timeout=240)
 
@@ -50,8 +56,9 @@ def test_restarts_are_bounded_then_the_failure_is_raised(sc2, tmp_path):
 def test_spark_mode_relaunch_feeds_every_epoch_of_an_unfinished_read_again(sc2, tmp_path):
     """Without epoch reports (no ctx.progress_callback), a relaunch feeds the whole call again."""
     args = {"out": str(tmp_path), "batch": 50, "fail_on_attempt": 0, "victim": 1}
-    cluster = TFCluster.run(sc2, nf.count_feed_failing_once, args, 2, input_mode=TFCluster.InputMode.SPARK,
-                            max_restarts=1)
+    cluster = TFCluster.run(
+        sc2, nf.count_feed_failing_once, args, 2, input_mode=TFCluster.InputMode.SPARK, max_restarts=1
+    )
     cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 4), num_epochs=2)
     cluster.shutdown(timeout=120)
     assert cluster.restarts == 1
@@ -66,10 +73,19 @@ def test_spark_mode_relaunch_feeds_only_the_epochs_not_yet_completed(sc2, tmp_pa
     spark = SparkSession.builder.getOrCreate()
     rng = np.random.default_rng(0)
     features = rng.normal(size=(256, 8)).astype("float32")
-    frame = spark.createDataFrame([(row.tolist(), int(row.sum() > 0)) for row in features],
-                                  "x array<float>, y long").repartition(3).cache()
-    args = {"out": str(tmp_path), "backup_dir": str(tmp_path / "backup"), "epochs": epochs,
-            "crash_after_epoch": crash_after, "chief": 0, "from_feed": True}
+    frame = (
+        spark.createDataFrame([(row.tolist(), int(row.sum() > 0)) for row in features], "x array<float>, y long")
+        .repartition(3)
+        .cache()
+    )
+    args = {
+        "out": str(tmp_path),
+        "backup_dir": str(tmp_path / "backup"),
+        "epochs": epochs,
+        "crash_after_epoch": crash_after,
+        "chief": 0,
+        "from_feed": True,
+    }
     cluster = TFCluster.run(sc2, ff.resumable_fit, args, 2, input_mode=TFCluster.InputMode.SPARK, max_restarts=1)
     history = cluster.train(frame, num_epochs=epochs)
     cluster.shutdown(timeout=240)

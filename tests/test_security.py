@@ -17,13 +17,14 @@ from pathlib import Path
 
 import psutil
 import pytest
+from test_faults import cluster_processes, wait_for
 
-import node_functions as nf
 from sparkdl import ClusterError, TFCluster
 from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 from sparkdl.feed.feeder import FeedTarget
 from sparkdl.node.launch import prune_old_clusters, user_root
-from test_faults import cluster_processes, wait_for
+
+import node_functions as nf
 
 pytestmark = pytest.mark.timeout(240)
 SPARK = TFCluster.InputMode.SPARK
@@ -59,7 +60,8 @@ def test_unauthenticated_and_pickled_input_is_rejected_and_never_unpickled(sc2, 
     out.mkdir()
     cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(out)}, 2, input_mode=SPARK)
     servers = [(cluster.coordinator_address, Endpoint.coordinator(cluster.cluster_id))] + [
-        ((n["host"], n["feed_port"]), Endpoint.feed(cluster.cluster_id, n["executor_id"])) for n in cluster.cluster_info]
+        ((n["host"], n["feed_port"]), Endpoint.feed(cluster.cluster_id, n["executor_id"])) for n in cluster.cluster_info
+    ]
     assert len(servers) == 3
     for address, endpoint in servers:
         reply = _send_raw(address, pickle.dumps(_Canary(str(canary))))
@@ -70,8 +72,11 @@ def test_unauthenticated_and_pickled_input_is_rejected_and_never_unpickled(sc2, 
     cluster.shutdown(timeout=120)
     # The coordinator refused both of its peers: the first in a line of its own, the second in the
     # summary that ends the 10 s period (a flood of refused connections cannot flood the log).
-    wait_for(lambda: "sparkdl-coordinator: refused 1 more connection(s)" in caplog.text, 15,
-             "the coordinator's summary of refused connections")
+    wait_for(
+        lambda: "sparkdl-coordinator: refused 1 more connection(s)" in caplog.text,
+        15,
+        "the coordinator's summary of refused connections",
+    )
     assert caplog.text.count("sparkdl-coordinator: rejected a connection") == 1
     assert not canary.exists(), "bytes from an unauthenticated peer were unpickled"
     assert sorted(json.loads(p.read_text())["rows"] for p in out.glob("node*.json")) == [50, 50]
@@ -92,8 +97,11 @@ def test_listening_sockets_bind_one_deliberate_address(sc2, tmp_path):
         assert len(listening) >= 2, "each node runs a feed server"
         assert all(addr.ip not in ("0.0.0.0", "::") for addr in listening), listening
         host, port = cluster.coordinator_address
-        bound = [c.laddr for c in psutil.Process().net_connections(kind="tcp")
-                 if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+        bound = [
+            c.laddr
+            for c in psutil.Process().net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+        ]
         assert [addr.ip for addr in bound] == [host], "the coordinator binds the address it gives its nodes"
     finally:
         cluster.shutdown(timeout=120)
@@ -106,8 +114,9 @@ def test_tensorflow_listens_on_all_interfaces_on_its_cluster_spec_port_and_nothi
     or loopback (the data server TensorBoard starts)."""
     out, flag = tmp_path / "out", tmp_path / "flag"
     out.mkdir()
-    cluster = TFCluster.run(sc2, nf.serve_until_flag, {"out": str(out), "flag": str(flag)}, 2, input_mode=SPARK,
-                            tensorboard=True)
+    cluster = TFCluster.run(
+        sc2, nf.serve_until_flag, {"out": str(out), "flag": str(flag)}, 2, input_mode=SPARK, tensorboard=True
+    )
     try:
         deadline = time.monotonic() + 120
         while len(list(out.glob("node*.json"))) < 2:  # every node's TF server started (bounded)
@@ -146,9 +155,14 @@ def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog, monke
     [secret] = made
     with pytest.raises(ClusterError) as caught:
         cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 2), 1)
-    texts = {"error": str(caught.value), "driver log": caplog.text, "cluster repr": repr(vars(cluster)),
-             "feed target repr": repr(FeedTarget(secret, (("h", 1),), (Endpoint.feed("c", 0),), ("worker:0",), 1.0,
-                                                   "input"))}
+    texts = {
+        "error": str(caught.value),
+        "driver log": caplog.text,
+        "cluster repr": repr(vars(cluster)),
+        "feed target repr": repr(
+            FeedTarget(secret, (("h", 1),), (Endpoint.feed("c", 0),), ("worker:0",), 1.0, "input")
+        ),
+    }
     for path in (user_root() / cluster.cluster_id).rglob("*"):
         if path.is_file():
             texts[str(path)] = path.read_bytes().decode("latin-1")
@@ -156,8 +170,12 @@ def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog, monke
     for path in spark_work.rglob("std*"):  # the executors' stdout/stderr
         texts[str(path)] = path.read_bytes().decode("latin-1")
     assert any("node.log" in name for name in texts) and any("supervisor.log" in name for name in texts)
-    forms = {"hex": secret.hex(), "raw": secret.decode("latin-1"), "repr": repr(secret)[2:-1],
-             "base64": base64.b64encode(secret).decode()}
+    forms = {
+        "hex": secret.hex(),
+        "raw": secret.decode("latin-1"),
+        "repr": repr(secret)[2:-1],
+        "base64": base64.b64encode(secret).decode(),
+    }
     for where, text in texts.items():
         for form, value in forms.items():
             assert value not in text, f"the cluster secret ({form}) appears in {where}"
@@ -169,8 +187,7 @@ def test_concurrent_clusters_write_to_their_own_private_directories(sc2, tmp_pat
         out, flag = tmp_path / name, tmp_path / f"flag-{name}"
         out.mkdir()
         flags.append(flag)
-        clusters.append(TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, 1,
-                                      tensorboard=True))
+        clusters.append(TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, 1, tensorboard=True))
     try:
         logs = [Path(c.cluster_info[0]["log_path"]) for c in clusters]
         assert logs[0].parent != logs[1].parent

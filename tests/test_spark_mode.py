@@ -8,10 +8,11 @@ import time
 import numpy as np
 import pytest
 
-import node_functions as nf
-from conftest import read_json_files
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.columns import FeedDataError
+
+import node_functions as nf
+from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -53,12 +54,20 @@ def test_input_mapping_and_vectors_become_dense_arrays(sc2, spark, tmp_path):
     from pyspark.ml.linalg import Vectors, VectorUDT
     from pyspark.sql import types as T
 
-    schema = T.StructType([T.StructField("v", VectorUDT()), T.StructField("x", T.ArrayType(T.FloatType())),
-                           T.StructField("y", T.LongType())])
-    frame = spark.createDataFrame([(Vectors.dense([float(i), 1.0, 2.0]), [float(i)] * 5, i) for i in range(40)],
-                                  schema)
-    args = {"out": str(tmp_path), "batch": 16, "mapping": {"v": "vec", "x": "features", "y": "label"},
-            "label_key": "label"}
+    schema = T.StructType(
+        [
+            T.StructField("v", VectorUDT()),
+            T.StructField("x", T.ArrayType(T.FloatType())),
+            T.StructField("y", T.LongType()),
+        ]
+    )
+    frame = spark.createDataFrame([(Vectors.dense([float(i), 1.0, 2.0]), [float(i)] * 5, i) for i in range(40)], schema)
+    args = {
+        "out": str(tmp_path),
+        "batch": 16,
+        "mapping": {"v": "vec", "x": "features", "y": "label"},
+        "label_key": "label",
+    }
     cluster = TFCluster.run(sc2, nf.count_feed, args, 2, input_mode=SPARK)
     cluster.train(frame, 1)
     cluster.shutdown(timeout=120)
@@ -83,8 +92,9 @@ def test_skewed_partitions_train_with_model_fit_to_identical_weights(sc2, spark,
     """One partition holds almost everything, one is empty: both workers still run the same steps."""
     frame = spark.createDataFrame(skewed_rdd(sc2, [1000, 0, 37]), "x array<float>, y double")
     started = time.monotonic()
-    cluster = TFCluster.run(sc2, nf.fit_from_feed, {"out": str(tmp_path), "batch": 32, "epochs": 3}, 2,
-                            input_mode=SPARK)
+    cluster = TFCluster.run(
+        sc2, nf.fit_from_feed, {"out": str(tmp_path), "batch": 32, "epochs": 3}, 2, input_mode=SPARK
+    )
     cluster.train(frame, num_epochs=3)
     cluster.shutdown(timeout=200)
     assert time.monotonic() - started < 200
@@ -133,8 +143,9 @@ def test_unsupported_column_type_is_rejected_before_feeding(sc2, spark, tmp_path
 def test_inference_results_align_with_uneven_partitions(sc2, spark, tmp_path, source):
     sizes = [0, 5, 123, 37, 1]
     values = list(range(sum(sizes)))
-    rdd = sc2.parallelize([values[sum(sizes[:i]):sum(sizes[:i + 1])] for i in range(len(sizes))], len(sizes)) \
-        .flatMap(lambda rows: rows)
+    rdd = sc2.parallelize(
+        [values[sum(sizes[:i]) : sum(sizes[: i + 1])] for i in range(len(sizes))], len(sizes)
+    ).flatMap(lambda rows: rows)
     assert rdd.glom().map(len).collect() == sizes
     data = rdd if source == "rdd" else spark.createDataFrame(rdd.map(lambda v: (v,)), "v long")
     cluster = TFCluster.run(sc2, nf.infer_times_ten, {"out": str(tmp_path), "batch": 10}, 2, input_mode=SPARK)
@@ -157,6 +168,7 @@ def test_node_failure_during_feeding_surfaces_quickly(sc2, tmp_path):
 def flag_when_feeding_jobs_end(sc, cluster, jobs: int, flag, timeout_s: float = 120.0) -> threading.Thread:
     """Create ``flag`` once ``jobs`` Spark jobs of the cluster's feeding (count + epochs) have
     succeeded: the rows are then queued in the nodes, not yet read."""
+
     def watch():
         group, tracker = f"sparkdl-{cluster.cluster_id}-feed", sc.statusTracker()
         deadline = time.monotonic() + timeout_s
@@ -176,8 +188,13 @@ def flag_when_feeding_jobs_end(sc, cluster, jobs: int, flag, timeout_s: float = 
 def test_train_returns_once_every_node_has_read_its_rows(sc2, tmp_path, fail):
     # 1,000 small rows fit in the nodes' queues: the feeding job ends before map_fun reads them.
     flag = tmp_path / "flag"
-    cluster = TFCluster.run(sc2, nf.read_after_flag, {"out": str(tmp_path), "flag": str(flag), "rows": 500,
-                                                      "fail": fail}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(
+        sc2,
+        nf.read_after_flag,
+        {"out": str(tmp_path), "flag": str(flag), "rows": 500, "fail": fail},
+        2,
+        input_mode=SPARK,
+    )
     watcher = flag_when_feeding_jobs_end(sc2, cluster, jobs=2, flag=flag)
     if fail:
         with pytest.raises(ClusterError, match="sentinel 5e7a"):
@@ -213,8 +230,14 @@ def test_lockstep_training_with_small_queues_does_not_deadlock(sc2, spark, tmp_p
     node as it goes, or a full queue on one node starves the other and MWMS waits forever."""
     sizes = [300] * 8
     frame = spark.createDataFrame(skewed_rdd(sc2, sizes), "x array<float>, y double")
-    cluster = TFCluster.run(sc2, nf.fit_from_feed, {"out": str(tmp_path), "batch": 16, "epochs": 2}, 2,
-                            input_mode=SPARK, feed_queue_bytes=16 * 1024)
+    cluster = TFCluster.run(
+        sc2,
+        nf.fit_from_feed,
+        {"out": str(tmp_path), "batch": 16, "epochs": 2},
+        2,
+        input_mode=SPARK,
+        feed_queue_bytes=16 * 1024,
+    )
     cluster.train(frame, num_epochs=2, feed_timeout=60)
     cluster.shutdown(timeout=200)
     nodes = read_json_files(tmp_path)

@@ -58,9 +58,15 @@ class StandaloneCluster:
         self.spark_home = _spark_home()
         self.port, self.webui_port = _free_port(), _free_port()
         self.worker_ports = [(_free_port(), _free_port()) for _ in range(workers)]  # (rpc, web UI)
-        self.env = dict(os.environ, SPARK_HOME=str(self.spark_home), SPARK_LOCAL_IP="127.0.0.1",
-                        SPARK_LOG_DIR=str(base / "logs"), SPARK_WORKER_DIR=str(base / "work"),
-                        PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        self.env = dict(
+            os.environ,
+            SPARK_HOME=str(self.spark_home),
+            SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_LOG_DIR=str(base / "logs"),
+            SPARK_WORKER_DIR=str(base / "work"),
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+        )
         self.processes: dict[str, subprocess.Popen] = {}
         self._descendants: list[psutil.Process] = []
 
@@ -78,21 +84,48 @@ class StandaloneCluster:
         (self.base / "logs").mkdir(parents=True, exist_ok=True)
         log = open(self.base / "logs" / f"{name}.out", "wb")  # noqa: SIM115 - the child owns it
         # spark-class execs the JVM, so this pid is the Master's or Worker's own.
-        self.processes[name] = subprocess.Popen([str(self.spark_home / "bin" / "spark-class"), *args],
-                                                env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                stdin=subprocess.DEVNULL, start_new_session=True)
+        self.processes[name] = subprocess.Popen(
+            [str(self.spark_home / "bin" / "spark-class"), *args],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()
 
     def start(self) -> None:
         """Start the Master, then the Workers (one core, 1 GiB each)."""
-        self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.port), "--webui-port", str(self.webui_port))
+        self._spawn(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.webui_port),
+        )
         for index, (port, webui_port) in enumerate(self.worker_ports):
             work_dir = self.base / "work" / f"worker{index}"
             work_dir.mkdir(parents=True)
-            self._spawn(f"worker{index}", "org.apache.spark.deploy.worker.Worker", self.master_url,
-                        "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(webui_port),
-                        "--cores", "1", "--memory", "1g", "--work-dir", str(work_dir))
+            self._spawn(
+                f"worker{index}",
+                "org.apache.spark.deploy.worker.Worker",
+                self.master_url,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--webui-port",
+                str(webui_port),
+                "--cores",
+                "1",
+                "--memory",
+                "1g",
+                "--work-dir",
+                str(work_dir),
+            )
 
     def state(self) -> dict:
         """The Master's JSON status page (workers, applications)."""
@@ -147,8 +180,10 @@ class StandaloneCluster:
 
     def logs(self, tail: int = 3000) -> str:
         """The end of each daemon's console log, for failure messages."""
-        return "\n".join(f"--- {path.name} ---\n{path.read_text(errors='replace')[-tail:]}"
-                         for path in sorted((self.base / "logs").glob("*.out")))
+        return "\n".join(
+            f"--- {path.name} ---\n{path.read_text(errors='replace')[-tail:]}"
+            for path in sorted((self.base / "logs").glob("*.out"))
+        )
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +193,7 @@ def standalone(tmp_path_factory):
     cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2)
     try:
         cluster.start()
-        cluster.wait_for(lambda status: sum(w["state"] == "ALIVE" for w in status["workers"]) == 2,
-                         "2 ALIVE workers")
+        cluster.wait_for(lambda status: sum(w["state"] == "ALIVE" for w in status["workers"]) == 2, "2 ALIVE workers")
         yield cluster
     finally:
         cluster.stop()
@@ -169,14 +203,31 @@ def _submit(cluster: StandaloneCluster, tmp_path: Path, script: str, *args: str)
     """spark-submit ``script`` to the standalone Master, one core per executor, two executors;
     returns its stdout after checking that the application ran there, an executor on each Worker."""
     before = {app["id"] for app in cluster.state()["completedapps"]}
-    command = [str(Path(sys.executable).parent / "spark-submit"), "--master", cluster.master_url,
-               "--conf", "spark.executor.cores=1", "--conf", "spark.cores.max=2", "--conf", "spark.task.cpus=1",
-               "--conf", "spark.executor.memory=1g", "--conf", "spark.ui.enabled=false", str(ROOT / script), *args]
+    command = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        cluster.master_url,
+        "--conf",
+        "spark.executor.cores=1",
+        "--conf",
+        "spark.cores.max=2",
+        "--conf",
+        "spark.task.cpus=1",
+        "--conf",
+        "spark.executor.memory=1g",
+        "--conf",
+        "spark.ui.enabled=false",
+        str(ROOT / script),
+        *args,
+    ]
     result = subprocess.run(command, cwd=tmp_path, env=cluster.env, capture_output=True, text=True, timeout=480)
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}\n{cluster.logs()}"
     # The application ran on this Master (not on a cluster the script made up), one executor per Worker.
-    status = cluster.wait_for(lambda s: {a["id"] for a in s["completedapps"]} - before,
-                              "completed application on this Master (did the script keep spark-submit's --master?)", 60)
+    status = cluster.wait_for(
+        lambda s: {a["id"] for a in s["completedapps"]} - before,
+        "completed application on this Master (did the script keep spark-submit's --master?)",
+        60,
+    )
     (app,) = [a for a in status["completedapps"] if a["id"] not in before]
     assert app["state"] == "FINISHED", app
     executor_dirs = sorted((cluster.base / "work").glob(f"worker*/{app['id']}/*"))
@@ -195,8 +246,16 @@ def test_the_demo_trains_two_tf_nodes_on_the_standalone_cluster(standalone, tmp_
     status = standalone.state()
     assert status["status"] == "ALIVE" and status["url"] == standalone.master_url
     assert sorted(w["cores"] for w in status["workers"]) == [1, 1]
-    stdout = _submit(standalone, tmp_path, "examples/mnist/mnist_tf.py", "--epochs", "3", "--no_baseline",
-                     "--export_dir", str(tmp_path / "export"))
+    stdout = _submit(
+        standalone,
+        tmp_path,
+        "examples/mnist/mnist_tf.py",
+        "--epochs",
+        "3",
+        "--no_baseline",
+        "--export_dir",
+        str(tmp_path / "export"),
+    )
     assert "trained on 2 TF nodes" in stdout
     assert (tmp_path / "export" / "saved_model.pb").exists()
     assert _accuracy(stdout, 360) > 0.8
@@ -204,8 +263,17 @@ def test_the_demo_trains_two_tf_nodes_on_the_standalone_cluster(standalone, tmp_
 
 @pytest.mark.timeout(540)
 def test_distributed_inference_example_scores_on_the_standalone_cluster(standalone, tmp_path):
-    stdout = _submit(standalone, tmp_path, "examples/inference/score_digits.py", "--rows", "2000",
-                     "--epochs", "2", "--work_dir", str(tmp_path))
+    stdout = _submit(
+        standalone,
+        tmp_path,
+        "examples/inference/score_digits.py",
+        "--rows",
+        "2000",
+        "--epochs",
+        "2",
+        "--work_dir",
+        str(tmp_path),
+    )
     assert _accuracy(stdout, 2000) > 0.85
 
 

@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+from test_node_feed import Worker, labelled, make_server, secret, send_end, send_plan, server, target  # noqa: F401
 
 from sparkdl import channel as ch
 from sparkdl.channel import ChannelError, ChannelServer, ChannelTimeout, Endpoint, connect, new_secret
@@ -23,7 +24,6 @@ from sparkdl.feed import feeder
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedError
 from sparkdl.feed.plan import balanced_plan
-from test_node_feed import Worker, labelled, make_server, secret, send_end, send_plan, server, target  # noqa: F401
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -81,10 +81,14 @@ def test_a_silent_inference_feeder_is_dropped_and_releases_the_nodes_turn(server
 
 def test_a_feeder_that_stops_reading_its_results_fails_its_task_not_map_fun(server, secret):
     durations: list[float] = []
-    consumer = serve_inference(DataFeed(server, train_mode=False, feed_timeout=30),
-                               lambda batch: np.zeros((len(batch), RESULT_FLOATS), np.float32), durations)
-    stalled = feeder.infer_partition(target(secret, server, feed_timeout=2.0), 0, 0,
-                                     feeder.rdd_batches(list(range(2000))))  # 128 MiB of results
+    consumer = serve_inference(
+        DataFeed(server, train_mode=False, feed_timeout=30),
+        lambda batch: np.zeros((len(batch), RESULT_FLOATS), np.float32),
+        durations,
+    )
+    stalled = feeder.infer_partition(
+        target(secret, server, feed_timeout=2.0), 0, 0, feeder.rdd_batches(list(range(2000)))
+    )  # 128 MiB of results
     try:
         assert len(next(stalled)) == 64  # its first results arrive; then its task reads no more
         # map_fun's batch_results gives up on that task after its feed_timeout, answers the rest of the
@@ -113,8 +117,15 @@ def test_a_training_feeder_that_goes_silent_is_dropped_and_its_task_fails(server
         resume.wait(30)
         yield from second
 
-    worker = Worker(feeder.feed_training_partition, target(secret, server, feed_timeout=1.0), 1, 0, 0,
-                    balanced_plan([20], 1), batches())
+    worker = Worker(
+        feeder.feed_training_partition,
+        target(secret, server, feed_timeout=1.0),
+        1,
+        0,
+        0,
+        balanced_plan([20], 1),
+        batches(),
+    )
     with caplog.at_level(logging.WARNING, logger="sparkdl.feed.server"):
         assert wait_until(lambda: "sent nothing for 1 s" in caplog.text), "the node never dropped a silent feeder"
     resume.set()
@@ -142,9 +153,11 @@ def test_a_send_to_a_peer_that_never_reads_gives_up_and_closes_the_channel():
 
 
 def keepalive_options(sock: socket.socket) -> tuple[int, int, int]:
-    return (sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
-            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
-            sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT))
+    return (
+        sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+        sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+    )
 
 
 def test_channel_sockets_keep_tcp_alive_on_both_ends():

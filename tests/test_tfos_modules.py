@@ -11,21 +11,44 @@ import sys
 
 import pytest
 from pyspark.ml.param import Params
+from test_gpus import write_fake_smi  # free GPUs 0 and 2; 1 and 3 busy
 
 from sparkdl import compat, gpu_info, pipeline, util
 from sparkdl.gpus import GPUSelectionError
-from test_gpus import write_fake_smi  # free GPUs 0 and 2; 1 and 3 busy
 
 pytestmark = pytest.mark.timeout(120)
 
 TFOS_PIPELINE_NAMES = [  # tensorflowonspark.pipeline's public names (get_meta_graph_def is TF 1 only)
-    "TFEstimator", "TFModel", "Namespace", "TFParams", "TFTypeConverters", "HasBatchSize", "HasClusterSize",
-    "HasEpochs", "HasGraceSecs", "HasInputMapping", "HasInputMode", "HasMasterNode", "HasModelDir", "HasNumPS",
-    "HasOutputMapping", "HasProtocol", "HasReaders", "HasSteps", "HasTensorboard", "HasTFRecordDir", "HasExportDir",
-    "HasSignatureDefKey", "HasTagSet", "single_node_env", "yield_batch"]
+    "TFEstimator",
+    "TFModel",
+    "Namespace",
+    "TFParams",
+    "TFTypeConverters",
+    "HasBatchSize",
+    "HasClusterSize",
+    "HasEpochs",
+    "HasGraceSecs",
+    "HasInputMapping",
+    "HasInputMode",
+    "HasMasterNode",
+    "HasModelDir",
+    "HasNumPS",
+    "HasOutputMapping",
+    "HasProtocol",
+    "HasReaders",
+    "HasSteps",
+    "HasTensorboard",
+    "HasTFRecordDir",
+    "HasExportDir",
+    "HasSignatureDefKey",
+    "HasTagSet",
+    "single_node_env",
+    "yield_batch",
+]
 
 
 # -- compat --
+
 
 @pytest.fixture(scope="module")
 def tf():
@@ -75,13 +98,16 @@ def test_disable_auto_shard_and_is_gpu_available(tf):
 def test_importing_compat_does_not_import_tensorflow():
     import subprocess
 
-    code = ("import sys, sparkdl.compat, sparkdl.pipeline, sparkdl.gpu_info, sparkdl.util; "
-            "print('tensorflow' in sys.modules)")
+    code = (
+        "import sys, sparkdl.compat, sparkdl.pipeline, sparkdl.gpu_info, sparkdl.util; "
+        "print('tensorflow' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr
 
 
 # -- gpu_info --
+
 
 @pytest.fixture
 def fake_smi(tmp_path, monkeypatch):
@@ -93,10 +119,10 @@ def fake_smi(tmp_path, monkeypatch):
 
 def test_get_gpus_picks_free_gpus_by_worker_index(fake_smi):
     assert gpu_info.is_gpu_available()
-    assert gpu_info.get_gpus() in ("0", "2")                      # worker_index=-1: at random among the free
+    assert gpu_info.get_gpus() in ("0", "2")  # worker_index=-1: at random among the free
     assert gpu_info.get_gpus(1, worker_index=0) == "0"
     assert gpu_info.get_gpus(1, worker_index=1) == "2"
-    assert gpu_info.get_gpus(1, worker_index=2) == "0"              # wraps around the free GPUs
+    assert gpu_info.get_gpus(1, worker_index=2) == "0"  # wraps around the free GPUs
     assert gpu_info.get_gpus(2, 0) == "0,2"
     assert gpu_info.get_gpus(2, 0, format=gpu_info.AS_LIST) == ["0", "2"]
     assert gpu_info.get_gpus(0) == ""
@@ -122,10 +148,18 @@ def test_no_nvidia_smi_means_no_gpu(tmp_path, monkeypatch):
 
 # -- util.single_node_env --
 
+
 @pytest.fixture
 def clean_env(monkeypatch):
-    for name in ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HADOOP_PREFIX", "HADOOP_HOME", "CLASSPATH",
-                 util.CLASSPATH_MARK, util.INHERITED_GPUS):
+    for name in (
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "HADOOP_PREFIX",
+        "HADOOP_HOME",
+        "CLASSPATH",
+        util.CLASSPATH_MARK,
+        util.INHERITED_GPUS,
+    ):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -168,22 +202,36 @@ def test_single_node_env_adds_hadoop_classpath_once(tmp_path, clean_env):
 
 # -- pipeline and params --
 
+
 def test_pipeline_has_tfos_names():
     missing = [name for name in TFOS_PIPELINE_NAMES if not hasattr(pipeline, name)]
     assert not missing and set(TFOS_PIPELINE_NAMES) <= set(pipeline.__all__)
     from sparkdl.ml import TFEstimator
 
     assert pipeline.TFEstimator is TFEstimator
-    for mixin in ("HasBatchSize", "HasClusterSize", "HasNumPS", "HasInputMapping", "HasTensorboard", "HasEpochs",
-                  "HasGraceSecs", "HasMasterNode", "HasProtocol", "HasReaders", "HasSteps", "HasTFRecordDir"):
+    for mixin in (
+        "HasBatchSize",
+        "HasClusterSize",
+        "HasNumPS",
+        "HasInputMapping",
+        "HasTensorboard",
+        "HasEpochs",
+        "HasGraceSecs",
+        "HasMasterNode",
+        "HasProtocol",
+        "HasReaders",
+        "HasSteps",
+        "HasTFRecordDir",
+    ):
         assert issubclass(TFEstimator, getattr(pipeline, mixin)), mixin
     for mixin in ("HasSignatureDefKey", "HasTagSet", "HasOutputMapping", "HasExportDir", "HasModelDir"):
         assert issubclass(pipeline.TFModel, getattr(pipeline, mixin)), mixin
 
 
 def test_mixins_make_a_custom_stage_with_tfos_accessors():
-    class Stage(pipeline.TFParams, pipeline.HasBatchSize, pipeline.HasNumPS, pipeline.HasInputMapping,
-                pipeline.HasTFRecordDir):
+    class Stage(
+        pipeline.TFParams, pipeline.HasBatchSize, pipeline.HasNumPS, pipeline.HasInputMapping, pipeline.HasTFRecordDir
+    ):
         def __init__(self, args):
             super().__init__()
             self.args = args
@@ -191,8 +239,12 @@ def test_mixins_make_a_custom_stage_with_tfos_accessors():
 
     stage = Stage(pipeline.Namespace({"lr": 0.1}))
     stage.setBatchSize(64).setNumPS(1).setDriverPSNodes(True).setInputMapping({"x": "in"}).setTFRecordDir("/r")
-    assert (stage.getBatchSize(), stage.getNumPS(), stage.getDriverPSNodes(), stage.getTFRecordDir()) == \
-        (64, 1, True, "/r")
+    assert (stage.getBatchSize(), stage.getNumPS(), stage.getDriverPSNodes(), stage.getTFRecordDir()) == (
+        64,
+        1,
+        True,
+        "/r",
+    )
     merged = stage.merge_args_params()
     assert merged.lr == 0.1 and merged.batch_size == 64 and merged.input_mapping == {"x": "in"}
     assert stage.args.__dict__ == {"lr": 0.1}  # merge_args_params copies
@@ -259,20 +311,39 @@ def test_estimator_params_reach_tfcluster(monkeypatch):
         return _FakeCluster(record)
 
     monkeypatch.setattr(cluster_mod, "run", fake_run)
-    estimator = (TFEstimator(lambda args, ctx: None, {"lr": 0.5}).setInputMapping({"x": "x"}).setClusterSize(3)
-                 .setFeedTimeout(30).setStallTimeout(120).setMaxRestarts(2).setNumGPUs(0).setMasterNode("master")
-                 .setGraceSecs(5).setEpochs(4))
+    estimator = (
+        TFEstimator(lambda args, ctx: None, {"lr": 0.5})
+        .setInputMapping({"x": "x"})
+        .setClusterSize(3)
+        .setFeedTimeout(30)
+        .setStallTimeout(120)
+        .setMaxRestarts(2)
+        .setNumGPUs(0)
+        .setMasterNode("master")
+        .setGraceSecs(5)
+        .setEpochs(4)
+    )
     estimator.fit(_FakeFrame())
     tf_args, size, kwargs = record["run"]
     assert size == 3 and tf_args.lr == 0.5 and tf_args.feed_timeout == 30.0
-    assert kwargs == {"master_node": "master", "driver_ps_nodes": False, "num_gpus": 0, "stall_timeout": 120.0,
-                      "max_restarts": 2}
+    assert kwargs == {
+        "master_node": "master",
+        "driver_ps_nodes": False,
+        "num_gpus": 0,
+        "stall_timeout": 120.0,
+        "max_restarts": 2,
+    }
     assert record["train"] == (4, {"feed_timeout": 30.0, "validation_data": None})
     assert record["shutdown"] == {"grace_secs": 5.0}
     defaults = TFEstimator(lambda args, ctx: None, ["--lr", "0.5"]).setInputMapping({"x": "x"})
     defaults.fit(_FakeFrame())
     tf_args, _, kwargs = record["run"]
     assert tf_args == ["--lr", "0.5"]  # an argv list reaches train_fn as is, as in TFoS
-    assert kwargs == {"master_node": "chief", "driver_ps_nodes": False, "num_gpus": None, "stall_timeout": None,
-                      "max_restarts": 0}
+    assert kwargs == {
+        "master_node": "chief",
+        "driver_ps_nodes": False,
+        "num_gpus": None,
+        "stall_timeout": None,
+        "max_restarts": 0,
+    }
     assert record["train"][1]["feed_timeout"] == 600.0 and record["shutdown"] == {"grace_secs": 0.0}

@@ -12,8 +12,10 @@ import pytest
 
 from sparkdl.node.watchdog import pid_alive, watch_pid
 
-pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process semantics")]
+pytestmark = [
+    pytest.mark.timeout(60),
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux process semantics"),
+]
 
 
 def wait_until(condition, timeout):
@@ -98,8 +100,9 @@ time.sleep(120)
 
 def test_grandchild_dies_with_its_parent(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
-    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(CHILD), GRANDCHILD, str(pid_file)],
-                             stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(CHILD), GRANDCHILD, str(pid_file)], stdout=subprocess.PIPE, text=True
+    )
     grandchild = None
     try:
         line = child.stdout.readline()  # the grandchild prints its pid once die_with_parent() has run
@@ -118,6 +121,10 @@ def test_grandchild_dies_with_its_parent(tmp_path):
 
 
 def test_die_with_parent_is_harmless_in_a_process_whose_parent_lives():
-    result = subprocess.run([sys.executable, "-c", "from sparkdl.node import watchdog; watchdog.die_with_parent();"
-                             " print('ok')"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [sys.executable, "-c", "from sparkdl.node import watchdog; watchdog.die_with_parent(); print('ok')"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert result.returncode == 0 and result.stdout.strip() == "ok"

@@ -38,14 +38,16 @@ def train_model(path: str, epochs: int) -> str:
 
     images, labels = digits_28()
     keras.utils.set_random_seed(0)
-    model = keras.Sequential([
-        keras.Input((28, 28, 1), name="image"),
-        keras.layers.Conv2D(16, 3, activation="relu"),
-        keras.layers.MaxPooling2D(),
-        keras.layers.Flatten(),
-        keras.layers.Dense(64, activation="relu"),
-        keras.layers.Dense(10, activation="softmax", name="probs"),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((28, 28, 1), name="image"),
+            keras.layers.Conv2D(16, 3, activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Flatten(),
+            keras.layers.Dense(64, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", name="probs"),
+        ]
+    )
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     model.fit(images, labels, epochs=epochs, batch_size=64, verbose=0)
     model.save(path)
@@ -58,16 +60,20 @@ def digits_frame(spark, rows: int, partitions: int):
 
     images, labels = digits_28()
     index = np.arange(rows) % len(labels)
-    frame = pd.DataFrame({"id": np.arange(rows), "pixels": list(images.reshape(len(labels), -1)[index]),
-                          "label": labels[index]})
+    frame = pd.DataFrame(
+        {"id": np.arange(rows), "pixels": list(images.reshape(len(labels), -1)[index]), "label": labels[index]}
+    )
     return spark.createDataFrame(frame, "id long, pixels array<float>, label long").repartition(partitions)
 
 
 def parse_args(argv=None):
     """Command-line options; every one has a default."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL (default: the one spark-submit set, else local-cluster[2,1,1024])")
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL (default: the one spark-submit set, else local-cluster[2,1,1024])",
+    )
     parser.add_argument("--model", default=None, help=".keras file or SavedModel directory (default: train one)")
     parser.add_argument("--work_dir", default=None, help="where a trained model and --output go (default: a temp dir)")
     parser.add_argument("--epochs", type=int, default=5, help="epochs when training the model")
@@ -104,10 +110,16 @@ def main(argv=None, spark=None) -> float:
     model_path = args.model or train_model(os.path.join(work_dir, "digits.keras"), args.epochs)
 
     df = digits_frame(spark, args.rows, args.partitions)
-    predictor = Predictor(model_path, input_mapping={"pixels": "image"}, output_mapping="probabilities",
-                          keep_columns=["id", "label"], batch_size=args.batch_size)
+    predictor = Predictor(
+        model_path,
+        input_mapping={"pixels": "image"},
+        output_mapping="probabilities",
+        keep_columns=["id", "label"],
+        batch_size=args.batch_size,
+    )
     scored = predictor.transform(df, arrow=not args.pandas).withColumn(
-        "prediction", F.array_position("probabilities", F.array_max("probabilities")) - 1)
+        "prediction", F.array_position("probabilities", F.array_max("probabilities")) - 1
+    )
     started = time.time()
     if args.output:
         scored.write.mode("overwrite").parquet(args.output)

@@ -25,12 +25,16 @@ def load_digits_split():
     return (features[train], labels[train]), (features[test], labels[test])
 
 
-def example_parser(description: str, cluster_size: int = 2, epochs: int = 15,
-                   nodes_help: str = "number of TF nodes (one per executor)") -> argparse.ArgumentParser:
+def example_parser(
+    description: str, cluster_size: int = 2, epochs: int = 15, nodes_help: str = "number of TF nodes (one per executor)"
+) -> argparse.ArgumentParser:
     """A parser with the options every digits example shares: --master, --cluster_size, --epochs."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--master", default=None,
-                        help="Spark master URL (default: the one spark-submit set, else local-cluster[N,1,1024])")
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL (default: the one spark-submit set, else local-cluster[N,1,1024])",
+    )
     parser.add_argument("--cluster_size", type=int, default=cluster_size, help=nodes_help)
     parser.add_argument("--epochs", type=int, default=epochs)
     return parser
@@ -82,7 +86,8 @@ def test_accuracy(spark, export_dir: str, partitions: int) -> float:
     """Score the held-out split with a distributed mapInPandas job; print and return the accuracy."""
     _, (test_x, test_y) = load_digits_split()
     scored = digits_frame(spark, test_x, test_y, partitions).mapInPandas(
-        score_partitions(export_dir), "label long, prediction long")
+        score_partitions(export_dir), "label long, prediction long"
+    )
     accuracy = scored.filter("label = prediction").count() / len(test_y)
     print(f"test accuracy (distributed inference over {len(test_y)} rows): {accuracy:.4f}")
     return accuracy
@@ -90,32 +95,38 @@ def test_accuracy(spark, export_dir: str, partitions: int) -> float:
 
 def build_model(tf):
     """The digits MLP, compiled."""
-    model = tf.keras.Sequential([
-        tf.keras.Input((64,), name="pixels"),
-        tf.keras.layers.Dense(128, activation="relu"),
-        tf.keras.layers.Dense(10, activation="softmax"),
-    ])
-    model.compile(optimizer=tf.keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+    model = tf.keras.Sequential(
+        [
+            tf.keras.Input((64,), name="pixels"),
+            tf.keras.layers.Dense(128, activation="relu"),
+            tf.keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(
+        optimizer=tf.keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
     return model
 
 
 def build_cnn(tf):
     """A small convolutional network on the 8x8 images, compiled; it takes the same 64 pixels as
     ``build_model`` (reshaped inside the model), so scoring and serving are unchanged."""
-    model = tf.keras.Sequential([
-        tf.keras.Input((64,), name="pixels"),
-        tf.keras.layers.Reshape((8, 8, 1)),
-        tf.keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
-        tf.keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
-        tf.keras.layers.MaxPooling2D(2),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dropout(0.25),
-        tf.keras.layers.Dense(128, activation="relu"),
-        tf.keras.layers.Dense(10, activation="softmax"),
-    ])
-    model.compile(optimizer=tf.keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
+    model = tf.keras.Sequential(
+        [
+            tf.keras.Input((64,), name="pixels"),
+            tf.keras.layers.Reshape((8, 8, 1)),
+            tf.keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+            tf.keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
+            tf.keras.layers.MaxPooling2D(2),
+            tf.keras.layers.Flatten(),
+            tf.keras.layers.Dropout(0.25),
+            tf.keras.layers.Dense(128, activation="relu"),
+            tf.keras.layers.Dense(10, activation="softmax"),
+        ]
+    )
+    model.compile(
+        optimizer=tf.keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
     return model
 
 
@@ -152,8 +163,7 @@ def fit_and_export(strategy, dataset, ctx, args, build=build_model) -> None:
     with strategy.scope():
         model = build(tf)
     # ctx.progress_callback() shows the chief's step and loss in the driver's progress display.
-    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.is_chief else 0,
-              callbacks=[ctx.progress_callback()])
+    model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.is_chief else 0, callbacks=[ctx.progress_callback()])
     export(model, ctx, args.export_dir)
 
 

@@ -51,12 +51,13 @@ def main(argv=None) -> float:
     (train_x, train_y), _ = digits_common.load_digits_split()
     train_df = digits_common.digits_frame(spark, train_x, train_y, args.partitions).cache()
     started = time.time()
-    cluster = TFCluster.run(spark.sparkContext, main_fun, args, args.cluster_size,
-                            input_mode=TFCluster.InputMode.SPARK)
+    cluster = TFCluster.run(spark.sparkContext, main_fun, args, args.cluster_size, input_mode=TFCluster.InputMode.SPARK)
     cluster.train(train_df, num_epochs=args.epochs)
     cluster.shutdown()
-    print(f"trained on {args.cluster_size} TF nodes from a {train_df.count()}-row DataFrame in "
-          f"{time.time() - started:.1f} s; model in {args.export_dir}")
+    print(
+        f"trained on {args.cluster_size} TF nodes from a {train_df.count()}-row DataFrame in "
+        f"{time.time() - started:.1f} s; model in {args.export_dir}"
+    )
     accuracy = digits_common.test_accuracy(spark, args.export_dir, args.cluster_size)
     spark.stop()
     return accuracy

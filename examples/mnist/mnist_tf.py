@@ -31,8 +31,12 @@ def main_fun(args, ctx):
     options.autotune.enabled = False  # tf.data's autotuner can delay fit()'s return at teardown
     # Every node holds the whole array; MWMS's default DATA auto-sharding gives each node 1/N of
     # it, and the batch size here is the global batch across all nodes.
-    dataset = (tf.data.Dataset.from_tensor_slices((train_x, train_y)).shuffle(2048, seed=ctx.task_index)
-               .batch(args.batch_size).with_options(options))
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((train_x, train_y))
+        .shuffle(2048, seed=ctx.task_index)
+        .batch(args.batch_size)
+        .with_options(options)
+    )
     digits_common.fit_and_export(strategy, dataset, ctx, args, build=digits_common.build_cnn)
 
 
@@ -53,8 +57,14 @@ def main(argv=None) -> float:
     from sparkdl import TFCluster
 
     started = time.time()
-    cluster = TFCluster.run(spark.sparkContext, main_fun, args, args.cluster_size, tensorboard=args.tensorboard,
-                            input_mode=TFCluster.InputMode.TENSORFLOW)
+    cluster = TFCluster.run(
+        spark.sparkContext,
+        main_fun,
+        args,
+        args.cluster_size,
+        tensorboard=args.tensorboard,
+        input_mode=TFCluster.InputMode.TENSORFLOW,
+    )
     if args.tensorboard:
         print(f"TensorBoard: {cluster.tensorboard_url()}")
     cluster.shutdown()
@@ -64,8 +74,10 @@ def main(argv=None) -> float:
     if not args.no_baseline:
         baseline, baseline_seconds = digits_common.spark_ml_baseline(spark, args.cluster_size)
         print("on the same test split:")
-        print(f"  sparkdl, CNN on {args.cluster_size} TF nodes:  accuracy {accuracy:.4f}  "
-              f"({seconds:.1f} s: cluster start, training, export)")
+        print(
+            f"  sparkdl, CNN on {args.cluster_size} TF nodes:  accuracy {accuracy:.4f}  "
+            f"({seconds:.1f} s: cluster start, training, export)"
+        )
         print(f"  Spark ML, MLP 64-128-10:    accuracy {baseline:.4f}  ({baseline_seconds:.1f} s of fitting)")
     spark.stop()
     return accuracy

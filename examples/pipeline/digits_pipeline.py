@@ -39,8 +39,9 @@ def parse_args(argv=None):
     parser = digits_common.example_parser(__doc__, cluster_size=2, epochs=15)
     parser.add_argument("--batch_size", type=int, default=32, help="rows per node per step")
     parser.add_argument("--partitions", type=int, default=4, help="partitions of each DataFrame")
-    parser.add_argument("--work_dir", default=None,
-                        help="where the exported model and the saved PipelineModel go (default: a temp dir)")
+    parser.add_argument(
+        "--work_dir", default=None, help="where the exported model and the saved PipelineModel go (default: a temp dir)"
+    )
     return parser.parse_args(argv)
 
 
@@ -58,13 +59,20 @@ def main(argv=None) -> float:
     train_df = digits_common.digits_frame(spark, train_x, train_y, args.partitions).cache()
     test_df = digits_common.digits_frame(spark, test_x, test_y, args.partitions)
 
-    estimator = (TFEstimator(train_fn, {}).setInputMapping({"pixels": "pixels", "label": "label"})
-                 .setClusterSize(args.cluster_size).setEpochs(args.epochs).setBatchSize(args.batch_size)
-                 .setExportDir(os.path.join(work_dir, "export")))
+    estimator = (
+        TFEstimator(train_fn, {})
+        .setInputMapping({"pixels": "pixels", "label": "label"})
+        .setClusterSize(args.cluster_size)
+        .setEpochs(args.epochs)
+        .setBatchSize(args.batch_size)
+        .setExportDir(os.path.join(work_dir, "export"))
+    )
     started = time.time()
     fitted = Pipeline(stages=[estimator]).fit(train_df)
-    print(f"fitted the pipeline on {args.cluster_size} TF nodes from a {train_df.count()}-row DataFrame in "
-          f"{time.time() - started:.1f} s")
+    print(
+        f"fitted the pipeline on {args.cluster_size} TF nodes from a {train_df.count()}-row DataFrame in "
+        f"{time.time() - started:.1f} s"
+    )
 
     # The estimator fed both columns while training; to score, the TFModel maps only the model's
     # input. With no output_mapping, the model's single output (10 class probabilities) is
@@ -74,11 +82,13 @@ def main(argv=None) -> float:
     fitted.write().overwrite().save(pipeline_dir)
     loaded = PipelineModel.load(pipeline_dir)
     assert isinstance(loaded.stages[-1], TFModel)
-    print(f"saved and reloaded the PipelineModel ({pipeline_dir}); "
-          f"its TFModel reads {loaded.stages[-1].getExportDir()}")
+    print(
+        f"saved and reloaded the PipelineModel ({pipeline_dir}); its TFModel reads {loaded.stages[-1].getExportDir()}"
+    )
 
     scored = loaded.transform(test_df).withColumn(
-        "predicted_label", F.array_position("prediction", F.array_max("prediction")) - 1)
+        "predicted_label", F.array_position("prediction", F.array_max("prediction")) - 1
+    )
     accuracy = scored.filter("predicted_label = label").count() / len(test_y)
     print(f"test accuracy (distributed inference over {len(test_y)} rows): {accuracy:.4f}")
     spark.stop()

@@ -41,22 +41,31 @@ def main_fun(args, ctx):
         (train_x, train_y), _ = digits_common.load_digits_split()
         options = tf.data.Options()
         options.autotune.enabled = False
-        return (tf.data.Dataset.from_tensor_slices((train_x, train_y))
-                .shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
-                .shuffle(2048, seed=input_context.input_pipeline_id).repeat()
-                .batch(input_context.get_per_replica_batch_size(args.batch_size)).with_options(options))
+        return (
+            tf.data.Dataset.from_tensor_slices((train_x, train_y))
+            .shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+            .shuffle(2048, seed=input_context.input_pipeline_id)
+            .repeat()
+            .batch(input_context.get_per_replica_batch_size(args.batch_size))
+            .with_options(options)
+        )
 
     (train_x, _), _ = digits_common.load_digits_split()
     steps_per_epoch = -(-len(train_x) // args.batch_size)
-    model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=args.epochs,
-              steps_per_epoch=steps_per_epoch, verbose=2)
+    model.fit(
+        tf.keras.utils.experimental.DatasetCreator(dataset_fn),
+        epochs=args.epochs,
+        steps_per_epoch=steps_per_epoch,
+        verbose=2,
+    )
     digits_common.export(model, ctx, args.export_dir)
 
 
 def parse_args(argv=None):
     """Command-line options; every one has a default so the example runs with none."""
-    parser = digits_common.example_parser(__doc__, cluster_size=3, epochs=10,
-                                          nodes_help="TF nodes: ps + chief + workers")
+    parser = digits_common.example_parser(
+        __doc__, cluster_size=3, epochs=10, nodes_help="TF nodes: ps + chief + workers"
+    )
     parser.add_argument("--num_ps", type=int, default=1, help="parameter servers among the nodes")
     parser.add_argument("--batch_size", type=int, default=64, help="global batch size per step")
     parser.add_argument("--export_dir", default=os.path.join(tempfile.gettempdir(), "sparkdl_ps_export"))
@@ -70,13 +79,20 @@ def main(argv=None) -> float:
     from sparkdl import TFCluster
 
     started = time.time()
-    cluster = TFCluster.run(spark.sparkContext, main_fun, args, args.cluster_size, num_ps=args.num_ps,
-                            input_mode=TFCluster.InputMode.TENSORFLOW)
+    cluster = TFCluster.run(
+        spark.sparkContext,
+        main_fun,
+        args,
+        args.cluster_size,
+        num_ps=args.num_ps,
+        input_mode=TFCluster.InputMode.TENSORFLOW,
+    )
     nodes = sorted(cluster.cluster_info, key=lambda node: node["executor_id"])
     roles = ", ".join(f"{node['job_name']}:{node['task_index']}" for node in nodes)
     cluster.shutdown()  # waits for the chief, then stops the ps and worker servers
-    print(f"trained with ParameterServerStrategy on {roles} in {time.time() - started:.1f} s; "
-          f"model in {args.export_dir}")
+    print(
+        f"trained with ParameterServerStrategy on {roles} in {time.time() - started:.1f} s; model in {args.export_dir}"
+    )
     accuracy = digits_common.test_accuracy(spark, args.export_dir, args.cluster_size)
     spark.stop()
     return accuracy

@@ -30,7 +30,7 @@ def map_fn(args, ctx):
     import tensorflow as tf
 
     (train_x, train_y), (test_x, test_y) = digits_common.load_digits_split()
-    mine = args.learning_rates[ctx.executor_id::args.cluster_size]
+    mine = args.learning_rates[ctx.executor_id :: args.cluster_size]
     lines = []
     for learning_rate in mine:
         tf.keras.utils.set_random_seed(0)  # the trials differ only in their learning rate
@@ -38,8 +38,13 @@ def map_fn(args, ctx):
         model.optimizer.learning_rate.assign(learning_rate)
         model.fit(train_x, train_y, batch_size=args.batch_size, epochs=args.epochs, verbose=0)
         _, accuracy = model.evaluate(test_x, test_y, verbose=0)
-        trial = {"node": ctx.executor_id, "host": socket.gethostname(), "pid": os.getpid(),
-                 "learning_rate": learning_rate, "accuracy": float(accuracy)}
+        trial = {
+            "node": ctx.executor_id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "learning_rate": learning_rate,
+            "accuracy": float(accuracy),
+        }
         print(f"trial {trial}", flush=True)  # also in the node's log
         lines.append(json.dumps(trial))
     tf.io.gfile.makedirs(args.output_dir)
@@ -50,10 +55,15 @@ def map_fn(args, ctx):
 
 def parse_args(argv=None):
     """Command-line options; every one has a default."""
-    parser = digits_common.example_parser(__doc__, cluster_size=2, epochs=10,
-                                          nodes_help="number of independent TF nodes")
-    parser.add_argument("--learning_rates", type=lambda s: [float(v) for v in s.split(",")],
-                        default=[0.0003, 0.003, 0.03, 0.3], help="comma-separated values to try")
+    parser = digits_common.example_parser(
+        __doc__, cluster_size=2, epochs=10, nodes_help="number of independent TF nodes"
+    )
+    parser.add_argument(
+        "--learning_rates",
+        type=lambda s: [float(v) for v in s.split(",")],
+        default=[0.0003, 0.003, 0.03, 0.3],
+        help="comma-separated values to try",
+    )
     parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--output_dir", default=None, help="where the nodes write their trials (default: a temp dir)")
     return parser.parse_args(argv)
@@ -68,12 +78,16 @@ def main(argv=None) -> dict:
 
     started = time.time()
     TFParallel.run(spark.sparkContext, map_fn, args, args.cluster_size)
-    print(f"{len(args.learning_rates)} trials on {args.cluster_size} independent TF nodes in "
-          f"{time.time() - started:.1f} s; trials in {args.output_dir}")
+    print(
+        f"{len(args.learning_rates)} trials on {args.cluster_size} independent TF nodes in "
+        f"{time.time() - started:.1f} s; trials in {args.output_dir}"
+    )
     trials = [row.asDict() for row in spark.read.json(args.output_dir).orderBy("node", "learning_rate").collect()]
     for trial in trials:
-        print(f"node {trial['node']} ({trial['host']}, pid {trial['pid']}): learning_rate={trial['learning_rate']:g} "
-              f"held-out accuracy={trial['accuracy']:.4f}")
+        print(
+            f"node {trial['node']} ({trial['host']}, pid {trial['pid']}): learning_rate={trial['learning_rate']:g} "
+            f"held-out accuracy={trial['accuracy']:.4f}"
+        )
     best = max(trials, key=lambda t: t["accuracy"])
     print(f"best: learning_rate={best['learning_rate']:g} held-out accuracy={best['accuracy']:.4f}")
     spark.stop()

@@ -30,10 +30,10 @@ ABORT_WAIT_S = 15.0
 class ClusterRequest:
     """What ``TFCluster.run`` was asked to start: enough to launch it again."""
 
-    fn: bytes                       # cloudpickled (map_fun, tf_args)
+    fn: bytes  # cloudpickled (map_fun, tf_args)
     roles: tuple[NodeRole, ...]
-    first_spark_node: int           # nodes before this one are ps nodes hosted by the driver
-    feeds: bool                     # InputMode.SPARK
+    first_spark_node: int  # nodes before this one are ps nodes hosted by the driver
+    feeds: bool  # InputMode.SPARK
     tensorboard_executor: int | None
     log_dir: str | None
     reservation_timeout: float
@@ -47,7 +47,7 @@ class ClusterRequest:
     verbose_logs: bool = False
     env: dict = field(default_factory=dict)
     keep_node_files_days: float | None = 7  # earlier clusters' node directories older than this go
-    launch_profile: Any = None      # the launch stage's ResourceProfile (driver/scheduling.py), None: default
+    launch_profile: Any = None  # the launch stage's ResourceProfile (driver/scheduling.py), None: default
 
     @property
     def spark_nodes(self) -> int:
@@ -65,8 +65,9 @@ class ClusterAttempt:
         self.attempt = attempt
         self.secret = new_secret()
         bind, advertise = spark.coordinator_addresses()
-        self.coordinator = Coordinator(list(request.roles), self.secret, bind, request.stall_timeout, advertise,
-                                       cluster_id=cluster_id)
+        self.coordinator = Coordinator(
+            list(request.roles), self.secret, bind, request.stall_timeout, advertise, cluster_id=cluster_id
+        )
         self.feeder = ClusterFeeder(spark, self.secret, self.coordinator, cluster_id)
         self.job_group = f"sparkdl-{cluster_id}" + (f"-attempt{attempt}" if attempt else "")
         self.launch_errors: list[BaseException] = []
@@ -78,27 +79,45 @@ class ClusterAttempt:
         """Start the launch job (and the driver-hosted ps nodes) in background threads."""
         request = self.request
         spec = LaunchSpec(
-            cluster_id=self.cluster_id, secret=self.secret, driver_address=self.coordinator.address,
-            roles=request.roles, fn=request.fn, detached=request.feeds, set_tf_config=request.set_tf_config,
-            release_port=request.release_port, reservation_timeout=request.reservation_timeout,
-            tensorboard_executor=request.tensorboard_executor, log_dir=request.log_dir,
+            cluster_id=self.cluster_id,
+            secret=self.secret,
+            driver_address=self.coordinator.address,
+            roles=request.roles,
+            fn=request.fn,
+            detached=request.feeds,
+            set_tf_config=request.set_tf_config,
+            release_port=request.release_port,
+            reservation_timeout=request.reservation_timeout,
+            tensorboard_executor=request.tensorboard_executor,
+            log_dir=request.log_dir,
             default_fs=self.spark.default_fs(),
-            num_gpus=request.num_gpus, env=dict(request.env), feed_queue_bytes=request.feed_queue_bytes,
-            attempt=self.attempt, stream_logs=request.stream_logs, verbose_logs=request.verbose_logs,
-            keep_node_files_days=request.keep_node_files_days)
+            num_gpus=request.num_gpus,
+            env=dict(request.env),
+            feed_queue_bytes=request.feed_queue_bytes,
+            attempt=self.attempt,
+            stream_logs=request.stream_logs,
+            verbose_logs=request.verbose_logs,
+            keep_node_files_days=request.keep_node_files_days,
+        )
         for number in range(request.first_spark_node):  # ps nodes hosted by the driver
-            self._start_thread(lambda i=number: launch_node(spec, i, anchor_pid=os.getpid()),
-                               f"sparkdl-driver-ps-{number}")
+            self._start_thread(
+                lambda i=number: launch_node(spec, i, anchor_pid=os.getpid()), f"sparkdl-driver-ps-{number}"
+            )
         self._start_thread(lambda: self._launch_on_spark(spec), f"sparkdl-launch-{self.cluster_id}")
 
     def _launch_on_spark(self, spec: LaunchSpec) -> None:
         count = self.request.spark_nodes
         attempt = f", attempt {self.attempt}" if self.attempt else ""
-        self.spark.set_job_tag(self.job_group, f"sparkdl: run {count} TensorFlow nodes (cluster {self.cluster_id}"
-                               f"{attempt})")
+        self.spark.set_job_tag(
+            self.job_group, f"sparkdl: run {count} TensorFlow nodes (cluster {self.cluster_id}{attempt})"
+        )
         # With a profile, each launch task takes a whole executor (driver/scheduling.py).
-        self.launch_records = self.spark.launch(count, spark_partition_launcher(spec, self.request.first_spark_node),
-                                                self.request.launch_profile, self.request.use_barrier)
+        self.launch_records = self.spark.launch(
+            count,
+            spark_partition_launcher(spec, self.request.first_spark_node),
+            self.request.launch_profile,
+            self.request.use_barrier,
+        )
 
     def _start_thread(self, target: Callable[[], Any], name: str) -> None:
         def body() -> None:
@@ -125,7 +144,8 @@ class ClusterAttempt:
             return
         data_nodes = self.feeder.data_nodes()
         ready = coordinator.wait_until(
-            lambda c: all(n.feed_port or n.finished for n in data_nodes) or bool(c.failures), timeout)
+            lambda c: all(n.feed_port or n.finished for n in data_nodes) or bool(c.failures), timeout
+        )
         if coordinator.failures:
             raise coordinator.error("a node failed while starting")
         if not ready:

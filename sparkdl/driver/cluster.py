@@ -19,9 +19,9 @@ from .. import roles as roles_mod
 from ..errors import ClusterError, ShutdownTimeout
 from . import preflight, scheduling
 from .attempt import ClusterAttempt, ClusterRequest
-from .history import TrainingHistory
 from .console import NodeOutputPrinter
 from .coordinator import CAUSE_WAIT_S
+from .history import TrainingHistory
 from .progress import InferenceProgress, progress_enabled
 from .spark_access import SparkAccess, spark_access
 
@@ -34,20 +34,33 @@ class InputMode:
     """How nodes get their data (TensorFlowOnSpark's values)."""
 
     TENSORFLOW = 0  #: nodes read their own data (files, generators)
-    SPARK = 1       #: Spark feeds RDD/DataFrame partitions to the nodes
+    SPARK = 1  #: Spark feeds RDD/DataFrame partitions to the nodes
 
 
-def _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node, eval_node,
-                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts,
-                        keep_node_files_days, num_gpus=None) -> None:
+def _validate_arguments(
+    map_fun,
+    num_executors,
+    num_ps,
+    input_mode,
+    master_node,
+    eval_node,
+    reservation_timeout,
+    driver_ps_nodes,
+    stall_timeout,
+    max_restarts,
+    keep_node_files_days,
+    num_gpus=None,
+) -> None:
     if not callable(map_fun):
         raise ValueError(f"map_fun must be callable, got {type(map_fun).__name__}")
     roles_mod.validate_layout(num_executors, num_ps, master_node, eval_node)
     if input_mode not in (InputMode.TENSORFLOW, InputMode.SPARK):
         raise ValueError(f"input_mode must be InputMode.TENSORFLOW or InputMode.SPARK, got {input_mode!r}")
     if eval_node and input_mode == InputMode.SPARK:
-        raise ValueError("eval_node=True is not supported with input_mode=InputMode.SPARK: the evaluator "
-                         "would receive no data; use InputMode.TENSORFLOW for an evaluator")
+        raise ValueError(
+            "eval_node=True is not supported with input_mode=InputMode.SPARK: the evaluator "
+            "would receive no data; use InputMode.TENSORFLOW for an evaluator"
+        )
     if not reservation_timeout or reservation_timeout <= 0:
         raise ValueError(f"reservation_timeout must be positive, got {reservation_timeout!r}")
     if driver_ps_nodes and num_ps == 0:
@@ -71,20 +84,27 @@ class TFCluster:
     (one per launch: a relaunch under ``max_restarts`` replaces it), never in module globals.
     """
 
-    def __init__(self, spark: SparkAccess, request: ClusterRequest, cluster_id: str, input_mode: int,
-                 max_restarts: int = 0, progress: bool | None = None):
-        self.spark = spark                       #: how this cluster reaches Spark (classic or Connect)
-        self.sc = spark.sc                       #: the SparkContext (TFoS's attribute); None under Spark Connect
+    def __init__(
+        self,
+        spark: SparkAccess,
+        request: ClusterRequest,
+        cluster_id: str,
+        input_mode: int,
+        max_restarts: int = 0,
+        progress: bool | None = None,
+    ):
+        self.spark = spark  #: how this cluster reaches Spark (classic or Connect)
+        self.sc = spark.sc  #: the SparkContext (TFoS's attribute); None under Spark Connect
         self.cluster_id = cluster_id
         self.input_mode = input_mode
         self.max_restarts = max_restarts
-        self.restarts = 0                        #: relaunches so far
+        self.restarts = 0  #: relaunches so far
         self.failures_survived: list[ClusterError] = []  #: the failures that caused them
         self.progress = progress_enabled(progress)  #: show train() and inference progress on the driver
         self._inference_progress = InferenceProgress() if self.progress else None
         self._request = request
         self._printer = NodeOutputPrinter() if request.stream_logs else None
-        self._history = TrainingHistory()        # the chief's epoch logs, kept across relaunches
+        self._history = TrainingHistory()  # the chief's epoch logs, kept across relaunches
         self._attempt = self._new_attempt(0)
         self._closed = False
 
@@ -112,10 +132,21 @@ class TFCluster:
         """One dict per node: executor_id (TFoS's name for the node number), job_name, task_index, host,
         port, spark_executor, status, log_path; and feed_port (InputMode.SPARK, else None) and metrics
         (a copy of the node's latest progress report: step, epoch, loss, rows_read, ...)."""
-        return [{"executor_id": n.role.node_number, "job_name": n.role.job_name, "task_index": n.role.task_index,
-                 "host": n.host, "port": n.port, "spark_executor": n.spark_executor, "status": n.status,
-                 "log_path": n.log_path, "feed_port": n.feed_port or None, "metrics": dict(n.metrics)}
-                for n in self._coordinator.nodes.values()]
+        return [
+            {
+                "executor_id": n.role.node_number,
+                "job_name": n.role.job_name,
+                "task_index": n.role.task_index,
+                "host": n.host,
+                "port": n.port,
+                "spark_executor": n.spark_executor,
+                "status": n.status,
+                "log_path": n.log_path,
+                "feed_port": n.feed_port or None,
+                "metrics": dict(n.metrics),
+            }
+            for n in self._coordinator.nodes.values()
+        ]
 
     @property
     def coordinator_address(self) -> tuple[str, int]:
@@ -145,9 +176,19 @@ class TFCluster:
         self._coordinator.wait_until(lambda c: c.tensorboard_url is not None or c.failures, timeout)
         return self._coordinator.tensorboard_url
 
-    def train(self, dataRDD, num_epochs: int = 1, feed_timeout: float = 600, qname: str = "input", *,
-              validation_data=None, cache: bool = True, cache_max_bytes: int | None = None, shuffle: bool = True,
-              seed: int | None = None) -> dict[str, list[float]]:
+    def train(
+        self,
+        dataRDD,
+        num_epochs: int = 1,
+        feed_timeout: float = 600,
+        qname: str = "input",
+        *,
+        validation_data=None,
+        cache: bool = True,
+        cache_max_bytes: int | None = None,
+        shuffle: bool = True,
+        seed: int | None = None,
+    ) -> dict[str, list[float]]:
         """Feed an RDD or DataFrame to the chief and workers ``num_epochs`` times (InputMode.SPARK).
 
         Rows are balanced so every node gets the same number per epoch (rows are striped over
@@ -182,10 +223,20 @@ class TFCluster:
         epochs_left = num_epochs
         while True:
             try:
-                self._attempt.feeder.train(dataRDD, epochs_left, feed_timeout, qname, self.progress,
-                                           validation_data=validation_data, cache=cache,
-                                           cache_max_bytes=cache_max_bytes, shuffle=shuffle, seed=seed,
-                                           history=self._history, history_reports=reports_before + num_epochs)
+                self._attempt.feeder.train(
+                    dataRDD,
+                    epochs_left,
+                    feed_timeout,
+                    qname,
+                    self.progress,
+                    validation_data=validation_data,
+                    cache=cache,
+                    cache_max_bytes=cache_max_bytes,
+                    shuffle=shuffle,
+                    seed=seed,
+                    history=self._history,
+                    history_reports=reports_before + num_epochs,
+                )
                 break
             except ClusterError as error:
                 if not self._relaunch(error):
@@ -195,8 +246,9 @@ class TFCluster:
                 # The relaunched nodes resume from their last completed epoch: feed only the rest.
                 done = self._history.reports - reports_before
                 epochs_left = max(1, num_epochs - max(0, done))
-                logger.info("sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id,
-                            epochs_left)
+                logger.info(
+                    "sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id, epochs_left
+                )
         if self._printer is not None:
             self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
         return self.history
@@ -208,13 +260,14 @@ class TFCluster:
         TensorFlowOnSpark), unless ``result_schema`` (a DDL string such as ``"prediction
         double"``, or a StructType) asks for a DataFrame of results: each result fills the one
         field, or with several fields is a sequence or dict of them. Under Spark Connect (no
-        RDDs) the input must be a DataFrame and ``result_schema`` is required. Each partition is served by one node (``partition % nodes``), whose
-        ``map_fun`` reads it with ``ctx.get_data_feed(train_mode=False)`` and answers with
-        ``batch_results``. A partition whose node returns fewer or more results than rows
-        fails with FeedError; no row is ever dropped or duplicated silently. ``feed_timeout``
-        bounds each wait of a partition's stream: a node that answers nothing for that long
-        fails the partition's task, and so does a task that sends no rows, or reads none of its
-        results, for that long (its node drops the stream; ``map_fun`` goes on with the next).
+        RDDs) the input must be a DataFrame and ``result_schema`` is required. Each partition
+        is served by one node (``partition % nodes``), whose ``map_fun`` reads it with
+        ``ctx.get_data_feed(train_mode=False)`` and answers with ``batch_results``. A
+        partition whose node returns fewer or more results than rows fails with FeedError; no
+        row is ever dropped or duplicated silently. ``feed_timeout`` bounds each wait of a
+        partition's stream: a node that answers nothing for that long fails the partition's
+        task, and so does a task that sends no rows, or reads none of its results, for that long
+        (its node drops the stream; ``map_fun`` goes on with the next).
         """
         self._require_spark_mode("inference")
         run = uuid.uuid4().hex[:8]
@@ -226,8 +279,10 @@ class TFCluster:
 
     def _require_spark_mode(self, what: str) -> None:
         if self.input_mode != InputMode.SPARK:
-            raise ValueError(f"cluster.{what}() feeds data, which needs TFCluster.run(..., "
-                             "input_mode=InputMode.SPARK); this cluster runs InputMode.TENSORFLOW")
+            raise ValueError(
+                f"cluster.{what}() feeds data, which needs TFCluster.run(..., "
+                "input_mode=InputMode.SPARK); this cluster runs InputMode.TENSORFLOW"
+            )
         if self._closed:
             raise RuntimeError(f"cluster.{what}() after shutdown()")
 
@@ -264,7 +319,8 @@ class TFCluster:
         if self.input_mode == InputMode.SPARK and not coordinator.failures:
             attempt.feeder.end()
         finished = coordinator.wait_until(
-            lambda c: c.training_nodes_done() or bool(c.failures) or bool(attempt.launch_errors), timeout)
+            lambda c: c.training_nodes_done() or bool(c.failures) or bool(attempt.launch_errors), timeout
+        )
         if attempt.launch_errors and not coordinator.failures:
             # A lost executor fails the launch job and its node at once; prefer the node's report.
             coordinator.wait_until(lambda c: bool(c.failures) or c.all_done(), CAUSE_WAIT_S)
@@ -272,20 +328,23 @@ class TFCluster:
             running = coordinator.running_labels()
             coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
             coordinator.wait_until(lambda c: c.all_done(), STOP_WAIT_S)
-            raise ShutdownTimeout(f"nodes still running after shutdown(timeout={timeout}) were stopped: "
-                                  + ", ".join(running))
+            raise ShutdownTimeout(
+                f"nodes still running after shutdown(timeout={timeout}) were stopped: " + ", ".join(running)
+            )
         if grace_secs and not coordinator.failures:
             coordinator.wait_until(lambda c: c.all_done(), grace_secs)
         coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
         if not coordinator.wait_until(lambda c: c.all_done() or bool(attempt.launch_errors), STOP_WAIT_S):
-            logger.warning("sparkdl: nodes %s did not report their end; cancelling their Spark tasks",
-                           coordinator.running_labels())
+            logger.warning(
+                "sparkdl: nodes %s did not report their end; cancelling their Spark tasks", coordinator.running_labels()
+            )
         attempt.join(STOP_WAIT_S)
         if coordinator.failures:
             raise coordinator.error(f"sparkdl cluster {self.cluster_id} failed")
         if attempt.launch_errors:
-            raise ClusterError([], f"sparkdl cluster {self.cluster_id}: the launch job failed: "
-                                   f"{attempt.launch_errors[0]}") from attempt.launch_errors[0]
+            raise ClusterError(
+                [], f"sparkdl cluster {self.cluster_id}: the launch job failed: {attempt.launch_errors[0]}"
+            ) from attempt.launch_errors[0]
 
     def _relaunch(self, error: ClusterError) -> bool:
         """Replace the failed attempt with a fresh one if ``max_restarts`` allows; False otherwise."""
@@ -293,8 +352,13 @@ class TFCluster:
             return False
         self.restarts += 1
         self.failures_survived.append(error)
-        logger.warning("sparkdl cluster %s: relaunching (restart %d of %d) after: %s", self.cluster_id,
-                       self.restarts, self.max_restarts, error.failures[0].describe().splitlines()[0])
+        logger.warning(
+            "sparkdl cluster %s: relaunching (restart %d of %d) after: %s",
+            self.cluster_id,
+            self.restarts,
+            self.max_restarts,
+            error.failures[0].describe().splitlines()[0],
+        )
         self._attempt.abort("relaunching after a failure")
         self._attempt = self._new_attempt(self.restarts)
         self._start()
@@ -336,21 +400,43 @@ class TFCluster:
             self._printer.close(timeout=10)  # the nodes' last lines, before shutdown returns
 
 
-def run(sc: Any, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors: int,
-        num_ps: int = 0, tensorboard: bool = False, input_mode: int = InputMode.TENSORFLOW,
-        log_dir: str | None = None, driver_ps_nodes: bool = False, master_node: str | None = "chief",
-        reservation_timeout: float = 600, queues: Any = None, eval_node: bool = False,
-        release_port: bool = True, *, num_gpus: int | None = None, env: dict[str, str] | None = None,
-        use_barrier: bool = True, executor_wait_timeout: float = 30.0, set_tf_config: bool = True,
-        feed_queue_bytes: int = 64 * 1024 * 1024, stall_timeout: float | None = None,
-        max_restarts: int = 0, progress: bool | None = None, log_to_driver: bool = True,
-        verbose: bool | None = None, keep_node_files_days: float | None = 7) -> TFCluster:
+def run(
+    sc: Any,
+    map_fun: Callable[[Any, Any], Any],
+    tf_args: Any,
+    num_executors: int,
+    num_ps: int = 0,
+    tensorboard: bool = False,
+    input_mode: int = InputMode.TENSORFLOW,
+    log_dir: str | None = None,
+    driver_ps_nodes: bool = False,
+    master_node: str | None = "chief",
+    reservation_timeout: float = 600,
+    queues: Any = None,
+    eval_node: bool = False,
+    release_port: bool = True,
+    *,
+    num_gpus: int | None = None,
+    env: dict[str, str] | None = None,
+    use_barrier: bool = True,
+    executor_wait_timeout: float = 30.0,
+    set_tf_config: bool = True,
+    feed_queue_bytes: int = 64 * 1024 * 1024,
+    stall_timeout: float | None = None,
+    max_restarts: int = 0,
+    progress: bool | None = None,
+    log_to_driver: bool = True,
+    verbose: bool | None = None,
+    keep_node_files_days: float | None = 7,
+) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
     ``sc`` is a SparkContext, a SparkSession, or a Spark Connect session (no SparkContext): under
     Connect the nodes launch as a barrier ``mapInArrow``, ``train``/``inference`` take DataFrames
     only, and the coordinator runs in this (the client's) process, which the executors must reach
-    (docs/deployment.md, "Spark Connect"). Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
+    (docs/deployment.md, "Spark Connect").
+
+    Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
     then the ``master_node`` ('chief', 'master' or None), then an evaluator if ``eval_node``,
     then workers. ``tf_args`` (argparse Namespace, dict or argv list) reaches ``map_fun`` as is.
     ``tensorboard`` starts TensorBoard on the chief (or worker 0) logging ``log_dir`` (default:
@@ -389,9 +475,20 @@ def run(sc: Any, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors
     (naming the missing nodes) otherwise.
     """
     del queues  # sparkdl has no multiprocessing-manager queues
-    _validate_arguments(map_fun, num_executors, num_ps, input_mode, master_node, eval_node,
-                        reservation_timeout, driver_ps_nodes, stall_timeout, max_restarts, keep_node_files_days,
-                        num_gpus)
+    _validate_arguments(
+        map_fun,
+        num_executors,
+        num_ps,
+        input_mode,
+        master_node,
+        eval_node,
+        reservation_timeout,
+        driver_ps_nodes,
+        stall_timeout,
+        max_restarts,
+        keep_node_files_days,
+        num_gpus,
+    )
     template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
     node_roles = roles_mod.roles_from_template(template)
     first_spark_node = num_ps if driver_ps_nodes else 0
@@ -400,8 +497,9 @@ def run(sc: Any, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors
     spark = spark_access(sc)
     layout = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
     if spark.count_executors() is not None:  # under Spark Connect, Spark's barrier check waits for slots
-        preflight.wait_for_executors(spark.count_executors, spark_nodes, layout, executor_wait_timeout,
-                                     one_node_per_executor=feeds)
+        preflight.wait_for_executors(
+            spark.count_executors, spark_nodes, layout, executor_wait_timeout, one_node_per_executor=feeds
+        )
     # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
     launch_plan = scheduling.plan_launch(spark, spark_nodes, num_gpus) if feeds else None
 
@@ -409,14 +507,25 @@ def run(sc: Any, map_fun: Callable[[Any, Any], Any], tf_args: Any, num_executors
 
     chief_like = template.get(master_node or "", []) or template.get("worker", [])[:1]
     request = ClusterRequest(
-        fn=cloudpickle.dumps((map_fun, tf_args)), roles=tuple(node_roles), first_spark_node=first_spark_node,
-        feeds=feeds, launch_profile=launch_plan.profile if launch_plan else None,
-        tensorboard_executor=chief_like[0] if tensorboard and chief_like else None, log_dir=log_dir,
-        reservation_timeout=float(reservation_timeout), release_port=release_port, num_gpus=num_gpus,
-        use_barrier=use_barrier, set_tf_config=set_tf_config, feed_queue_bytes=int(feed_queue_bytes),
-        stall_timeout=stall_timeout, stream_logs=bool(log_to_driver),
-        verbose_logs=_verbose(verbose), env=dict(env or {}),
-        keep_node_files_days=keep_node_files_days)
+        fn=cloudpickle.dumps((map_fun, tf_args)),
+        roles=tuple(node_roles),
+        first_spark_node=first_spark_node,
+        feeds=feeds,
+        launch_profile=launch_plan.profile if launch_plan else None,
+        tensorboard_executor=chief_like[0] if tensorboard and chief_like else None,
+        log_dir=log_dir,
+        reservation_timeout=float(reservation_timeout),
+        release_port=release_port,
+        num_gpus=num_gpus,
+        use_barrier=use_barrier,
+        set_tf_config=set_tf_config,
+        feed_queue_bytes=int(feed_queue_bytes),
+        stall_timeout=stall_timeout,
+        stream_logs=bool(log_to_driver),
+        verbose_logs=_verbose(verbose),
+        env=dict(env or {}),
+        keep_node_files_days=keep_node_files_days,
+    )
     cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
     cluster._start()
     return cluster
@@ -427,4 +536,3 @@ def _verbose(verbose: bool | None) -> bool:
     if verbose is not None:
         return bool(verbose)
     return os.environ.get("SPARKDL_VERBOSE", "").strip().lower() not in ("", "0", "false", "no")
-

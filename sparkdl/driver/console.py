@@ -37,8 +37,8 @@ class NodeOutputPrinter:
     def __init__(self, stream: TextIO | None = None, max_pending_lines: int = MAX_PENDING_LINES):
         self.stream = stream
         self.max_pending_lines = max_pending_lines
-        self.dropped = 0        #: lines dropped because the console could not keep up
-        self.failure = ""       #: why the console was given up ('' while it works)
+        self.dropped = 0  #: lines dropped because the console could not keep up
+        self.failure = ""  #: why the console was given up ('' while it works)
         self._cond = threading.Condition()
         self._batches: deque[tuple[str, int]] = deque()  # (text, lines), oldest first
         self._pending_lines = 0  # queued or being written
@@ -88,8 +88,10 @@ class NodeOutputPrinter:
                 text, count = self._batches.popleft()
                 drops, self._unreported_drops = self._unreported_drops, 0
             if drops:
-                text = (f"[sparkdl] {drops} lines of node output were not shown: the console could not keep "
-                        "up (every line is in the nodes' logs)\n") + text
+                text = (
+                    f"[sparkdl] {drops} lines of node output were not shown: the console could not keep "
+                    "up (every line is in the nodes' logs)\n"
+                ) + text
             self._write(text)
             with self._cond:
                 self._pending_lines -= count
@@ -109,5 +111,8 @@ class NodeOutputPrinter:
             stream.flush()
         except Exception as exc:  # noqa: BLE001 - a closed pipe or stream must never cost a node
             self.failure = f"{type(exc).__name__}: {exc}"
-            logger.warning("sparkdl: stopped printing node output on the console (%s); every line is in the "
-                           "nodes' logs (cluster.cluster_info[i]['log_path'])", self.failure)
+            logger.warning(
+                "sparkdl: stopped printing node output on the console (%s); every line is in the "
+                "nodes' logs (cluster.cluster_info[i]['log_path'])",
+                self.failure,
+            )

@@ -19,10 +19,10 @@ from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_clust
 
 logger = logging.getLogger(__name__)
 
-STALL_CHECK_S = 0.5    # how often the driver looks for stalled nodes
-RECENT_LINES = 40      # forwarded lines kept per node, for the failure of a node that is lost
-STALL_REPORT_S = 5.0   # how long a stalled node's supervisor has to report before the driver gives up on it
-CAUSE_WAIT_S = 10.0    # how long a failed Spark job (launch or feed) waits for the node report that explains it
+STALL_CHECK_S = 0.5  # how often the driver looks for stalled nodes
+RECENT_LINES = 40  # forwarded lines kept per node, for the failure of a node that is lost
+STALL_REPORT_S = 5.0  # how long a stalled node's supervisor has to report before the driver gives up on it
+CAUSE_WAIT_S = 10.0  # how long a failed Spark job (launch or feed) waits for the node report that explains it
 
 
 @dataclass
@@ -34,18 +34,18 @@ class NodeState:
     port: int = 0
     spark_executor: str = ""
     log_path: str = ""
-    status: str = "pending"        # pending, registered, running, exited
-    serving: bool = False          # the node declared itself a long-running server
-    feed_port: int = 0             # its feed server's port (InputMode.SPARK)
+    status: str = "pending"  # pending, registered, running, exited
+    serving: bool = False  # the node declared itself a long-running server
+    feed_port: int = 0  # its feed server's port (InputMode.SPARK)
     feed_terminated: bool = False  # map_fun called DataFeed.terminate()
     feed_consumed: dict = field(default_factory=dict)  # qname -> the last cluster.train session read in full
-    pid: int = 0                   # the TF process
+    pid: int = 0  # the TF process
     supervisor_pid: int = 0
-    anchor_pid: int = 0            # the Spark task (or executor JVM) the node lives and dies with
-    last_progress: float = 0.0     # time.monotonic() of the last heartbeat
+    anchor_pid: int = 0  # the Spark task (or executor JVM) the node lives and dies with
+    last_progress: float = 0.0  # time.monotonic() of the last heartbeat
     metrics: dict = field(default_factory=dict)  # the latest progress report (step, epoch, loss, ...)
-    stall_sent_at: float = 0.0     # when the driver told the supervisor the node stalled
-    stop_sent: bool = False        # the driver asked the node to stop
+    stall_sent_at: float = 0.0  # when the driver told the supervisor the node stalled
+    stop_sent: bool = False  # the driver asked the node to stop
     failure: NodeFailure | None = None
     channel: Channel | None = field(default=None, repr=False)
     # The last lines the node forwarded: the tail a lost node's failure shows. The driver never
@@ -61,8 +61,16 @@ class NodeState:
 class Coordinator:
     """Registration and supervision of one cluster's nodes (driver side)."""
 
-    def __init__(self, roles: list[NodeRole], secret: bytes, host: str, stall_timeout: float | None = None,
-                 advertise_host: str | None = None, *, cluster_id: str):
+    def __init__(
+        self,
+        roles: list[NodeRole],
+        secret: bytes,
+        host: str,
+        stall_timeout: float | None = None,
+        advertise_host: str | None = None,
+        *,
+        cluster_id: str,
+    ):
         self.roles = roles
         self.nodes = {role.node_number: NodeState(role) for role in roles}
         self.cluster_spec: dict[str, list[str]] | None = None
@@ -71,13 +79,14 @@ class Coordinator:
         self.failures: list[NodeFailure] = []
         self.stall_timeout = stall_timeout
         self.feed_timeout: float | None = None  # set while cluster.train feeds: a stalled reader fails
-        self.on_inferred = None                 # called with (node, event) for each inference partition answered
-        self.on_log = None                      # called with (node, lines) for the node's output
-        self.on_epoch_end = None                # called with (node, report) for each epoch-end progress report
+        self.on_inferred = None  # called with (node, event) for each inference partition answered
+        self.on_log = None  # called with (node, lines) for the node's output
+        self.on_epoch_end = None  # called with (node, report) for each epoch-end progress report
         self._closed = False
         self._cond = threading.Condition()
-        self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-coordinator",
-                                     endpoint=Endpoint.coordinator(cluster_id))
+        self._server = ChannelServer(
+            secret, self._handle, host=host, name="sparkdl-coordinator", endpoint=Endpoint.coordinator(cluster_id)
+        )
         self._advertise_host = advertise_host or self._server.address[0]
         self._stall_watch = threading.Thread(target=self._watch_stalls, name="sparkdl-stall-watch", daemon=True)
         self._stall_watch.start()
@@ -107,11 +116,19 @@ class Coordinator:
                 try:
                     self._on_message(node, message)
                 except Exception as exc:  # noqa: BLE001 - a driver-side bug must fail the node, loudly
-                    self._record_failure(node, NodeFailure(
-                        node.role.label, node.role.node_number, node.host, node.spark_executor,
-                        cause=f"the driver failed handling its {message.get('type')!r} message "
-                              f"({type(exc).__name__}: {exc})",
-                        traceback=traceback.format_exc(), log_path=node.log_path))
+                    self._record_failure(
+                        node,
+                        NodeFailure(
+                            node.role.label,
+                            node.role.node_number,
+                            node.host,
+                            node.spark_executor,
+                            cause=f"the driver failed handling its {message.get('type')!r} message "
+                            f"({type(exc).__name__}: {exc})",
+                            traceback=traceback.format_exc(),
+                            log_path=node.log_path,
+                        ),
+                    )
                     return
                 if node.finished:
                     return
@@ -121,10 +138,18 @@ class Coordinator:
                     node.status = "exited"
                     self._cond.notify_all()
             elif not node.finished:
-                self._record_failure(node, NodeFailure(
-                    node.role.label, node.role.node_number, node.host, node.spark_executor,
-                    cause=f"lost contact with its supervisor ({exc}): its Spark executor or host was lost",
-                    log_tail="\n".join(node.recent_lines), log_path=node.log_path))
+                self._record_failure(
+                    node,
+                    NodeFailure(
+                        node.role.label,
+                        node.role.node_number,
+                        node.host,
+                        node.spark_executor,
+                        cause=f"lost contact with its supervisor ({exc}): its Spark executor or host was lost",
+                        log_tail="\n".join(node.recent_lines),
+                        log_path=node.log_path,
+                    ),
+                )
 
     def _register(self, channel: Channel, message: dict) -> NodeState | None:
         number = message.get("node_number")
@@ -141,7 +166,8 @@ class Coordinator:
             node.status, node.channel = "registered", channel
             if all(n.status != "pending" for n in self.nodes.values()):
                 self.cluster_spec = build_cluster_spec(
-                    self.roles, {i: f"{n.host}:{n.port}" for i, n in self.nodes.items()})
+                    self.roles, {i: f"{n.host}:{n.port}" for i, n in self.nodes.items()}
+                )
             self._cond.notify_all()
             return node
 
@@ -176,8 +202,12 @@ class Coordinator:
             self._cond.notify_all()
         if kind == "status" and message.get("event") == "inferred" and self.on_inferred is not None:
             self.on_inferred(node, message)
-        if (kind == "status" and message.get("event") == "progress" and message.get("epoch_end")
-                and self.on_epoch_end is not None):
+        if (
+            kind == "status"
+            and message.get("event") == "progress"
+            and message.get("epoch_end")
+            and self.on_epoch_end is not None
+        ):
             self.on_epoch_end(node, message)
         if kind == "log":
             lines = [line for line in message.get("lines", ()) if isinstance(line, str)]
@@ -186,12 +216,24 @@ class Coordinator:
                 self.on_log(node, lines)
         if kind == "exited":
             failed = message.get("failed", message.get("exit_code") != 0 and not message.get("stopped"))
-            failure = NodeFailure(
-                node.role.label, node.role.node_number, node.host, node.spark_executor,
-                exit_code=message.get("exit_code"), signal=message.get("signal"),
-                traceback=message.get("traceback", ""), log_tail=message.get("log_tail", ""),
-                log_path=message.get("log_path", ""), hint=message.get("hint", ""),
-                cause=message.get("cause", ""), stalled=bool(message.get("stalled"))) if failed else None
+            failure = (
+                NodeFailure(
+                    node.role.label,
+                    node.role.node_number,
+                    node.host,
+                    node.spark_executor,
+                    exit_code=message.get("exit_code"),
+                    signal=message.get("signal"),
+                    traceback=message.get("traceback", ""),
+                    log_tail=message.get("log_tail", ""),
+                    log_path=message.get("log_path", ""),
+                    hint=message.get("hint", ""),
+                    cause=message.get("cause", ""),
+                    stalled=bool(message.get("stalled")),
+                )
+                if failed
+                else None
+            )
             if failure:
                 self._record_failure(node, failure)
             else:
@@ -240,8 +282,9 @@ class Coordinator:
                     limit = self._stall_limit(node)
                     if limit is not None and now - node.last_progress > limit[0]:
                         node.stall_sent_at = now
-                        stalled.append((node, f"made no progress for {now - node.last_progress:.0f} s "
-                                              f"({limit[1]}={limit[0]:g} s)"))
+                        stalled.append(
+                            (node, f"made no progress for {now - node.last_progress:.0f} s ({limit[1]}={limit[0]:g} s)")
+                        )
             for node, reason in stalled:
                 logger.error("sparkdl: %s %s; stopping it", node.role.label, reason)
                 try:
@@ -249,9 +292,18 @@ class Coordinator:
                 except (OSError, ChannelError):
                     pass  # the supervisor is unreachable: reported as unresponsive below
             for node in unresponsive:
-                self._record_failure(node, NodeFailure(
-                    node.role.label, node.role.node_number, node.host, node.spark_executor, stalled=True,
-                    cause="made no progress and its supervisor did not answer the stop", log_path=node.log_path))
+                self._record_failure(
+                    node,
+                    NodeFailure(
+                        node.role.label,
+                        node.role.node_number,
+                        node.host,
+                        node.spark_executor,
+                        stalled=True,
+                        cause="made no progress and its supervisor did not answer the stop",
+                        log_path=node.log_path,
+                    ),
+                )
 
     # -- driver API --
 
@@ -275,9 +327,11 @@ class Coordinator:
                 return
             missing = [n.role for n in self.nodes.values() if n.status == "pending"]
             registered = len(self.nodes) - len(missing)
-        reason = (f"only {registered} of {len(self.nodes)} TF nodes registered within {timeout:.0f} s; missing: "
-                  + ", ".join(f"node #{r.node_number} ({r.label})" for r in missing)
-                  + ". Are there enough free executors (one task slot each) for num_executors?")
+        reason = (
+            f"only {registered} of {len(self.nodes)} TF nodes registered within {timeout:.0f} s; missing: "
+            + ", ".join(f"node #{r.node_number} ({r.label})" for r in missing)
+            + ". Are there enough free executors (one task slot each) for num_executors?"
+        )
         self.abort(reason)
         raise ReservationTimeout(reason)
 
@@ -312,8 +366,9 @@ class Coordinator:
 
     def training_nodes_done(self) -> bool:
         """Whether every node that must end on its own (not ps/evaluator/servers) has ended."""
-        return all(n.finished for n in self.nodes.values()
-                   if n.role.job_name not in STOPPED_AT_SHUTDOWN and not n.serving)
+        return all(
+            n.finished for n in self.nodes.values() if n.role.job_name not in STOPPED_AT_SHUTDOWN and not n.serving
+        )
 
     def all_done(self) -> bool:
         """Whether every node has ended."""

@@ -66,18 +66,27 @@ class ClusterFeeder:
 
     def _target(self, feed_timeout: float, qname: str, run: str = "") -> FeedTarget:
         nodes = self.data_nodes()
-        return FeedTarget(self._secret, tuple((n.host, n.feed_port) for n in nodes), tuple(map(self._endpoint, nodes)),
-                          tuple(n.role.label for n in nodes), float(feed_timeout), qname, run)
+        return FeedTarget(
+            self._secret,
+            tuple((n.host, n.feed_port) for n in nodes),
+            tuple(map(self._endpoint, nodes)),
+            tuple(n.role.label for n in nodes),
+            float(feed_timeout),
+            qname,
+            run,
+        )
 
     def _endpoint(self, node: NodeState) -> Endpoint:
         """The identity of ``node``'s feed server (the handshake is bound to it)."""
         return Endpoint.feed(self._cluster_id, node.role.node_number)
 
-    def _tell_nodes(self, message: dict, timeout: float, nodes: list[NodeState] | None = None,
-                    need_ack: bool = True) -> None:
+    def _tell_nodes(
+        self, message: dict, timeout: float, nodes: list[NodeState] | None = None, need_ack: bool = True
+    ) -> None:
         for node in nodes if nodes is not None else self.data_nodes():
-            with connect((node.host, node.feed_port), self._secret, timeout=timeout,
-                         endpoint=self._endpoint(node)) as channel:
+            with connect(
+                (node.host, node.feed_port), self._secret, timeout=timeout, endpoint=self._endpoint(node)
+            ) as channel:
                 channel.send(message)
                 try:
                     channel.recv(timeout)
@@ -87,10 +96,22 @@ class ClusterFeeder:
 
     # -- training --
 
-    def train(self, data: RDD | DataFrame, num_epochs: int, feed_timeout: float, qname: str,
-              show_progress: bool = False, *, validation_data: RDD | DataFrame | None = None, cache: bool = True,
-              cache_max_bytes: int | None = None, shuffle: bool = True, seed: int | None = None,
-              history: TrainingHistory | None = None, history_reports: int = 0) -> None:
+    def train(
+        self,
+        data: RDD | DataFrame,
+        num_epochs: int,
+        feed_timeout: float,
+        qname: str,
+        show_progress: bool = False,
+        *,
+        validation_data: RDD | DataFrame | None = None,
+        cache: bool = True,
+        cache_max_bytes: int | None = None,
+        shuffle: bool = True,
+        seed: int | None = None,
+        history: TrainingHistory | None = None,
+        history_reports: int = 0,
+    ) -> None:
         """Feed ``data`` (and ``validation_data``) ``num_epochs`` times, balanced over the data nodes;
         blocks until every data node has read its rows (or ended its feed).
 
@@ -108,13 +129,27 @@ class ClusterFeeder:
         self.qnames.add(qname)
         with contextlib.ExitStack() as pinned:
             # With AQE, pinning a shuffled frame already runs its shuffle: do it as a watched job.
-            pin = lambda frame: self._run_job(lambda: pinned.enter_context(stable_partitions(frame)),  # noqa: E731
-                                              "sparkdl: pin the partitions of a shuffled DataFrame")
+            pin = lambda frame: self._run_job(
+                lambda: pinned.enter_context(stable_partitions(frame)),  # noqa: E731
+                "sparkdl: pin the partitions of a shuffled DataFrame",
+            )
             data = pin(data)
             if validation_data is not None:
                 validation_data = pin(validation_data)
-            self._train(data, num_epochs, feed_timeout, qname, show_progress, validation_data,
-                        cache and num_epochs > 1, cache_max_bytes, shuffle, seed, history, history_reports)
+            self._train(
+                data,
+                num_epochs,
+                feed_timeout,
+                qname,
+                show_progress,
+                validation_data,
+                cache and num_epochs > 1,
+                cache_max_bytes,
+                shuffle,
+                seed,
+                history,
+                history_reports,
+            )
 
     @staticmethod
     def _check_train_arguments(data, num_epochs, validation_data, cache_max_bytes) -> None:
@@ -129,24 +164,40 @@ class ClusterFeeder:
             elif not isinstance(frame, RDD) and not (frame is None and name == "validation_data"):
                 raise TypeError(f"{name} needs an RDD or a DataFrame, got {type(frame).__name__}")
         if validation_data is not None and isinstance(validation_data, DataFrame) != isinstance(data, DataFrame):
-            raise FeedDataError("validation_data must be of the same kind as the training data (both DataFrames "
-                                "or both RDDs)")
+            raise FeedDataError(
+                "validation_data must be of the same kind as the training data (both DataFrames or both RDDs)"
+            )
         if isinstance(data, DataFrame):
             check_same_columns(data.schema, validation_data.schema if validation_data is not None else None)
 
-    def _train(self, data, num_epochs, feed_timeout, qname, show_progress, validation_data, cache,
-               cache_max_bytes, shuffle, seed, history, history_reports) -> None:
+    def _train(
+        self,
+        data,
+        num_epochs,
+        feed_timeout,
+        qname,
+        show_progress,
+        validation_data,
+        cache,
+        cache_max_bytes,
+        shuffle,
+        seed,
+        history,
+        history_reports,
+    ) -> None:
         is_frame = isinstance(data, DataFrame)
         counts = self._run_job(lambda: _count_rows(data), "sparkdl: count rows per partition")
         if sum(counts) == 0:
-            raise FeedDataError(f"cluster.train got an empty {'DataFrame' if is_frame else 'RDD'}: there is "
-                                "nothing to feed")
+            raise FeedDataError(
+                f"cluster.train got an empty {'DataFrame' if is_frame else 'RDD'}: there is nothing to feed"
+            )
         nodes = self.data_nodes()
         plan = balanced_plan(counts, len(nodes))
         splits = [(TRAIN_SPLIT, data, plan)]
         if validation_data is not None:
-            validation_counts = self._run_job(lambda: _count_rows(validation_data),
-                                              "sparkdl: count validation rows per partition")
+            validation_counts = self._run_job(
+                lambda: _count_rows(validation_data), "sparkdl: count validation rows per partition"
+            )
             if sum(validation_counts) == 0:
                 raise FeedDataError("cluster.train got empty validation_data: drop it or give it rows")
             splits.append((VALIDATION_SPLIT, validation_data, balanced_plan(validation_counts, len(nodes))))
@@ -154,18 +205,43 @@ class ClusterFeeder:
         self._sessions[qname] = session
         seed = secrets.randbits(63) if seed is None else int(seed)
         for index, node in enumerate(nodes):
-            self._tell_nodes({"type": "plan", "qname": qname, "session": session, "epochs": num_epochs,
-                              "rows_per_epoch": plan.rows_per_node,
-                              "validation_rows": splits[1][2].rows_per_node if len(splits) > 1 else 0,
-                              "cache": cache, "cache_max_bytes": cache_max_bytes, "shuffle": bool(shuffle),
-                              "seed": seed, "node": index}, min(feed_timeout, 60), [node])
+            self._tell_nodes(
+                {
+                    "type": "plan",
+                    "qname": qname,
+                    "session": session,
+                    "epochs": num_epochs,
+                    "rows_per_epoch": plan.rows_per_node,
+                    "validation_rows": splits[1][2].rows_per_node if len(splits) > 1 else 0,
+                    "cache": cache,
+                    "cache_max_bytes": cache_max_bytes,
+                    "shuffle": bool(shuffle),
+                    "seed": seed,
+                    "node": index,
+                },
+                min(feed_timeout, 60),
+                [node],
+            )
         target = self._target(feed_timeout, qname)
-        logger.info("sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
-                    plan.total_rows, num_epochs, len(nodes), plan.rows_per_node)
+        logger.info(
+            "sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
+            plan.total_rows,
+            num_epochs,
+            len(nodes),
+            plan.rows_per_node,
+        )
         total = sum(p.rows_per_node for _, _, p in splits) * len(nodes) * num_epochs
-        progress = TrainProgress(nodes, total, num_epochs, history=history,
-                                 partitions=lambda: self.spark.feeding_job_progress(self.job_group)
-                                 ) if show_progress else None
+        progress = (
+            TrainProgress(
+                nodes,
+                total,
+                num_epochs,
+                history=history,
+                partitions=lambda: self.spark.feeding_job_progress(self.job_group),
+            )
+            if show_progress
+            else None
+        )
         self._coordinator.feed_timeout = float(feed_timeout)  # a node that stops reading is a stall
         try:
             with progress or contextlib.nullcontext():
@@ -173,11 +249,16 @@ class ClusterFeeder:
                 for epoch in range(num_epochs):
                     if not replaying:
                         for split, frame, split_plan in splits:
-                            description = (f"sparkdl: feed {'' if split == TRAIN_SPLIT else 'validation '}epoch "
-                                           f"{epoch + 1}/{num_epochs} to {len(nodes)} TF nodes")
+                            description = (
+                                f"sparkdl: feed {'' if split == TRAIN_SPLIT else 'validation '}epoch "
+                                f"{epoch + 1}/{num_epochs} to {len(nodes)} TF nodes"
+                            )
                             skipped = self._run_job(
                                 lambda e=epoch, f=frame, p=split_plan, s=split: _feed_epoch(
-                                    f, target, session, e, p, s, seed if shuffle else None), description)
+                                    f, target, session, e, p, s, seed if shuffle else None
+                                ),
+                                description,
+                            )
                             if self._check_skipped(nodes, skipped, description):
                                 logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
                                 return
@@ -198,8 +279,9 @@ class ClusterFeeder:
         problems = {}
         try:
             for node in live:
-                with connect((node.host, node.feed_port), self._secret, timeout=timeout,
-                             endpoint=self._endpoint(node)) as channel:
+                with connect(
+                    (node.host, node.feed_port), self._secret, timeout=timeout, endpoint=self._endpoint(node)
+                ) as channel:
                     channel.send({"type": "cache_seal", "qname": qname, "session": session})
                     problem = channel.recv(timeout).get("problem")
                 if problem:
@@ -213,8 +295,10 @@ class ClusterFeeder:
         if use:
             logger.info("sparkdl: epochs 2+ of training run %d are served from the nodes' caches", session)
         else:
-            logger.info("sparkdl: not every node could cache its rows (%s); feeding every epoch from Spark",
-                        "; ".join(f"{label}: {problem}" for label, problem in problems.items()))
+            logger.info(
+                "sparkdl: not every node could cache its rows (%s); feeding every epoch from Spark",
+                "; ".join(f"{label}: {problem}" for label, problem in problems.items()),
+            )
         return use
 
     def _await_read(self, nodes: list[NodeState], qname: str, session: int) -> None:
@@ -224,15 +308,17 @@ class ClusterFeeder:
         makes a failure while they are read surface from ``train`` rather than ``shutdown``. A
         node that stops reading is stopped by the stall watch (``feed_timeout``), so this ends.
         """
+
         def done(node: NodeState) -> bool:
-            return (node.feed_consumed.get(qname, 0) >= session or node.feed_terminated or node.finished)
+            return node.feed_consumed.get(qname, 0) >= session or node.feed_terminated or node.finished
 
         self._coordinator.wait_until(lambda c: bool(c.failures) or c.aborted or all(done(n) for n in nodes), None)
         if self._coordinator.failures:
             raise self._node_failed("cluster.train: the nodes reading their last rows")
         if self._coordinator.aborted:
-            raise FeedError(f"cluster.train: the cluster was stopped before its nodes read their rows "
-                            f"({self._coordinator.aborted})")
+            raise FeedError(
+                f"cluster.train: the cluster was stopped before its nodes read their rows ({self._coordinator.aborted})"
+            )
 
     @staticmethod
     def _await_epoch_reports(history: TrainingHistory, reports: int, chief: NodeState) -> None:
@@ -250,6 +336,7 @@ class ClusterFeeder:
 
         Returns whether every data node has ended its feed (so feeding can stop).
         """
+
         def ended(node: NodeState) -> bool:
             return node.feed_terminated or (node.finished and node.failure is None)
 
@@ -264,8 +351,9 @@ class ClusterFeeder:
 
     # -- inference --
 
-    def inference(self, data: RDD | DataFrame, feed_timeout: float, qname: str, run: str = "",
-                  result_schema=None) -> RDD | DataFrame:
+    def inference(
+        self, data: RDD | DataFrame, feed_timeout: float, qname: str, run: str = "", result_schema=None
+    ) -> RDD | DataFrame:
         """The results, one per input row, partition by partition (lazy, like any RDD or DataFrame).
 
         An RDD of results, or with ``result_schema`` (a DataFrame input only) a DataFrame of that
@@ -280,9 +368,11 @@ class ClusterFeeder:
             if result_schema is not None:
                 return _infer_frame_to_frame(data, target, count, result_schema)
             if self.spark.connect:
-                raise TypeError("cluster.inference under Spark Connect returns a DataFrame, whose schema Spark needs "
-                                "up front: pass result_schema, e.g. result_schema='prediction double' (a DDL "
-                                "string or StructType; several fields take a sequence or dict per result)")
+                raise TypeError(
+                    "cluster.inference under Spark Connect returns a DataFrame, whose schema Spark needs "
+                    "up front: pass result_schema, e.g. result_schema='prediction double' (a DDL "
+                    "string or StructType; several fields take a sequence or dict per result)"
+                )
             return _infer_frame(data, target, count)
         if not isinstance(data, RDD):
             raise TypeError(f"cluster.inference needs an RDD or a DataFrame, got {type(data).__name__}")
@@ -366,12 +456,17 @@ def _count_rows(data: RDD | DataFrame) -> list[int]:
         for partition, rows in pairs:
             counts[partition] = rows
         return counts
-    return [rows for _, rows in sorted(data.mapPartitionsWithIndex(
-        lambda index, rows: [(index, sum(1 for _ in rows))]).collect())]
+    return [
+        rows
+        for _, rows in sorted(
+            data.mapPartitionsWithIndex(lambda index, rows: [(index, sum(1 for _ in rows))]).collect()
+        )
+    ]
 
 
-def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, plan, split: str,
-                shuffle_seed: int | None) -> int:
+def _feed_epoch(
+    data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, plan, split: str, shuffle_seed: int | None
+) -> int:
     """One feeding job: every partition sends its planned slices; returns the mask of skipped nodes."""
     if isinstance(data, DataFrame):
         import pyarrow as pa
@@ -380,12 +475,14 @@ def _feed_epoch(data: RDD | DataFrame, target: FeedTarget, session: int, epoch: 
             from pyspark import TaskContext
 
             partition = TaskContext.get().partitionId()
-            rows, skipped = feed_training_partition(target, session, epoch, partition, plan, batches, split,
-                                                    shuffle_seed)
+            rows, skipped = feed_training_partition(
+                target, session, epoch, partition, plan, batches, split, shuffle_seed
+            )
             yield pa.RecordBatch.from_pydict({"rows": [rows], "skipped": [skipped]})
 
         results = [tuple(row) for row in data.mapInArrow(feed, "rows long, skipped long").collect()]
     else:
+
         def feed_rdd(index, rows):
             yield feed_training_partition(target, session, epoch, index, plan, rdd_batches(rows), split, shuffle_seed)
 
@@ -409,8 +506,7 @@ def _infer_frame(data: DataFrame, target: FeedTarget, count: int) -> RDD:
         for payload in infer_partition(target, partition % count, partition, batches, decode=False):
             yield pa.RecordBatch.from_pydict({"payload": [payload]}, schema=pa.schema([("payload", pa.binary())]))
 
-    return data.mapInArrow(infer, "payload binary").rdd.flatMap(
-        lambda row: batch_to_results(decode_batch(row[0])))
+    return data.mapInArrow(infer, "payload binary").rdd.flatMap(lambda row: batch_to_results(decode_batch(row[0])))
 
 
 def _infer_frame_to_frame(data: DataFrame, target: FeedTarget, count: int, result_schema) -> DataFrame:
@@ -422,8 +518,11 @@ def _infer_frame_to_frame(data: DataFrame, target: FeedTarget, count: int, resul
     from ..feed.wire import batch_to_results, decode_batch
 
     # Spark parses a DDL string (on the server under Connect); the executors get Arrow's schema.
-    struct = result_schema if isinstance(result_schema, StructType) else \
-        data.sparkSession.createDataFrame([], result_schema).schema
+    struct = (
+        result_schema
+        if isinstance(result_schema, StructType)
+        else data.sparkSession.createDataFrame([], result_schema).schema
+    )
     arrow_schema = to_arrow_schema(struct)
 
     def infer(batches):

@@ -71,8 +71,10 @@ class TrainingHistory:
         with self._cond:
             epochs = dict(self._epochs)
         total = max(total or 0, max(epochs, default=-1) + 1)
-        return [f"epoch {e + 1}/{total}: " + ", ".join(f"{name} {value:.4f}" for name, value in epochs[e].items())
-                for e in sorted(epochs)]
+        return [
+            f"epoch {e + 1}/{total}: " + ", ".join(f"{name} {value:.4f}" for name, value in epochs[e].items())
+            for e in sorted(epochs)
+        ]
 
     def wait_for_epochs(self, n: int, timeout: float | None) -> bool:
         """Block until ``n`` epochs in a row are recorded, or ``timeout`` seconds; whether they are."""

@@ -70,8 +70,11 @@ def _release(frame: DataFrame) -> None:
         frame.sparkSession.sparkContext._jsc.sc().unpersistRDD(rdd_id, False)
         logger.debug("sparkdl: released the local checkpoint (RDD %d)", rdd_id)
     except Exception as error:  # noqa: BLE001 - cleaning up must never mask train's outcome
-        logger.debug("sparkdl: could not release the local checkpoint (%s); Spark's ContextCleaner "
-                     "removes its blocks once the checkpointed frame is garbage-collected", error)
+        logger.debug(
+            "sparkdl: could not release the local checkpoint (%s); Spark's ContextCleaner "
+            "removes its blocks once the checkpointed frame is garbage-collected",
+            error,
+        )
 
 
 @contextlib.contextmanager
@@ -100,16 +103,17 @@ def stable_partitions(data: Data) -> Iterator[Data]:
         yield data
         return
     if data.storageLevel != StorageLevel.NONE:
-        logger.debug("sparkdl: the DataFrame is persisted (%s): its partitions are used as they are",
-                     data.storageLevel)
+        logger.debug("sparkdl: the DataFrame is persisted (%s): its partitions are used as they are", data.storageLevel)
         yield data
         return
     if not _has_exchange(data):
         logger.debug("sparkdl: the DataFrame's plan has no exchange: its partitions are used as they are")
         yield data
         return
-    logger.debug("sparkdl: the DataFrame comes out of an exchange: pinning its partitions with a local "
-                 "checkpoint (computed by the first job, then read by every later one)")
+    logger.debug(
+        "sparkdl: the DataFrame comes out of an exchange: pinning its partitions with a local "
+        "checkpoint (computed by the first job, then read by every later one)"
+    )
     pinned = data.localCheckpoint(eager=False)
     try:
         yield pinned

@@ -50,8 +50,7 @@ def slot_layout(master: str, conf: Callable[[str], str | None]) -> SlotLayout:
         return SlotLayout(1, None if cores is None else max(cores // task_cpus, 0))
     instances = conf("spark.executor.instances")
     cores = conf("spark.executor.cores")
-    return SlotLayout(int(instances) if instances else None,
-                      int(cores) // task_cpus if cores else None)
+    return SlotLayout(int(instances) if instances else None, int(cores) // task_cpus if cores else None)
 
 
 def check_configuration(master: str, conf: Callable[[str], str | None], num_executors: int) -> SlotLayout:
@@ -64,23 +63,36 @@ def check_configuration(master: str, conf: Callable[[str], str | None], num_exec
         raise PreflightError(
             "spark.dynamicAllocation.enabled=true: a TensorFlow cluster needs a fixed set of executors "
             "that stay for its whole life. Set spark.dynamicAllocation.enabled=false and "
-            f"spark.executor.instances={num_executors} (or more).")
+            f"spark.executor.instances={num_executors} (or more)."
+        )
     layout = slot_layout(master, conf)
-    if layout.expected_executors is not None and layout.expected_executors == 1 and num_executors > 1 \
-            and master.startswith("local") and not master.startswith("local-cluster"):
+    if (
+        layout.expected_executors is not None
+        and layout.expected_executors == 1
+        and num_executors > 1
+        and master.startswith("local")
+        and not master.startswith("local-cluster")
+    ):
         raise PreflightError(
             f"master {master!r} runs a single executor, but num_executors={num_executors} TF nodes need one "
-            f"executor each. Use local-cluster[{num_executors},1,1024] (or a real cluster) instead.")
+            f"executor each. Use local-cluster[{num_executors},1,1024] (or a real cluster) instead."
+        )
     if layout.expected_executors is not None and layout.expected_executors < num_executors:
         raise PreflightError(
             f"num_executors={num_executors} but this Spark application is configured with only "
             f"{layout.expected_executors} executor(s); start it with at least {num_executors} "
-            "(spark.executor.instances / local-cluster[N,...]).")
+            "(spark.executor.instances / local-cluster[N,...])."
+        )
     return layout
 
 
-def wait_for_executors(count_executors: Callable[[], int], num_executors: int, layout: SlotLayout,
-                       wait_s: float, one_node_per_executor: bool = False) -> int:
+def wait_for_executors(
+    count_executors: Callable[[], int],
+    num_executors: int,
+    layout: SlotLayout,
+    wait_s: float,
+    one_node_per_executor: bool = False,
+) -> int:
     """Wait (bounded) until ``num_executors`` task slots are registered; raise if they never are.
 
     With ``one_node_per_executor`` (InputMode.SPARK: each node takes a whole executor) each
@@ -95,11 +107,13 @@ def wait_for_executors(count_executors: Callable[[], int], num_executors: int, l
         if executors * slots_each >= num_executors:
             return executors
         if time.monotonic() >= deadline:
-            need, have = ((f"{num_executors} executors (one each)", f"{executors} executor(s)")
-                          if one_node_per_executor else
-                          (f"{num_executors} executor task slots",
-                           f"{executors} executor(s) with {slots_each} slot(s) each"))
+            need, have = (
+                (f"{num_executors} executors (one each)", f"{executors} executor(s)")
+                if one_node_per_executor
+                else (f"{num_executors} executor task slots", f"{executors} executor(s) with {slots_each} slot(s) each")
+            )
             raise PreflightError(
                 f"num_executors={num_executors} TF nodes need {need}, but only {have} registered within "
-                f"{wait_s:g} s. Start Spark with more executors or lower num_executors.")
+                f"{wait_s:g} s. Start Spark with more executors or lower num_executors."
+            )
         time.sleep(0.2)  # polling the JVM's executor list; no event is exposed to Python

@@ -50,9 +50,17 @@ def _is_terminal(stream: TextIO) -> bool:
 class TrainProgress:
     """Shows one ``cluster.train`` call's progress until closed (a context manager)."""
 
-    def __init__(self, nodes: list[NodeState], total_rows: int, epochs: int, stream: TextIO | None = None,
-                 interval_s: float | None = None, *, history: TrainingHistory | None = None,
-                 partitions: Callable[[], "tuple[int, int] | None"] | None = None):
+    def __init__(
+        self,
+        nodes: list[NodeState],
+        total_rows: int,
+        epochs: int,
+        stream: TextIO | None = None,
+        interval_s: float | None = None,
+        *,
+        history: TrainingHistory | None = None,
+        partitions: Callable[[], "tuple[int, int] | None"] | None = None,
+    ):
         self.nodes = nodes
         self._partitions = partitions  # (completed, total) tasks of the latest feeding job, or None
         self.total_rows = total_rows
@@ -62,8 +70,10 @@ class TrainProgress:
         self.stream = stream or sys.stdout
         self.terminal = _is_terminal(self.stream)
         self.interval_s = interval_s or (BAR_INTERVAL_S if self.terminal else PLAIN_INTERVAL_S)
-        self._base = {n.role.node_number: (int(n.metrics.get("rows_received", 0)), int(n.metrics.get("rows_read", 0)))
-                      for n in nodes}
+        self._base = {
+            n.role.node_number: (int(n.metrics.get("rows_received", 0)), int(n.metrics.get("rows_read", 0)))
+            for n in nodes
+        }
         self._started = time.monotonic()
         self._stop = threading.Event()
         self._bar = None
@@ -99,8 +109,9 @@ class TrainProgress:
             parts.append(f"partitions {partitions[0]}/{partitions[1]}")
         chief = self.chief_metrics()
         if chief:
-            shown = ", ".join(f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
-                              for key, value in chief.items())
+            shown = ", ".join(
+                f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in chief.items()
+            )
             parts.append(f"{self.nodes[0].role.label}: {shown}")
         return " · ".join(parts)
 
@@ -111,8 +122,14 @@ class TrainProgress:
         if self.terminal:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self.total_rows, unit="rows", unit_scale=True, desc="sparkdl train",
-                             file=self.stream, dynamic_ncols=True)
+            self._bar = tqdm(
+                total=self.total_rows,
+                unit="rows",
+                unit_scale=True,
+                desc="sparkdl train",
+                file=self.stream,
+                dynamic_ncols=True,
+            )
         self._thread.start()
         return self
 
@@ -132,8 +149,12 @@ class TrainProgress:
         percent = 100.0 * fed / self.total_rows if self.total_rows else 100.0
         elapsed = time.monotonic() - self._started
         state = "fed" if final else f"{percent:.0f}%"
-        print(f"sparkdl train [{state}]: {fed:,}/{self.total_rows:,} rows fed, {read:,} read · {self.describe()} · "
-              f"{elapsed:.0f} s", file=self.stream, flush=True)
+        print(
+            f"sparkdl train [{state}]: {fed:,}/{self.total_rows:,} rows fed, {read:,} read · {self.describe()} · "
+            f"{elapsed:.0f} s",
+            file=self.stream,
+            flush=True,
+        )
 
     def epoch_done(self, epoch: int) -> None:
         """Note the end of feeding epoch ``epoch`` (0-based) and show it at once."""
@@ -194,8 +215,9 @@ class InferenceProgress:
             key = (run, int(event.get("stage", 0)))
             if key not in self._passes:
                 self._passes[key] = _InferencePass(self._partitions[run])
-            self._passes[key].add(event.get("partition"), int(event.get("rows", 0)),
-                                  self.stream or sys.stdout, self.interval_s)
+            self._passes[key].add(
+                event.get("partition"), int(event.get("rows", 0)), self.stream or sys.stdout, self.interval_s
+            )
 
     def close(self) -> None:
         """Close any bar still open (an action that did not read every partition)."""
@@ -224,8 +246,9 @@ class _InferencePass:
             if self._bar is None:
                 from tqdm import tqdm
 
-                self._bar = tqdm(total=self.partitions, unit="partitions", desc="sparkdl inference", file=stream,
-                                 dynamic_ncols=True)
+                self._bar = tqdm(
+                    total=self.partitions, unit="partitions", desc="sparkdl inference", file=stream, dynamic_ncols=True
+                )
             self._bar.n = done
             self._bar.set_postfix_str(f"{scored:,} rows scored", refresh=True)
             if complete:
@@ -235,8 +258,11 @@ class _InferencePass:
         if self._printed_at is None or complete or now - self._printed_at >= (interval_s or PLAIN_INTERVAL_S):
             self._printed_at = now
             of = f"/{self.partitions}" if self.partitions is not None else ""
-            print(f"sparkdl inference: {done}{of} partitions, {scored:,} rows scored · "
-                  f"{now - self._started:.0f} s", file=stream, flush=True)
+            print(
+                f"sparkdl inference: {done}{of} partitions, {scored:,} rows scored · {now - self._started:.0f} s",
+                file=stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self._bar is not None:

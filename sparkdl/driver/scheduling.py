@@ -75,7 +75,8 @@ def executor_cores(master: str, conf: Conf, registered: Callable[[], list[int]])
     if len(cores) > 1:
         raise PreflightError(
             f"the executors have different numbers of cores ({', '.join(map(str, cores))}), and each TF node's "
-            "launch task asks for a whole executor; set spark.executor.cores so every executor has the same")
+            "launch task asks for a whole executor; set spark.executor.cores so every executor has the same"
+        )
     if cores:
         return cores[0]
     return 1 if master == "yarn" or master.startswith("k8s://") else None
@@ -93,8 +94,9 @@ def slots_per_executor(cores: int, conf: Conf) -> int:
     return slots
 
 
-def launch_resources(master: str, conf: Conf, spark_nodes: int, num_gpus: int | None,
-                     cores: int | None) -> LaunchResources | None:
+def launch_resources(
+    master: str, conf: Conf, spark_nodes: int, num_gpus: int | None, cores: int | None
+) -> LaunchResources | None:
     """What each InputMode.SPARK launch task must ask for; None when the default profile will do.
 
     A profile is *needed* when two launch tasks could share an executor (several nodes, several
@@ -111,7 +113,8 @@ def launch_resources(master: str, conf: Conf, spark_nodes: int, num_gpus: int | 
         if spark_nodes > 1 and supported:
             raise PreflightError(
                 "cannot tell how many cores each executor has, and each TF node's launch task asks for a whole "
-                "executor: set spark.executor.cores")
+                "executor: set spark.executor.cores"
+            )
         return None
     slots = slots_per_executor(cores, conf)
     needed = spark_nodes > 1 and slots > 1
@@ -124,13 +127,15 @@ def launch_resources(master: str, conf: Conf, spark_nodes: int, num_gpus: int | 
                 f"each executor has {slots} task slots, so Spark may place two TF nodes on one executor, and master "
                 f"{master!r} cannot give sparkdl's launch stage a whole executor per task (stage-level scheduling "
                 "works on standalone, local-cluster, YARN and Kubernetes). Give each executor one slot: set "
-                "spark.task.cpus equal to spark.executor.cores.")
+                "spark.task.cpus equal to spark.executor.cores."
+            )
         return None
     gpus = 0.0 if num_gpus == 0 or not executor_gpus else float(num_gpus or executor_gpus)
     if gpus > executor_gpus:
         raise PreflightError(
             f"num_gpus={num_gpus} but each executor has spark.executor.resource.gpu.amount={executor_gpus:g}; "
-            "raise that setting or lower num_gpus")
+            "raise that setting or lower num_gpus"
+        )
     return LaunchResources(cores, gpus)
 
 
@@ -159,7 +164,8 @@ def register_profile(access, resources: LaunchResources) -> Any:
         raise PreflightError(
             f"Spark refused the TF node launch stage's resource profile ({resources.describe()} per task): "
             f"{reason}. Give each executor one task slot instead: set spark.task.cpus equal to "
-            "spark.executor.cores.") from exc
+            "spark.executor.cores."
+        ) from exc
     return profile
 
 

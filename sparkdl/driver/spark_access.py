@@ -94,8 +94,7 @@ class SparkAccess:
         """Cancel the running Spark jobs named ``tag`` (best effort)."""
         raise NotImplementedError
 
-    def launch(self, count: int, launcher: Callable[[Any], Iterator[dict]], profile: Any,
-               barrier: bool) -> list[dict]:
+    def launch(self, count: int, launcher: Callable[[Any], Iterator[dict]], profile: Any, barrier: bool) -> list[dict]:
         """Run ``launcher`` once per task over ``count`` tasks (partition i launches node i); its records."""
         raise NotImplementedError
 
@@ -240,8 +239,10 @@ class ConnectSpark(SparkAccess):
 
         if not isinstance(data, DataFrame):
             kind = f"{type(data).__module__}.{type(data).__qualname__}"
-            raise TypeError(f"{what} got a {kind}: under Spark Connect there are no RDDs, pass a Spark "
-                            "DataFrame (e.g. spark.createDataFrame(rows, schema))")
+            raise TypeError(
+                f"{what} got a {kind}: under Spark Connect there are no RDDs, pass a Spark "
+                "DataFrame (e.g. spark.createDataFrame(rows, schema))"
+            )
 
 
 def spark_access(spark_or_sc: Any) -> SparkAccess:
@@ -256,8 +257,10 @@ def spark_access(spark_or_sc: Any) -> SparkAccess:
 
     if isinstance(spark_or_sc, SparkSession):
         return ClassicSpark(spark_or_sc.sparkContext)
-    raise TypeError(f"TFCluster.run needs a SparkContext or a SparkSession (classic or Spark Connect), got "
-                    f"{type(spark_or_sc).__name__}")
+    raise TypeError(
+        f"TFCluster.run needs a SparkContext or a SparkSession (classic or Spark Connect), got "
+        f"{type(spark_or_sc).__name__}"
+    )
 
 
 def is_connect_session(spark: Any) -> bool:
@@ -293,5 +296,7 @@ def _route_toward(host: str) -> str:
             probe.connect((target, 9))
             return probe.getsockname()[0]
     except OSError as exc:
-        raise PreflightError(f"cannot tell which address of this machine the Spark Connect server at {host} "
-                             f"reaches; set {DRIVER_HOST_ENV} to it") from exc
+        raise PreflightError(
+            f"cannot tell which address of this machine the Spark Connect server at {host} "
+            f"reaches; set {DRIVER_HOST_ENV} to it"
+        ) from exc

@@ -27,7 +27,7 @@ def empty(shape: tuple, dtype) -> np.ndarray:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
     skip = -raw.ctypes.data % ALIGNMENT
-    return raw[skip:skip + nbytes].view(dtype).reshape(shape)
+    return raw[skip : skip + nbytes].view(dtype).reshape(shape)
 
 
 def concatenate(parts: list[np.ndarray]) -> np.ndarray:

@@ -114,8 +114,9 @@ class RunCache:
 
     def _fail(self, reason: str) -> None:
         self.failure = reason
-        logger.warning("sparkdl: not caching %s on this node: %s; its epochs are fed from Spark each time",
-                       self.label, reason)
+        logger.warning(
+            "sparkdl: not caching %s on this node: %s; its epochs are fed from Spark each time", self.label, reason
+        )
         self._remove_files()
 
     def seal(self, rows_per_epoch: dict[str, int]) -> str | None:
@@ -180,15 +181,17 @@ class CacheReplay:
             self._maps.append(mapped)
             view = memoryview(mapped)
             for offset, length in part.frames:
-                batch = decode_batch(view[offset:offset + length])
+                batch = decode_batch(view[offset : offset + length])
                 self.columns.append(batch_to_columns(batch))
                 self.names = batch.schema.names
                 self.layout = self.layout or RowLayout.of(batch.schema)
                 sizes.append(batch.num_rows)
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self.rows = int(self.starts[-1])
-        row_bytes = sum(c.itemsize * int(np.prod(c.shape[1:], dtype=np.int64))
-                        for c in (self.columns[0].values() if self.columns else ()))
+        row_bytes = sum(
+            c.itemsize * int(np.prod(c.shape[1:], dtype=np.int64))
+            for c in (self.columns[0].values() if self.columns else ())
+        )
         self.window_rows = max(1, window_bytes // max(row_bytes, 1))
         self._frame_bytes = [sum(c.nbytes for c in frame.values()) for frame in self.columns]
         self._window: tuple[object, int, dict[str, np.ndarray]] | None = None  # (order, first row, columns)
@@ -203,7 +206,7 @@ class CacheReplay:
                 self._window = (order, first, self._load(order, first))
             window = self._window[2]
             take = min(count, first + self.window_rows - start)
-            pieces.append({n: c[start - first:start - first + take] for n, c in window.items()})
+            pieces.append({n: c[start - first : start - first + take] for n, c in window.items()})
             start, count = start + take, count - take
         if len(pieces) == 1:
             return pieces[0]
@@ -258,4 +261,3 @@ class CacheReplay:
 def epoch_order(rows: int, seed: int, node: int, epoch: int) -> np.ndarray:
     """The row permutation of one epoch on one node: the same for the same seed, run after run."""
     return np.random.default_rng([seed, node, epoch]).permutation(rows)
-

@@ -37,7 +37,8 @@ def check_spark_schema(schema) -> None:
         raise FeedDataError(
             f"column {field.name!r} has type {kind.simpleString()}, which sparkdl cannot feed as a tensor; "
             "supported: numeric, boolean and string scalars, arrays of numbers, and pyspark.ml Vectors. "
-            f"Select or convert it first (e.g. df.drop({field.name!r})).")
+            f"Select or convert it first (e.g. df.drop({field.name!r}))."
+        )
 
 
 def check_same_columns(training, validation) -> None:
@@ -48,17 +49,24 @@ def check_same_columns(training, validation) -> None:
     given = {f.name: f.dataType for f in validation.fields}
     for name in list(expected) + [n for n in given if n not in expected]:
         if name not in given:
-            raise FeedDataError(f"validation_data has no column {name!r}, which the training data has; "
-                                "give both the same columns")
+            raise FeedDataError(
+                f"validation_data has no column {name!r}, which the training data has; give both the same columns"
+            )
         if name not in expected:
-            raise FeedDataError(f"validation_data has a column {name!r} that the training data does not have; "
-                                "give both the same columns")
+            raise FeedDataError(
+                f"validation_data has a column {name!r} that the training data does not have; "
+                "give both the same columns"
+            )
         if expected[name] != given[name]:
-            raise FeedDataError(f"validation_data column {name!r} is {given[name].simpleString()} but the training "
-                                f"column is {expected[name].simpleString()}; cast one of them")
+            raise FeedDataError(
+                f"validation_data column {name!r} is {given[name].simpleString()} but the training "
+                f"column is {expected[name].simpleString()}; cast one of them"
+            )
     if list(expected) != list(given):
-        raise FeedDataError(f"validation_data has the training data's columns in another order ({list(given)} vs "
-                            f"{list(expected)}); select them in the same order")
+        raise FeedDataError(
+            f"validation_data has the training data's columns in another order ({list(given)} vs "
+            f"{list(expected)}); select them in the same order"
+        )
 
 
 def column_to_numpy(array: pa.Array | pa.ChunkedArray, name: str) -> np.ndarray:
@@ -83,8 +91,10 @@ def _column_to_arrow(values: list, name: str) -> tuple[pa.Array, tuple[int, ...]
         except ValueError as exc:
             raise FeedDataError(f"RDD column {name} holds arrays of different lengths; pad or filter them") from exc
         if dense.dtype == object or dense.ndim < 2:
-            raise FeedDataError(f"RDD column {name} must hold equal-shape arrays of numbers, "
-                                f"got an array of shape {dense.shape[1:]} and dtype {dense.dtype}")
+            raise FeedDataError(
+                f"RDD column {name} must hold equal-shape arrays of numbers, "
+                f"got an array of shape {dense.shape[1:]} and dtype {dense.dtype}"
+            )
         shape = dense.shape[1:] if dense.ndim > 2 else None
         width = int(np.prod(dense.shape[1:]))
         return pa.FixedSizeListArray.from_arrays(pa.array(dense.reshape(-1)), width), shape
@@ -105,8 +115,9 @@ def rows_to_record_batch(rows: Sequence[Any]) -> pa.RecordBatch:
     back as it was: bare values bare, tuples as tuples, lists as lists.
     """
     first = rows[0]
-    if isinstance(first, tuple) or (isinstance(first, list) and first and
-                                    isinstance(first[0], (list, tuple, np.ndarray))):
+    if isinstance(first, tuple) or (
+        isinstance(first, list) and first and isinstance(first[0], (list, tuple, np.ndarray))
+    ):
         width = len(first)
         if any(len(row) != width for row in rows):
             raise FeedDataError(f"RDD rows have different numbers of fields (first row has {width})")
@@ -116,8 +127,12 @@ def rows_to_record_batch(rows: Sequence[Any]) -> pa.RecordBatch:
         columns, container = [list(rows)], BARE
     names = [str(i) for i in range(len(columns))]
     converted = [_column_to_arrow(values, name) for values, name in zip(columns, names)]
-    layout = RowLayout(tuple(names), container, tuple(value_kind(values[0]) for values in columns),
-                       tuple(shape for _, shape in converted))
+    layout = RowLayout(
+        tuple(names),
+        container,
+        tuple(value_kind(values[0]) for values in columns),
+        tuple(shape for _, shape in converted),
+    )
     batch = pa.RecordBatch.from_arrays([array for array, _ in converted], names=names)
     return batch.replace_schema_metadata(layout.metadata())
 

@@ -40,9 +40,15 @@ class DataFeed:
     were in the RDD (bare values, tuples, lists), or of row tuples for a DataFrame.
     """
 
-    def __init__(self, server: FeedServer, train_mode: bool = True, qname_in: str = "input",
-                 qname_out: str = "output", input_mapping: dict[str, str] | None = None,
-                 feed_timeout: float = 600.0):
+    def __init__(
+        self,
+        server: FeedServer,
+        train_mode: bool = True,
+        qname_in: str = "input",
+        qname_out: str = "output",
+        input_mapping: dict[str, str] | None = None,
+        feed_timeout: float = 600.0,
+    ):
         self.train_mode = train_mode
         self.qname_in = qname_in
         self.qname_out = qname_out
@@ -53,7 +59,7 @@ class DataFeed:
         self._chunks: dict[str, Chunk | None] = {}  # the queued chunk being read, per split
         self._pending: deque[list] = deque()  # [stream, rows awaiting results]
         self._stopped = False
-        self._session = 1   # the training run (cluster.train call) next_batch reads
+        self._session = 1  # the training run (cluster.train call) next_batch reads
         self._order: tuple[tuple, np.ndarray] | None = None  # the current epoch's permutation
 
     # -- TensorFlowOnSpark API --
@@ -109,7 +115,7 @@ class DataFeed:
             if not self._pending:
                 raise ValueError(f"batch_results got {len(results) - start} more results than rows were read")
             stream, waiting = self._pending[0]
-            part = results[start:start + waiting]
+            part = results[start : start + waiting]
             stream.send_results(part)
             start += len(part)
             self._pending[0][1] -= len(part)
@@ -123,10 +129,13 @@ class DataFeed:
             if covered == count:
                 return
             if covered > count:
-                raise ValueError(f"batch_results got {count} results for a batch of {self._pending[0][1]} rows: "
-                                 "return exactly one result per row read (whole batches, in order)")
-        raise ValueError(f"batch_results got {count - covered} more results than rows were read "
-                         f"({covered} rows await results)")
+                raise ValueError(
+                    f"batch_results got {count} results for a batch of {self._pending[0][1]} rows: "
+                    "return exactly one result per row read (whole batches, in order)"
+                )
+        raise ValueError(
+            f"batch_results got {count - covered} more results than rows were read ({covered} rows await results)"
+        )
 
     def terminate(self) -> None:
         """Stop feeding early: the rest of the feed is skipped and ``should_stop()`` becomes True."""
@@ -170,9 +179,15 @@ class DataFeed:
         local_replicas = max(1, len(strategy.extended.worker_devices))
         return batches * max(1, strategy.num_replicas_in_sync // local_replicas)
 
-    def as_dataset(self, batch_size: int, features: str | int | list | None = None,
-                   label: str | int | None = None, shapes: dict | None = None, split: str = TRAIN_SPLIT,
-                   all_epochs: bool = False):
+    def as_dataset(
+        self,
+        batch_size: int,
+        features: str | int | list | None = None,
+        label: str | int | None = None,
+        shapes: dict | None = None,
+        split: str = TRAIN_SPLIT,
+        all_epochs: bool = False,
+    ):
         """A ``tf.data.Dataset`` over this node's rows of the next ``cluster.train`` call.
 
         Each iteration of the dataset (one Keras epoch) yields exactly one epoch of the node's
@@ -202,21 +217,26 @@ class DataFeed:
         plan = self._current_plan()
         rows_per_epoch = self._split_rows(plan, split, "as_dataset")
         if all_epochs and split != TRAIN_SPLIT:
-            raise ValueError("feed.as_dataset(all_epochs=True) reads the training split only: Keras rebuilds the "
-                             "validation iterator every epoch, so validation needs one epoch per iteration")
+            raise ValueError(
+                "feed.as_dataset(all_epochs=True) reads the training split only: Keras rebuilds the "
+                "validation iterator every epoch, so validation needs one epoch per iteration"
+            )
         session = plan.session
         example, names = self._server.example(self.qname_in, session, self.feed_timeout)
         shapes = {str(k): tuple(v) for k, v in (shapes or {}).items()}
         select = self._selector(features, label, names)
 
         def shaped(columns: Columns) -> Columns:
-            return {name: (columns[name].reshape((-1, *shapes[name])) if name in shapes else columns[name])
-                    for name in columns}
+            return {
+                name: (columns[name].reshape((-1, *shapes[name])) if name in shapes else columns[name])
+                for name in columns
+            }
 
         sample = select(shaped(example))
         signature = tf.nest.map_structure(
             lambda a: tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype) if a.dtype != object else tf.string),
-            sample)
+            sample,
+        )
 
         block_rows = _block_rows(batch_size, example)
 
@@ -245,8 +265,12 @@ class DataFeed:
         # With all_epochs the batch sizes cycle through one epoch's, so every epoch ends on its own
         # (smaller) last batch, as Keras' steps_per_epoch expects.
         batch_sizes = _epoch_batch_sizes(rows_per_epoch, batch_size) if all_epochs else batch_size
-        return (tf.data.Dataset.from_generator(one_iteration, output_signature=signature)
-                .rebatch(batch_sizes).prefetch(2).with_options(options))
+        return (
+            tf.data.Dataset.from_generator(one_iteration, output_signature=signature)
+            .rebatch(batch_sizes)
+            .prefetch(2)
+            .with_options(options)
+        )
 
     # -- internals: planning --
 
@@ -254,9 +278,11 @@ class DataFeed:
         if split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
             raise ValueError(f"feed.{call}(split={split!r}): split must be {TRAIN_SPLIT!r} or {VALIDATION_SPLIT!r}")
         if split == VALIDATION_SPLIT and not plan.validation_rows:
-            raise ValueError(f"feed.{call}(split='validation') needs validation data, but training run "
-                             f"{plan.session} (cluster.train call {plan.session}) was given none: pass "
-                             "cluster.train(..., validation_data=df_or_rdd)")
+            raise ValueError(
+                f"feed.{call}(split='validation') needs validation data, but training run "
+                f"{plan.session} (cluster.train call {plan.session}) was given none: pass "
+                "cluster.train(..., validation_data=df_or_rdd)"
+            )
         return plan.split_rows(split)
 
     def _selector(self, features, label, names: list[str]):
@@ -351,8 +377,11 @@ class DataFeed:
             wanted = min(max_rows - count, per_epoch - offset)
             if epoch and plan.cache and self._server.replay_decision(self.qname_in, session, self.feed_timeout):
                 replay = self._server.run_cache(self.qname_in, session).replay(split)
-                columns, piece_layout, got = replay.take(self._epoch_order(plan, split, epoch, replay.rows), offset,
-                                                         wanted), replay.layout, wanted
+                columns, piece_layout, got = (
+                    replay.take(self._epoch_order(plan, split, epoch, replay.rows), offset, wanted),
+                    replay.layout,
+                    wanted,
+                )
             else:
                 columns, piece_layout, got = self._from_queue(session, split, wanted)
                 if not got:
@@ -477,5 +506,6 @@ def _concatenate(name: str, parts: list[np.ndarray]) -> np.ndarray:
         return aligned.concatenate(parts)
     except ValueError as exc:
         shapes = sorted({part.shape[1:] for part in parts})
-        raise FeedDataError(f"column {name!r} has rows of different shapes {shapes} in one batch; "
-                            "pad or filter them before feeding") from exc
+        raise FeedDataError(
+            f"column {name!r} has rows of different shapes {shapes} in one batch; pad or filter them before feeding"
+        ) from exc

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +45,7 @@ class RowLayout:
 
     names: tuple[str, ...]
     container: str = TUPLE
-    kinds: tuple[str, ...] | None = None               # None: numpy for every column (DataFrames)
+    kinds: tuple[str, ...] | None = None  # None: numpy for every column (DataFrames)
     shapes: tuple[tuple[int, ...] | None, ...] | None = None
 
     @classmethod
@@ -57,8 +57,12 @@ class RowLayout:
             return cls(names)
         spec = json.loads(raw)
         shapes = spec.get("shapes")
-        return cls(names, spec.get("container", TUPLE), tuple(spec["kinds"]) if "kinds" in spec else None,
-                   tuple(tuple(s) if s is not None else None for s in shapes) if shapes else None)
+        return cls(
+            names,
+            spec.get("container", TUPLE),
+            tuple(spec["kinds"]) if "kinds" in spec else None,
+            tuple(tuple(s) if s is not None else None for s in shapes) if shapes else None,
+        )
 
     def metadata(self) -> dict[bytes, bytes]:
         """This layout as Arrow schema metadata."""
@@ -103,4 +107,3 @@ def _values(column: np.ndarray, kind: str) -> list:
     if column.ndim > 1 and not column.flags.writeable:
         column = column.copy()  # a numpy element was writable in the RDD; Arrow's buffers are read-only
     return list(column)
-

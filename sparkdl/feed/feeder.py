@@ -43,7 +43,7 @@ class FeedTarget:
 
     secret: bytes = field(repr=False)  # never in logs or error messages
     addresses: tuple[tuple[str, int], ...]
-    endpoints: tuple[Endpoint, ...]   # who each address must be (the handshake is bound to it)
+    endpoints: tuple[Endpoint, ...]  # who each address must be (the handshake is bound to it)
     labels: tuple[str, ...]
     feed_timeout: float
     qname: str
@@ -81,8 +81,9 @@ class _NodeLink:
         self.timeout = target.feed_timeout
         self.rows = 0
         try:
-            self.channel: Channel = connect(target.addresses[node], target.secret, timeout=min(60.0, self.timeout),
-                                            endpoint=target.endpoints[node])
+            self.channel: Channel = connect(
+                target.addresses[node], target.secret, timeout=min(60.0, self.timeout), endpoint=target.endpoints[node]
+            )
         except AuthenticationError as exc:  # a configuration or security problem, never "node gone"
             raise FeedError(f"node {self.label} refused this feeder's credentials: {exc}") from exc
         except (OSError, ChannelError) as exc:
@@ -109,8 +110,10 @@ class _NodeLink:
         try:
             self.channel.send_bytes(encode_batch(batch))
         except ChannelTimeout as exc:
-            raise FeedError(f"Timeout while feeding partition {self.partition} to node {self.label}: it accepted "
-                            f"no data for {self.timeout:.0f} s (feed_timeout). Is map_fun reading its feed?") from exc
+            raise FeedError(
+                f"Timeout while feeding partition {self.partition} to node {self.label}: it accepted "
+                f"no data for {self.timeout:.0f} s (feed_timeout). Is map_fun reading its feed?"
+            ) from exc
         except OSError as exc:
             raise NodeGone(f"lost node {self.label} while feeding partition {self.partition}: {exc}") from exc
         self.rows += batch.num_rows
@@ -133,8 +136,9 @@ class _NodeLink:
             raise NodeGone(f"lost node {self.label} while finishing partition {self.partition}: {exc}") from exc
         if reply.get("type") == "ack":
             if reply["rows"] != self.rows:
-                raise FeedError(f"node {self.label} received {reply['rows']} of {self.rows} rows of "
-                                f"partition {self.partition}")
+                raise FeedError(
+                    f"node {self.label} received {reply['rows']} of {self.rows} rows of partition {self.partition}"
+                )
         else:
             self._raise_or_stop(reply)
 
@@ -143,9 +147,16 @@ class _NodeLink:
         self.channel.close()
 
 
-def feed_training_partition(target: FeedTarget, session: int, epoch: int, partition: int, plan: FeedPlan,
-                            batches: Iterable[pa.RecordBatch], split: str = TRAIN_SPLIT,
-                            shuffle_seed: int | None = None) -> tuple[int, int]:
+def feed_training_partition(
+    target: FeedTarget,
+    session: int,
+    epoch: int,
+    partition: int,
+    plan: FeedPlan,
+    batches: Iterable[pa.RecordBatch],
+    split: str = TRAIN_SPLIT,
+    shuffle_seed: int | None = None,
+) -> tuple[int, int]:
     """Send this partition's rows to their nodes per the plan, interleaved frame by frame.
 
     With ``shuffle_seed``, each frame's rows go out in a permuted order (seeded by the seed,
@@ -155,23 +166,35 @@ def feed_training_partition(target: FeedTarget, session: int, epoch: int, partit
     """
     links: dict[int, _NodeLink] = {}
     skipped: set[int] = set()
-    header = {"type": "train", "session": session, "epoch": epoch, "partition": partition, "split": split,
-              "qname": target.qname}
+    header = {
+        "type": "train",
+        "session": session,
+        "epoch": epoch,
+        "partition": partition,
+        "split": split,
+        "qname": target.qname,
+    }
     offset = 0
     expected_rows = plan.partition_rows[partition]
     try:
         for batch in batches:
             for piece in _frames(batch):
                 end = offset + piece.num_rows
-                rng = (np.random.default_rng([shuffle_seed, epoch, partition, offset])
-                       if shuffle_seed is not None else None)
+                rng = (
+                    np.random.default_rng([shuffle_seed, epoch, partition, offset])
+                    if shuffle_seed is not None
+                    else None
+                )
                 for node, rows in plan.assignments(partition, offset, end).items():
                     if node in skipped:
                         continue
                     if rng is not None:
                         rows = rng.permutation(rows)
-                    part = piece if plan.num_nodes == 1 and len(rows) == piece.num_rows and rng is None \
+                    part = (
+                        piece
+                        if plan.num_nodes == 1 and len(rows) == piece.num_rows and rng is None
                         else piece.take(rows)
+                    )
                     try:
                         if node not in links:
                             links[node] = _NodeLink(target, node, header, partition)
@@ -185,7 +208,8 @@ def feed_training_partition(target: FeedTarget, session: int, epoch: int, partit
         if offset != expected_rows:
             raise FeedDataError(
                 f"partition {partition} had {expected_rows} rows when sparkdl counted them and {offset} now: the "
-                "data is not deterministic between Spark jobs. cache() or checkpoint() it before cluster.train().")
+                "data is not deterministic between Spark jobs. cache() or checkpoint() it before cluster.train()."
+            )
         for node, link in links.items():
             if node not in skipped:
                 try:
@@ -210,12 +234,12 @@ def _stage_id() -> int:
     return context.stageId() if context is not None else 0
 
 
-def infer_partition(target: FeedTarget, node: int, partition: int,
-                    batches: Iterable[pa.RecordBatch], decode: bool = True) -> Iterator[list | bytes]:
+def infer_partition(
+    target: FeedTarget, node: int, partition: int, batches: Iterable[pa.RecordBatch], decode: bool = True
+) -> Iterator[list | bytes]:
     """Send one partition to ``node`` and yield its results, one list per result frame, in order
     (with ``decode=False``, each result frame as it arrived: Arrow IPC bytes)."""
-    header = {"type": "infer", "partition": partition, "qname": target.qname, "run": target.run,
-              "stage": _stage_id()}
+    header = {"type": "infer", "partition": partition, "qname": target.qname, "run": target.run, "stage": _stage_id()}
     link = _NodeLink(target, node, header, partition)
     failure: list[BaseException] = []
 
@@ -238,10 +262,12 @@ def infer_partition(target: FeedTarget, node: int, partition: int,
                 frame = link.channel.recv_any(target.feed_timeout)
             except ChannelError as exc:
                 if failure:
-                    raise failure[0]
-                raise FeedError(f"lost node {link.label} during inference on partition {partition} ({exc}): the node "
-                                "failed, or this task read none of its results (or sent no rows) for feed_timeout "
-                                f"({target.feed_timeout:g} s) and the node dropped it") from exc
+                    raise failure[0] from exc
+                raise FeedError(
+                    f"lost node {link.label} during inference on partition {partition} ({exc}): the node "
+                    "failed, or this task read none of its results (or sent no rows) for feed_timeout "
+                    f"({target.feed_timeout:g} s) and the node dropped it"
+                ) from exc
             if isinstance(frame, dict):
                 if frame.get("type") == "complete":
                     break
@@ -258,7 +284,9 @@ def infer_partition(target: FeedTarget, node: int, partition: int,
         if failure:
             raise failure[0]
         if received != link.rows:
-            raise FeedError(f"node {link.label} returned {received} results for the {link.rows} rows of "
-                            f"partition {partition}: map_fun must call batch_results once per row read")
+            raise FeedError(
+                f"node {link.label} returned {received} results for the {link.rows} rows of "
+                f"partition {partition}: map_fun must call batch_results once per row read"
+            )
     finally:
         link.close()

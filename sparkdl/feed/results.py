@@ -50,6 +50,7 @@ def decode_results(batch: pa.RecordBatch) -> list:
 
 # -- encoding --
 
+
 def _encode(values: np.ndarray | list) -> tuple[pa.Array, dict]:
     if isinstance(values, np.ndarray):
         if values.ndim == 0:
@@ -93,8 +94,9 @@ def _encode_ragged(values: list[np.ndarray], dtype: np.dtype) -> tuple[pa.Array,
     offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
     flat = pa.array(np.concatenate([v.reshape(-1) for v in values]).astype(dtype, copy=False))
     shapes = pa.array([list(v.shape) for v in values], pa.list_(pa.int64()))
-    column = pa.StructArray.from_arrays([pa.LargeListArray.from_arrays(offsets, flat), shapes],
-                                        names=["values", "shape"])
+    column = pa.StructArray.from_arrays(
+        [pa.LargeListArray.from_arrays(offsets, flat), shapes], names=["values", "shape"]
+    )
     return column, {"kind": RAGGED, "dtype": np.dtype(dtype).str}
 
 
@@ -117,10 +119,12 @@ def _encode_python(values: list) -> tuple[pa.Array, dict]:
         raise ResultsError(
             f"batch_results cannot send results of type(s) {kinds} back to Spark: {exc}. Return numbers, strings, "
             "bytes, booleans, None, numpy arrays or scalars, or lists, dicts or tuples of them, the same kind for "
-            "every row (sparkdl never pickles: results travel as Arrow)") from exc
+            "every row (sparkdl never pickles: results travel as Arrow)"
+        ) from exc
 
 
 # -- decoding --
+
 
 def _decode(column: pa.Array, spec: dict) -> list:
     kind = spec["kind"]
@@ -130,8 +134,10 @@ def _decode(column: pa.Array, spec: dict) -> list:
         dtype = np.dtype(spec["dtype"])
         values, shapes = column.flatten()
         shapes = shapes.to_pylist()
-        return [np.array(values[i].values.to_numpy(zero_copy_only=False), dtype=dtype).reshape(shape)
-                for i, shape in enumerate(shapes)]
+        return [
+            np.array(values[i].values.to_numpy(zero_copy_only=False), dtype=dtype).reshape(shape)
+            for i, shape in enumerate(shapes)
+        ]
     if kind == TUPLE:
         items = [_decode(child, item) for child, item in zip(column.flatten(), spec["items"])]
         return list(zip(*items))
@@ -151,6 +157,7 @@ def _decode_array(column: pa.Array, dtype: np.dtype, shape: tuple[int, ...]) -> 
 
 # -- results as rows of a declared schema (cluster.inference(..., result_schema=...)) --
 
+
 def results_as_rows(results: list, schema: pa.Schema) -> pa.RecordBatch:
     """Per-row results as a record batch of ``schema``: with one field each result is that
     field's value; with several, each result is a sequence (one item per field, in order) or a
@@ -166,8 +173,10 @@ def results_as_rows(results: list, schema: pa.Schema) -> pa.RecordBatch:
             else:
                 items = list(row) if isinstance(row, (tuple, list, np.ndarray)) else None
                 if items is None or len(items) != len(names):
-                    raise ResultsError(f"result_schema has {len(names)} fields ({', '.join(names)}), so each "
-                                       f"result must be a sequence or dict of {len(names)} values, got {row!r:.80}")
+                    raise ResultsError(
+                        f"result_schema has {len(names)} fields ({', '.join(names)}), so each "
+                        f"result must be a sequence or dict of {len(names)} values, got {row!r:.80}"
+                    )
             for column, item in zip(columns, items):
                 column.append(item)
     arrays = []
@@ -175,6 +184,8 @@ def results_as_rows(results: list, schema: pa.Schema) -> pa.RecordBatch:
         try:
             arrays.append(pa.array([_plain(v) for v in values], type=field.type))
         except (pa.ArrowException, TypeError, ValueError) as exc:
-            raise ResultsError(f"result_schema field {field.name!r} ({field.type}) cannot hold the results: "
-                               f"{str(exc).splitlines()[0][:200]}") from None
+            raise ResultsError(
+                f"result_schema field {field.name!r} ({field.type}) cannot hold the results: "
+                f"{str(exc).splitlines()[0][:200]}"
+            ) from None
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -36,9 +36,11 @@ from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch
 logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
-END = "end"                 # no more data will ever come (shutdown)
+END = "end"  # no more data will ever come (shutdown)
 END_PARTITION = "end-partition"
-WAIT_HEARTBEAT_S = 1.0       # how often a node waiting for data tells the driver it is alive
+WAIT_HEARTBEAT_S = 1.0  # how often a node waiting for data tells the driver it is alive
+
+
 @dataclass
 class Chunk:
     """Rows received from a feeder, as dense numpy columns."""
@@ -49,7 +51,7 @@ class Chunk:
     session: int | None = None
     stream: InferenceStream | None = None
     offset: int = 0
-    layout: RowLayout | None = None   # how to rebuild the RDD's elements (next_batch)
+    layout: RowLayout | None = None  # how to rebuild the RDD's elements (next_batch)
 
     @property
     def left(self) -> int:
@@ -134,20 +136,27 @@ class SessionPlan:
     session: int
     rows_per_epoch: int
     epochs: int
-    validation_rows: int = 0      # validation rows per epoch (0: no validation data)
-    cache: bool = False           # keep epoch 1 on disk and, if the driver agrees, replay it
+    validation_rows: int = 0  # validation rows per epoch (0: no validation data)
+    cache: bool = False  # keep epoch 1 on disk and, if the driver agrees, replay it
     cache_max_bytes: int | None = None
-    shuffle: bool = False         # permute the cached rows every epoch
+    shuffle: bool = False  # permute the cached rows every epoch
     seed: int = 0
-    node: int = 0                 # this node's position among the data nodes (for the permutation)
+    node: int = 0  # this node's position among the data nodes (for the permutation)
 
     @classmethod
     def from_message(cls, message: dict) -> "SessionPlan":
         """The plan in a driver's ``plan`` message."""
-        return cls(int(message["session"]), int(message["rows_per_epoch"]), int(message["epochs"]),
-                   int(message.get("validation_rows", 0)), bool(message.get("cache", False)),
-                   message.get("cache_max_bytes"), bool(message.get("shuffle", False)),
-                   int(message.get("seed", 0)), int(message.get("node", 0)))
+        return cls(
+            int(message["session"]),
+            int(message["rows_per_epoch"]),
+            int(message["epochs"]),
+            int(message.get("validation_rows", 0)),
+            bool(message.get("cache", False)),
+            message.get("cache_max_bytes"),
+            bool(message.get("shuffle", False)),
+            int(message.get("seed", 0)),
+            int(message.get("node", 0)),
+        )
 
     def split_rows(self, split: str) -> int:
         """Rows per epoch of ``split``."""
@@ -170,9 +179,9 @@ class _Run:
     plan: SessionPlan
     cache: RunCache | None
     read: dict[str, int] = field(default_factory=dict)
-    example: dict[str, np.ndarray] | None = None   # the first training row, as columns (the schema)
+    example: dict[str, np.ndarray] | None = None  # the first training row, as columns (the schema)
     names: list[str] | None = None
-    replay: bool | None = None                     # the driver's decision (None: not yet told)
+    replay: bool | None = None  # the driver's decision (None: not yet told)
     consumed: bool = False
 
 
@@ -183,13 +192,21 @@ class FeedServer:
     not given); it is removed by ``close()``.
     """
 
-    def __init__(self, secret: bytes, host: str, max_queue_bytes: int = DEFAULT_QUEUE_BYTES, notify=None,
-                 cache_dir: str | Path | None = None, *, endpoint: Endpoint):
+    def __init__(
+        self,
+        secret: bytes,
+        host: str,
+        max_queue_bytes: int = DEFAULT_QUEUE_BYTES,
+        notify=None,
+        cache_dir: str | Path | None = None,
+        *,
+        endpoint: Endpoint,
+    ):
         self.max_queue_bytes = max_queue_bytes
         self.notify = notify or (lambda event, **fields: None)  # tells the driver (through the supervisor)
         self.progress = lambda: None  # a heartbeat to the driver: the node reads its feed
-        self.rows_received = 0        # rows queued by feeders so far (all training runs)
-        self.rows_read = 0            # rows handed to map_fun so far
+        self.rows_received = 0  # rows queued by feeders so far (all training runs)
+        self.rows_read = 0  # rows handed to map_fun so far
         self.terminated = threading.Event()
         self._cache_dir = Path(cache_dir) if cache_dir else Path(tempfile.mkdtemp(prefix="sparkdl-feed-cache-"))
         self._queues: dict[tuple[str, str], BoundedQueue] = {}
@@ -229,10 +246,12 @@ class FeedServer:
         None when the feed ended first."""
         with self._cond:
             # waiting for the driver is not a stall: heartbeat meanwhile
-            if not wait_with_heartbeat(self._cond, lambda: (qname, session) in self._runs or self._ended,
-                                       timeout, self.progress):
-                raise TimeoutError(f"no feeding plan arrived within {timeout} s: has the driver called "
-                                   "cluster.train()?")
+            if not wait_with_heartbeat(
+                self._cond, lambda: (qname, session) in self._runs or self._ended, timeout, self.progress
+            ):
+                raise TimeoutError(
+                    f"no feeding plan arrived within {timeout} s: has the driver called cluster.train()?"
+                )
             run = self._runs.get((qname, session))
             return None if run is None else run.plan
 
@@ -257,8 +276,13 @@ class FeedServer:
     def example(self, qname: str, session: int, timeout: float | None) -> tuple[dict[str, np.ndarray], list[str]]:
         """The first training row of ``session`` as columns, and the column names (waits for it)."""
         with self._cond:
-            ready = lambda: self._ended or ((qname, session) in self._runs  # noqa: E731
-                                            and self._runs[(qname, session)].example is not None)
+            ready = lambda: (
+                self._ended
+                or (
+                    (qname, session) in self._runs  # noqa: E731
+                    and self._runs[(qname, session)].example is not None
+                )
+            )
             if not wait_with_heartbeat(self._cond, ready, timeout, self.progress):
                 raise TimeoutError(f"no data arrived within {timeout} s")
             run = self._runs.get((qname, session))
@@ -280,8 +304,13 @@ class FeedServer:
         if done:
             if run.cache is not None:
                 run.cache.drop()
-            self.notify("feed_consumed", qname=qname, session=session, rows_read=self.rows_read,
-                        rows_received=self.rows_received)
+            self.notify(
+                "feed_consumed",
+                qname=qname,
+                session=session,
+                rows_read=self.rows_read,
+                rows_received=self.rows_received,
+            )
 
     def replay_decision(self, qname: str, session: int, timeout: float | None) -> bool:
         """Whether epochs 2..N of ``session`` come from the node's cache (waits for the driver)."""
@@ -289,10 +318,13 @@ class FeedServer:
             run = self._runs[(qname, session)]
             if not run.plan.cache:
                 return False
-            if not wait_with_heartbeat(self._cond, lambda: run.replay is not None or self._ended, timeout,
-                                       self.progress):
-                raise TimeoutError(f"the driver did not say within {timeout} s whether training run {session} "
-                                   "is served from the node's cache")
+            if not wait_with_heartbeat(
+                self._cond, lambda: run.replay is not None or self._ended, timeout, self.progress
+            ):
+                raise TimeoutError(
+                    f"the driver did not say within {timeout} s whether training run {session} "
+                    "is served from the node's cache"
+                )
             return bool(run.replay)
 
     def run_cache(self, qname: str, session: int) -> RunCache:
@@ -341,11 +373,21 @@ class FeedServer:
                 raise ChannelError(f"unknown split {split!r}")
             session, partition = int(message["session"]), int(message.get("partition", 0))
             try:
-                self._receive(channel, self.queue(qname, split), timeout, session=session,
-                              epoch=int(message.get("epoch", 0)), split=split, partition=partition, qname=qname)
+                self._receive(
+                    channel,
+                    self.queue(qname, split),
+                    timeout,
+                    session=session,
+                    epoch=int(message.get("epoch", 0)),
+                    split=split,
+                    partition=partition,
+                    qname=qname,
+                )
             except ChannelTimeout:
-                why = (f"the feeding task of partition {partition} (training run {session}) sent nothing for "
-                       f"{timeout:g} s (feed_timeout): the node dropped it")
+                why = (
+                    f"the feeding task of partition {partition} (training run {session}) sent nothing for "
+                    f"{timeout:g} s (feed_timeout): the node dropped it"
+                )
                 logger.warning("sparkdl: %s", why)
                 send_notice(channel, why)
         elif kind == "infer":
@@ -354,16 +396,25 @@ class FeedServer:
                 try:
                     rows = self._receive(channel, self.queue(qname), timeout, stream=stream)
                 except OSError as exc:  # the task went away mid-partition (e.g. take(n) had its rows), or silent
-                    stream.abandon(exc, f"the feeding task of inference partition {message.get('partition')} sent "
-                                        f"nothing for {timeout:g} s (feed_timeout): the node dropped it"
-                                   if isinstance(exc, ChannelTimeout) else None)
+                    stream.abandon(
+                        exc,
+                        f"the feeding task of inference partition {message.get('partition')} sent "
+                        f"nothing for {timeout:g} s (feed_timeout): the node dropped it"
+                        if isinstance(exc, ChannelTimeout)
+                        else None,
+                    )
                     self.queue(qname).put(END_PARTITION)  # map_fun's batch ends with the rows that came
                     return
                 if rows is not None:
                     self._await_results(stream)
                 if stream.finished.is_set():  # answered in full: the driver counts it for its progress
-                    self.notify("inferred", run=message.get("run", ""), stage=message.get("stage", 0),
-                                partition=message.get("partition"), rows=stream.delivered)
+                    self.notify(
+                        "inferred",
+                        run=message.get("run", ""),
+                        stage=message.get("stage", 0),
+                        partition=message.get("partition"),
+                        rows=stream.delivered,
+                    )
 
     def _add_plan(self, qname: str, plan: SessionPlan) -> None:
         cache = None
@@ -401,17 +452,30 @@ class FeedServer:
             return
         if list(names) != expected:
             missing = sorted(set(expected) - set(names)) or sorted(set(names) - set(expected)) or names
-            raise FeedDataError(f"validation data has columns {list(names)} but the training data has {expected}"
-                                f" (column {missing[0]!r} differs)")
+            raise FeedDataError(
+                f"validation data has columns {list(names)} but the training data has {expected}"
+                f" (column {missing[0]!r} differs)"
+            )
         for name in names:
             want, got = example[name], columns[name]
             if want.dtype != got.dtype or want.shape[1:] != got.shape[1:]:
-                raise FeedDataError(f"validation column {name!r} is {got.dtype}{list(got.shape[1:])} but the "
-                                    f"training column is {want.dtype}{list(want.shape[1:])}")
+                raise FeedDataError(
+                    f"validation column {name!r} is {got.dtype}{list(got.shape[1:])} but the "
+                    f"training column is {want.dtype}{list(want.shape[1:])}"
+                )
 
-    def _receive(self, channel: Channel, queue: BoundedQueue, timeout: float, session: int | None = None,
-                 stream: InferenceStream | None = None, epoch: int = 0, split: str = TRAIN_SPLIT,
-                 partition: int = 0, qname: str = "input") -> int | None:
+    def _receive(
+        self,
+        channel: Channel,
+        queue: BoundedQueue,
+        timeout: float,
+        session: int | None = None,
+        stream: InferenceStream | None = None,
+        epoch: int = 0,
+        split: str = TRAIN_SPLIT,
+        partition: int = 0,
+        qname: str = "input",
+    ) -> int | None:
         """Queue a feeder's data frames until its ``done``; returns the row count (None if cut short).
         Each frame must arrive within ``timeout`` (``ChannelTimeout``); waiting for queue space is
         not counted (backpressure holds the feeder, not the reverse)."""
@@ -451,8 +515,10 @@ class FeedServer:
                 return None
             if cache is not None:
                 cache.append(split, partition, frame, batch.num_rows)
-            queue.put(Chunk(columns, batch.schema.names, batch.num_rows, session, stream,
-                            layout=RowLayout.of(batch.schema)), nbytes=len(frame))
+            queue.put(
+                Chunk(columns, batch.schema.names, batch.num_rows, session, stream, layout=RowLayout.of(batch.schema)),
+                nbytes=len(frame),
+            )
             rows += batch.num_rows
             with self._cond:  # several feeders may deliver at once
                 self.rows_received += batch.num_rows

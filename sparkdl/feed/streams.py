@@ -21,9 +21,9 @@ from .wire import encode_batch, results_to_batch
 
 logger = logging.getLogger(__name__)
 
-FIRST_MESSAGE_TIMEOUT_S = 60.0   # a connection must say what it is within this long
+FIRST_MESSAGE_TIMEOUT_S = 60.0  # a connection must say what it is within this long
 DEFAULT_STREAM_TIMEOUT_S = 600.0  # a stream's bound when its first message names none (feed_timeout's default)
-NOTICE_TIMEOUT_S = 1.0       # how long the node tries to tell a dropped feeder why
+NOTICE_TIMEOUT_S = 1.0  # how long the node tries to tell a dropped feeder why
 
 
 def stream_timeout(message: dict) -> float:
@@ -81,11 +81,17 @@ class InferenceStream:
             return
         self.abandoned = True
         if isinstance(reason, ChannelTimeout):
-            logger.warning("sparkdl: dropped an inference stream: %s; the rest of its partition's results are "
-                           "dropped and its Spark task fails", notice or reason)
+            logger.warning(
+                "sparkdl: dropped an inference stream: %s; the rest of its partition's results are "
+                "dropped and its Spark task fails",
+                notice or reason,
+            )
         else:
-            logger.info("sparkdl: a Spark task stopped reading its inference results (%s); the rest of its "
-                        "partition's results are dropped", reason)
+            logger.info(
+                "sparkdl: a Spark task stopped reading its inference results (%s); the rest of its "
+                "partition's results are dropped",
+                reason,
+            )
         if notice:
             send_notice(self.channel, notice)
         self.channel.close()

@@ -37,5 +37,16 @@ from .predictor import Predictor, map_in_arrow, map_in_pandas, predict_batch_udf
 from .scoring import ScoringPlan
 from .worker import CACHE_CAPACITY, cache_info, clear_cache
 
-__all__ = ["Predictor", "ScoringPlan", "map_in_pandas", "map_in_arrow", "predict_batch_udf", "read_signature",
-           "cache_info", "clear_cache", "CACHE_CAPACITY", "InferenceInputError", "ModelLoadError"]
+__all__ = [
+    "Predictor",
+    "ScoringPlan",
+    "map_in_pandas",
+    "map_in_arrow",
+    "predict_batch_udf",
+    "read_signature",
+    "cache_info",
+    "clear_cache",
+    "CACHE_CAPACITY",
+    "InferenceInputError",
+    "ModelLoadError",
+]

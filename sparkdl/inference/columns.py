@@ -24,8 +24,18 @@ from .. import arrow_numpy
 from ..arrow_numpy import TEXT_DTYPES, ColumnRef, castable
 from ..errors import SparkDLError
 
-__all__ = ["InferenceInputError", "InputPlan", "OutputPlan", "castable", "check_dtype", "pandas_to_numpy",
-           "arrow_to_numpy", "outputs_to_pandas", "outputs_to_arrow", "spark_value_info"]
+__all__ = [
+    "InferenceInputError",
+    "InputPlan",
+    "OutputPlan",
+    "castable",
+    "check_dtype",
+    "pandas_to_numpy",
+    "arrow_to_numpy",
+    "outputs_to_pandas",
+    "outputs_to_arrow",
+    "spark_value_info",
+]
 
 
 class InferenceInputError(SparkDLError, ValueError):
@@ -86,12 +96,14 @@ def check_dtype(plan: InputPlan) -> None:
         raise InferenceInputError(
             f"{plan.describe()}: the column holds {plan.source_dtype} values but the model expects "
             f"{plan.dtype}; convert it first, e.g. df.withColumn({plan.column!r}, "
-            f"F.col({plan.column!r}).cast(...))")
+            f"F.col({plan.column!r}).cast(...))"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
 # Input side
 # ---------------------------------------------------------------------------------------------
+
 
 def _finish(plan: InputPlan, values: np.ndarray, rows: int) -> np.ndarray:
     """Reshape ``values`` (already ``rows`` long in the first axis) and cast it for the model."""
@@ -100,15 +112,18 @@ def _finish(plan: InputPlan, values: np.ndarray, rows: int) -> np.ndarray:
         if per_row != plan.row_size:
             raise InferenceInputError(
                 f"{plan.describe()}: each row holds {per_row} values but the model expects "
-                f"{plan.row_size} (shape {tuple(plan.row_shape)}); check input_shapes or the column")
+                f"{plan.row_size} (shape {tuple(plan.row_shape)}); check input_shapes or the column"
+            )
         values = values.reshape((rows, *plan.row_shape))
     if plan.dtype is not None and plan.dtype not in TEXT_DTYPES:
         if values.dtype.kind in "OUS":
-            raise InferenceInputError(f"{plan.describe()}: values are {values.dtype} but the model expects "
-                                      f"{plan.dtype}")
+            raise InferenceInputError(
+                f"{plan.describe()}: values are {values.dtype} but the model expects {plan.dtype}"
+            )
         if not castable(values.dtype.name, plan.dtype):
-            raise InferenceInputError(f"{plan.describe()}: the column holds {values.dtype.name} values but "
-                                      f"the model expects {plan.dtype}")
+            raise InferenceInputError(
+                f"{plan.describe()}: the column holds {values.dtype.name} values but the model expects {plan.dtype}"
+            )
         if values.dtype != np.dtype(plan.dtype):
             values = values.astype(plan.dtype)
     return values
@@ -146,25 +161,30 @@ def arrow_to_numpy(column: pa.Array | pa.ChunkedArray, plan: InputPlan) -> np.nd
 # Output side
 # ---------------------------------------------------------------------------------------------
 
+
 def _output_values(outputs: Mapping[str, np.ndarray], plan: OutputPlan, rows: int) -> np.ndarray:
     try:
         values = np.asarray(outputs[plan.tensor])
     except KeyError:
-        raise InferenceInputError(f"the model returned no output named {plan.tensor!r} (it returned "
-                                  f"{sorted(outputs)}); fix output_mapping") from None
+        raise InferenceInputError(
+            f"the model returned no output named {plan.tensor!r} (it returned {sorted(outputs)}); fix output_mapping"
+        ) from None
     if values.ndim == 0 or len(values) != rows:
-        raise InferenceInputError(f"model output {plan.tensor!r} has shape {values.shape} for a batch of "
-                                  f"{rows} rows; it must have one entry per row")
+        raise InferenceInputError(
+            f"model output {plan.tensor!r} has shape {values.shape} for a batch of "
+            f"{rows} rows; it must have one entry per row"
+        )
     if values.dtype.kind == "S":
         values = values.astype(object)
-    if values.dtype == object and values.size and isinstance(values.flat[0], bytes) \
-            and plan.spark_type == "string":
+    if values.dtype == object and values.size and isinstance(values.flat[0], bytes) and plan.spark_type == "string":
         values = np.char.decode(values.astype(bytes), "utf-8").astype(object)
     if plan.scalar:
         if values.ndim > 1:
             if int(np.prod(values.shape[1:])) != 1:
-                raise InferenceInputError(f"model output {plan.tensor!r} has shape {values.shape}, "
-                                          "not one value per row, but its column was declared scalar")
+                raise InferenceInputError(
+                    f"model output {plan.tensor!r} has shape {values.shape}, "
+                    "not one value per row, but its column was declared scalar"
+                )
             values = values.reshape(rows)
     else:
         values = values.reshape(rows, -1) if rows else values.reshape(0, max(1, int(np.prod(values.shape[1:]))))
@@ -173,8 +193,9 @@ def _output_values(outputs: Mapping[str, np.ndarray], plan: OutputPlan, rows: in
     return values
 
 
-def outputs_to_pandas(outputs: Mapping[str, np.ndarray], plans: Sequence[OutputPlan], rows: int,
-                      keep: pd.DataFrame | None = None) -> pd.DataFrame:
+def outputs_to_pandas(
+    outputs: Mapping[str, np.ndarray], plans: Sequence[OutputPlan], rows: int, keep: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """Model outputs as a pandas DataFrame: kept columns first, then one column per output."""
     frame = {} if keep is None else {name: keep[name].reset_index(drop=True) for name in keep.columns}
     for plan in plans:
@@ -184,8 +205,13 @@ def outputs_to_pandas(outputs: Mapping[str, np.ndarray], plans: Sequence[OutputP
     return pd.DataFrame(frame, index=pd.RangeIndex(rows))
 
 
-def outputs_to_arrow(outputs: Mapping[str, np.ndarray], plans: Sequence[OutputPlan], rows: int,
-                     schema: pa.Schema, keep: pa.RecordBatch | None = None) -> pa.RecordBatch:
+def outputs_to_arrow(
+    outputs: Mapping[str, np.ndarray],
+    plans: Sequence[OutputPlan],
+    rows: int,
+    schema: pa.Schema,
+    keep: pa.RecordBatch | None = None,
+) -> pa.RecordBatch:
     """Model outputs as an Arrow record batch matching ``schema`` (kept columns first)."""
     arrays: list[pa.Array] = [] if keep is None else list(keep.columns)
     offset = len(arrays)
@@ -207,6 +233,8 @@ def spark_value_info(data_type: Any) -> tuple[int, str]:
         depth += 1
     dtype = arrow_numpy.numpy_dtype(data_type.typeName())
     if dtype is None:
-        raise InferenceInputError(f"Spark type {data_type.simpleString()} cannot be fed to a model; supported: "
-                                  "numeric, boolean, string and binary scalars and (nested) arrays of numbers")
+        raise InferenceInputError(
+            f"Spark type {data_type.simpleString()} cannot be fed to a model; supported: "
+            "numeric, boolean, string and binary scalars and (nested) arrays of numbers"
+        )
     return depth, dtype

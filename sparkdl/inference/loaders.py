@@ -28,7 +28,7 @@ def _is_remote(path: str) -> bool:
 
 
 def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
+    return path[len("file://") :] if path.startswith("file://") else path
 
 
 def fingerprint(path: str) -> str:
@@ -46,13 +46,15 @@ def fingerprint(path: str) -> str:
                 for name in files:
                     full = f"{root.rstrip('/')}/{name}"
                     stat = tf.io.gfile.stat(full)
-                    entries.append((full[len(path):], stat.length, stat.mtime_nsec))
+                    entries.append((full[len(path) :], stat.length, stat.mtime_nsec))
     else:
         local = _local(path)
         if not os.path.exists(local):
-            raise ModelLoadError(f"model path {path!r} does not exist on this executor (host "
-                                 f"{os.uname().nodename}); executors need a path they can all read "
-                                 "(a shared file system, HDFS, or a cloud store)")
+            raise ModelLoadError(
+                f"model path {path!r} does not exist on this executor (host "
+                f"{os.uname().nodename}); executors need a path they can all read "
+                "(a shared file system, HDFS, or a cloud store)"
+            )
         if os.path.isfile(local):
             stat = os.stat(local)
             entries.append(("", stat.st_size, stat.st_mtime_ns))
@@ -129,8 +131,10 @@ def _refuse_code_in_h5(path: str, local: str) -> None:
         config = config.decode("utf-8", errors="replace")
     layers = re.findall(r'"class_name":\s*"(Lambda)"', config or "")
     if layers:
-        raise ModelLoadError(f"model {path!r} has a Lambda layer: its Python code would run while the .h5 file "
-                             "loads. Load it only if you trust who wrote the file: pass safe_mode=False")
+        raise ModelLoadError(
+            f"model {path!r} has a Lambda layer: its Python code would run while the .h5 file "
+            "loads. Load it only if you trust who wrote the file: pass safe_mode=False"
+        )
 
 
 def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedModel:
@@ -152,8 +156,11 @@ def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedMod
     inputs = []
     for tensor in model.inputs:
         shape, batch = _shape_info(tensor.shape)
-        inputs.append(TensorInfo(getattr(tensor, "name", None) or f"input_{len(inputs)}",
-                                 _numpy_dtype(tensor.dtype), shape, batch))
+        inputs.append(
+            TensorInfo(
+                getattr(tensor, "name", None) or f"input_{len(inputs)}", _numpy_dtype(tensor.dtype), shape, batch
+            )
+        )
     names = [t.name.split(":")[0] for t in inputs]
     try:
         structure = model.input
@@ -199,13 +206,16 @@ def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedMod
 
 def _load_saved_model(tf, path: str, source: ModelSource, device: str) -> LoadedModel:
     with tf.device(device):
-        loaded = tf.saved_model.load(_local(path) if not _is_remote(path) else path,
-                                     tags=list(source.tags) if source.tags else None)
+        loaded = tf.saved_model.load(
+            _local(path) if not _is_remote(path) else path, tags=list(source.tags) if source.tags else None
+        )
     signatures = dict(loaded.signatures)
     if source.signature not in signatures:
-        raise ModelLoadError(f"SavedModel {path!r} has no signature {source.signature!r}; it has "
-                             f"{sorted(signatures) or 'none'} (export it with model.export() or "
-                             "tf.saved_model.save(..., signatures=...))")
+        raise ModelLoadError(
+            f"SavedModel {path!r} has no signature {source.signature!r}; it has "
+            f"{sorted(signatures) or 'none'} (export it with model.export() or "
+            "tf.saved_model.save(..., signatures=...))"
+        )
     function = signatures[source.signature]
     input_specs = function.structured_input_signature[1]
     # Keep the signature's own order when it is stable: sorted by name (SavedModel stores a map).
@@ -251,14 +261,16 @@ def model_kind(path: str) -> str:
     local = _local(path)
     if os.path.isdir(local):
         if os.path.exists(os.path.join(local, "saved_model.pb")) or os.path.exists(
-                os.path.join(local, "saved_model.pbtxt")):
+            os.path.join(local, "saved_model.pbtxt")
+        ):
             return "saved_model"
-        raise ModelLoadError(f"{path!r} is a directory without saved_model.pb; give a SavedModel directory "
-                             "(model.export(path) or tf.saved_model.save) or a .keras file")
+        raise ModelLoadError(
+            f"{path!r} is a directory without saved_model.pb; give a SavedModel directory "
+            "(model.export(path) or tf.saved_model.save) or a .keras file"
+        )
     if os.path.isfile(local) and zipfile.is_zipfile(local):
         return "keras"
-    raise ModelLoadError(f"cannot tell what kind of model {path!r} is: use a .keras/.h5 file or a "
-                         "SavedModel directory")
+    raise ModelLoadError(f"cannot tell what kind of model {path!r} is: use a .keras/.h5 file or a SavedModel directory")
 
 
 def load(tf, source: ModelSource, kind: str, device: str | None) -> LoadedModel:

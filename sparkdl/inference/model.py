@@ -37,8 +37,12 @@ class TensorInfo:
 
     def as_dict(self) -> dict:
         """JSON-friendly form (for the driver's signature probe)."""
-        return {"name": self.name, "dtype": self.dtype, "shape": None if self.shape is None else list(self.shape),
-                "batch": self.batch}
+        return {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": None if self.shape is None else list(self.shape),
+            "batch": self.batch,
+        }
 
     @classmethod
     def from_dict(cls, value: Mapping) -> "TensorInfo":
@@ -82,14 +86,21 @@ class ModelSource:
 class LoadedModel:
     """A model ready to score numpy batches, with its input/output signature."""
 
-    def __init__(self, kind: str, inputs: list[TensorInfo] | None, outputs: list[TensorInfo] | None,
-                 call: Callable[[list[np.ndarray]], Any], keep_alive: Any = None, traced: Any = None):
+    def __init__(
+        self,
+        kind: str,
+        inputs: list[TensorInfo] | None,
+        outputs: list[TensorInfo] | None,
+        call: Callable[[list[np.ndarray]], Any],
+        keep_alive: Any = None,
+        traced: Any = None,
+    ):
         self.kind = kind
         self.inputs = inputs
         self.outputs = outputs
         self._call = call
         self._keep_alive = keep_alive  # the object owning the variables (tf.saved_model.load's result)
-        self._traced = traced          # the tf.function, for tracing counts
+        self._traced = traced  # the tf.function, for tracing counts
 
     def __call__(self, arrays: list[np.ndarray]) -> Any:
         """Score one batch: ``arrays`` in input order; returns what the model returns."""
@@ -101,6 +112,8 @@ class LoadedModel:
 
     def signature(self) -> dict:
         """JSON-friendly signature (kind, inputs, outputs)."""
-        return {"kind": self.kind,
-                "inputs": None if self.inputs is None else [t.as_dict() for t in self.inputs],
-                "outputs": None if self.outputs is None else [t.as_dict() for t in self.outputs]}
+        return {
+            "kind": self.kind,
+            "inputs": None if self.inputs is None else [t.as_dict() for t in self.inputs],
+            "outputs": None if self.outputs is None else [t.as_dict() for t in self.outputs],
+        }

@@ -64,15 +64,17 @@ def _spark_type_for(info: TensorInfo) -> tuple[str, bool]:
 
 def _numpy_for_spark(ddl: str) -> str | None:
     """The numpy dtype to cast an output to for its (one-level array of a) numeric Spark type."""
-    dtype = arrow_numpy.numpy_dtype(ddl[len("array<"):-1] if ddl.startswith("array<") else ddl)
+    dtype = arrow_numpy.numpy_dtype(ddl[len("array<") : -1] if ddl.startswith("array<") else ddl)
     return None if dtype in ("str", "bytes") else dtype
 
 
 def normalise_inputs(input_mapping: Any) -> list[tuple[str, str | None]]:
     """``input_mapping`` (a column, a list of columns or a dict) as ``[(column, input name or None)]``."""
     if input_mapping is None:
-        raise ValueError("input_mapping is required: a column name, a list of columns (model input order) "
-                         "or a dict {column: model input name}")
+        raise ValueError(
+            "input_mapping is required: a column name, a list of columns (model input order) "
+            "or a dict {column: model input name}"
+        )
     if isinstance(input_mapping, str):
         return [(input_mapping, None)]
     if isinstance(input_mapping, Mapping):
@@ -80,27 +82,34 @@ def normalise_inputs(input_mapping: Any) -> list[tuple[str, str | None]]:
     return [(str(c), None) for c in input_mapping]
 
 
-def _resolve_inputs(pairs: list[tuple[str, str | None]], model_inputs: list[TensorInfo] | None,
-                    input_shapes: Mapping[str, Sequence[int]], schema: Any | None,
-                    describe: Callable[[str], str]) -> tuple[InputPlan, ...]:
+def _resolve_inputs(
+    pairs: list[tuple[str, str | None]],
+    model_inputs: list[TensorInfo] | None,
+    input_shapes: Mapping[str, Sequence[int]],
+    schema: Any | None,
+    describe: Callable[[str], str],
+) -> tuple[InputPlan, ...]:
     """Match columns to model inputs, fixing each input's shape and dtype; errors name the column."""
     if model_inputs is not None:
         names = [t.name for t in model_inputs]
         by_name = {t.name: t for t in model_inputs}
         if all(t is None for _, t in pairs):
             if len(pairs) != len(model_inputs):
-                raise InferenceInputError(f"{len(pairs)} input column(s) {[c for c, _ in pairs]} for a model with "
-                                          f"{len(model_inputs)} input(s) {names}; map each one: "
-                                          "input_mapping={column: input name}")
+                raise InferenceInputError(
+                    f"{len(pairs)} input column(s) {[c for c, _ in pairs]} for a model with "
+                    f"{len(model_inputs)} input(s) {names}; map each one: "
+                    "input_mapping={column: input name}"
+                )
             pairs = [(c, n) for (c, _), n in zip(pairs, names)]
         for column, tensor in pairs:
             if tensor not in by_name:
-                raise InferenceInputError(f"{describe(column)} is mapped to model input {tensor!r}, which the "
-                                          f"model does not have; its inputs are {names}")
+                raise InferenceInputError(
+                    f"{describe(column)} is mapped to model input {tensor!r}, which the "
+                    f"model does not have; its inputs are {names}"
+                )
         missing = [n for n in names if n not in {t for _, t in pairs}]
         if missing:
-            raise InferenceInputError(f"model input(s) {missing} are not fed by any column; add them to "
-                                      "input_mapping")
+            raise InferenceInputError(f"model input(s) {missing} are not fed by any column; add them to input_mapping")
     plans = []
     for index, (column, tensor) in enumerate(pairs):
         tensor = tensor or (column if schema is not None else f"input_{index}")
@@ -108,8 +117,9 @@ def _resolve_inputs(pairs: list[tuple[str, str | None]], model_inputs: list[Tens
         depth, source_dtype = None, None
         if schema is not None:
             if column not in schema.fieldNames():
-                raise InferenceInputError(f"input column {column!r} is not in the DataFrame; its columns are "
-                                          f"{schema.fieldNames()}")
+                raise InferenceInputError(
+                    f"input column {column!r} is not in the DataFrame; its columns are {schema.fieldNames()}"
+                )
             try:
                 depth, source_dtype = cols.spark_value_info(schema[column].dataType)
             except InferenceInputError as exc:
@@ -119,11 +129,19 @@ def _resolve_inputs(pairs: list[tuple[str, str | None]], model_inputs: list[Tens
         if row_shape is None and info is not None and info.shape is not None and None not in info.shape:
             row_shape = tuple(info.shape)
         if depth == 0 and row_shape is not None and int(np.prod(row_shape, dtype=np.int64)) != 1:
-            raise InferenceInputError(f"{describe(column)} holds one value per row but model input {tensor!r} "
-                                      f"expects shape {row_shape}; give it an array column "
-                                      "(F.array(...) combines scalar columns)")
-        plan = InputPlan(column, tensor, -1 if depth is None else depth, source_dtype or "",
-                         row_shape, info.dtype if info is not None else None)
+            raise InferenceInputError(
+                f"{describe(column)} holds one value per row but model input {tensor!r} "
+                f"expects shape {row_shape}; give it an array column "
+                "(F.array(...) combines scalar columns)"
+            )
+        plan = InputPlan(
+            column,
+            tensor,
+            -1 if depth is None else depth,
+            source_dtype or "",
+            row_shape,
+            info.dtype if info is not None else None,
+        )
         if source_dtype:
             try:
                 cols.check_dtype(plan)
@@ -133,8 +151,9 @@ def _resolve_inputs(pairs: list[tuple[str, str | None]], model_inputs: list[Tens
     return tuple(plans)
 
 
-def _resolve_outputs(output_mapping: Any, model_outputs: list[TensorInfo] | None,
-                     return_type: Any, default_column: str = "prediction") -> tuple[OutputPlan, ...]:
+def _resolve_outputs(
+    output_mapping: Any, model_outputs: list[TensorInfo] | None, return_type: Any, default_column: str = "prediction"
+) -> tuple[OutputPlan, ...]:
     """Match model outputs to result columns and Spark types."""
     from pyspark.sql.types import ArrayType, DataType, StructType
 
@@ -151,25 +170,32 @@ def _resolve_outputs(output_mapping: Any, model_outputs: list[TensorInfo] | None
             elif isinstance(output_mapping, (list, tuple)) and len(output_mapping) == 1:
                 names = [output_mapping[0]]
             if len(names) != 1:
-                raise InferenceInputError(f"return_type {return_type.simpleString()} describes one output but the "
-                                          f"model has {names}; pass a StructType or choose one in output_mapping")
-            declared = [(names[0] or default_column, return_type.simpleString(),
-                         not isinstance(return_type, ArrayType))]
+                raise InferenceInputError(
+                    f"return_type {return_type.simpleString()} describes one output but the "
+                    f"model has {names}; pass a StructType or choose one in output_mapping"
+                )
+            declared = [
+                (names[0] or default_column, return_type.simpleString(), not isinstance(return_type, ArrayType))
+            ]
         else:
             declared = [(f.name, f.dataType.simpleString(), not isinstance(f.dataType, ArrayType)) for f in fields]
     elif model_outputs is not None:
         declared = [(o.name, *_spark_type_for(o)) for o in model_outputs]
     else:
-        raise ValueError("return_type is required with make_predict_fn (the outputs' Spark types), as in "
-                         "pyspark.ml.functions.predict_batch_udf")
+        raise ValueError(
+            "return_type is required with make_predict_fn (the outputs' Spark types), as in "
+            "pyspark.ml.functions.predict_batch_udf"
+        )
     available = {tensor: (ddl, scalar) for tensor, ddl, scalar in declared}
 
     if output_mapping is None:
         pairs = [(declared[0][0], default_column)] if len(declared) == 1 else [(t, t) for t, _, _ in declared]
     elif isinstance(output_mapping, str):
         if len(declared) != 1:
-            raise InferenceInputError(f"output_mapping {output_mapping!r} names one column but the model has "
-                                      f"outputs {list(available)}; use a dict {{output: column}}")
+            raise InferenceInputError(
+                f"output_mapping {output_mapping!r} names one column but the model has "
+                f"outputs {list(available)}; use a dict {{output: column}}"
+            )
         pairs = [(declared[0][0], output_mapping)]
     elif isinstance(output_mapping, Mapping):
         pairs = [(str(t), str(c)) for t, c in output_mapping.items()]
@@ -178,8 +204,10 @@ def _resolve_outputs(output_mapping: Any, model_outputs: list[TensorInfo] | None
     plans = []
     for tensor, column in pairs:
         if tensor not in available:
-            raise InferenceInputError(f"output_mapping names model output {tensor!r}, which the model does not "
-                                      f"have; its outputs are {list(available)}")
+            raise InferenceInputError(
+                f"output_mapping names model output {tensor!r}, which the model does not "
+                f"have; its outputs are {list(available)}"
+            )
         ddl, scalar = available[tensor]
         plans.append(OutputPlan(tensor, column, ddl, scalar, _numpy_for_spark(ddl)))
     return tuple(plans)
@@ -201,15 +229,27 @@ def model_tensors(signature: dict | None) -> tuple[list[TensorInfo] | None, list
     """The model's inputs and outputs from :func:`read_signature`'s answer (None, None without one)."""
     if signature is None:
         return None, None
-    return ([TensorInfo.from_dict(t) for t in signature["inputs"]],
-            [TensorInfo.from_dict(t) for t in signature["outputs"]])
+    return (
+        [TensorInfo.from_dict(t) for t in signature["inputs"]],
+        [TensorInfo.from_dict(t) for t in signature["outputs"]],
+    )
 
 
-def build_plan(source: ModelSource, pairs: Sequence[tuple[str, str | None]], signature: dict | None, *,
-               schema: Any = None, input_shapes: Mapping[str, Sequence[int]] | None = None,
-               output_mapping: Any = None, return_type: Any = None, keep: Sequence[str] = (),
-               batch_size: int = 1024, pad_batches: Any = "auto", gpus: str = "spark",
-               describe: Callable[[str], str] | None = None) -> ScoringPlan:
+def build_plan(
+    source: ModelSource,
+    pairs: Sequence[tuple[str, str | None]],
+    signature: dict | None,
+    *,
+    schema: Any = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    output_mapping: Any = None,
+    return_type: Any = None,
+    keep: Sequence[str] = (),
+    batch_size: int = 1024,
+    pad_batches: Any = "auto",
+    gpus: str = "spark",
+    describe: Callable[[str], str] | None = None,
+) -> ScoringPlan:
     """The executors' plan, validated against the model's ``signature`` and, when given, the
     DataFrame's ``schema`` (the pandas UDF has none: its arguments' types are read at run time).
 
@@ -224,13 +264,15 @@ def build_plan(source: ModelSource, pairs: Sequence[tuple[str, str | None]], sig
     fields = []
     for column in keep:
         if column not in schema.fieldNames():
-            raise InferenceInputError(f"keep_columns names {column!r}, which is not in the DataFrame; its "
-                                      f"columns are {schema.fieldNames()}")
+            raise InferenceInputError(
+                f"keep_columns names {column!r}, which is not in the DataFrame; its columns are {schema.fieldNames()}"
+            )
         fields.append(schema[column])
     clash = sorted(set(keep) & {o.column for o in outputs})
     if clash or len({o.column for o in outputs}) != len(outputs):
-        raise InferenceInputError(f"result column names collide: {clash or [o.column for o in outputs]}; "
-                                  "rename them with output_mapping")
+        raise InferenceInputError(
+            f"result column names collide: {clash or [o.column for o in outputs]}; rename them with output_mapping"
+        )
     chunk, pad_to = _pad_to(pad_batches, batch_size, model_inputs)
     fields += [StructField(o.column, spark_type(o.spark_type), True) for o in outputs]
     return ScoringPlan(source, inputs, outputs, tuple(keep), chunk, pad_to, gpus, StructType(fields).json())

@@ -101,11 +101,23 @@ class Predictor:
     form rejects them too).
     """
 
-    def __init__(self, model: str | None = None, *, make_predict_fn: Callable | None = None,
-                 input_mapping: Any = None, output_mapping: Any = None, keep_columns: Sequence[str] = (),
-                 batch_size: int = 1024, input_shapes: Mapping[str, Sequence[int]] | None = None,
-                 return_type: Any = None, signature: str = "serving_default", tags: Sequence[str] | None = None,
-                 pad_batches: Any = "auto", gpus: str = "spark", safe_mode: bool = True):
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        make_predict_fn: Callable | None = None,
+        input_mapping: Any = None,
+        output_mapping: Any = None,
+        keep_columns: Sequence[str] = (),
+        batch_size: int = 1024,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        return_type: Any = None,
+        signature: str = "serving_default",
+        tags: Sequence[str] | None = None,
+        pad_batches: Any = "auto",
+        gpus: str = "spark",
+        safe_mode: bool = True,
+    ):
         if model is not None and not isinstance(model, str):
             model = str(model)  # pathlib.Path
         if not isinstance(batch_size, int) or batch_size <= 0:
@@ -114,8 +126,13 @@ class Predictor:
             raise ValueError(f"gpus must be one of {GPU_MODES}, got {gpus!r}")
         if pad_batches not in PAD_MODES:
             raise ValueError(f"pad_batches must be 'auto', True or False, got {pad_batches!r}")
-        self.source = ModelSource(model, make_predict_fn, signature or "serving_default",
-                                  tuple(tags) if tags else None, safe_mode=bool(safe_mode))
+        self.source = ModelSource(
+            model,
+            make_predict_fn,
+            signature or "serving_default",
+            tuple(tags) if tags else None,
+            safe_mode=bool(safe_mode),
+        )
         self.input_pairs = normalise_inputs(input_mapping)
         self.output_mapping = output_mapping
         self.keep_columns = (keep_columns,) if isinstance(keep_columns, str) else tuple(keep_columns)
@@ -141,11 +158,20 @@ class Predictor:
     def _build_plan(self, spark, schema, pairs=None, shapes=None, describe=None) -> ScoringPlan:
         """This predictor's plan from the one plan builder (the pandas UDF passes its own
         argument ``pairs``, their ``shapes`` and how to name them, without a ``schema``)."""
-        return build_plan(self.source, self.input_pairs if pairs is None else pairs, self.model_signature(spark),
-                          schema=schema, input_shapes=self.input_shapes if shapes is None else shapes,
-                          output_mapping=self.output_mapping, return_type=self.return_type, keep=self.keep_columns,
-                          batch_size=self.batch_size, pad_batches=self.pad_batches, gpus=self.gpus,
-                          describe=describe)
+        return build_plan(
+            self.source,
+            self.input_pairs if pairs is None else pairs,
+            self.model_signature(spark),
+            schema=schema,
+            input_shapes=self.input_shapes if shapes is None else shapes,
+            output_mapping=self.output_mapping,
+            return_type=self.return_type,
+            keep=self.keep_columns,
+            batch_size=self.batch_size,
+            pad_batches=self.pad_batches,
+            gpus=self.gpus,
+            describe=describe,
+        )
 
     def output_schema(self, df):
         """The ``StructType`` of the scored DataFrame: kept columns, then one per output."""
@@ -183,9 +209,10 @@ class Predictor:
         plan = replace(full, keep=())
         clash = sorted(set(df.columns) & {o.column for o in plan.outputs})
         if clash:
-            raise InferenceInputError(f"the DataFrame already has column(s) {clash}; choose other names in "
-                                      "output_mapping")
-        results = full.output_schema().fields[len(full.keep):]
+            raise InferenceInputError(
+                f"the DataFrame already has column(s) {clash}; choose other names in output_mapping"
+            )
+        results = full.output_schema().fields[len(full.keep) :]
         if _arrow_passthrough(df.schema):
             schema = StructType(list(df.schema.fields) + results)
             plan = replace(plan, keep=tuple(df.columns), output_schema_json=schema.json())
@@ -200,8 +227,10 @@ class Predictor:
         return scored.select("*", *[F.col(hidden)[o.column].alias(o.column) for o in plan.outputs]).drop(hidden)
 
     def __repr__(self) -> str:
-        return (f"Predictor({self.source.describe()}, inputs={self.input_pairs}, outputs={self.output_mapping!r}, "
-                f"batch_size={self.batch_size})")
+        return (
+            f"Predictor({self.source.describe()}, inputs={self.input_pairs}, outputs={self.output_mapping!r}, "
+            f"batch_size={self.batch_size})"
+        )
 
 
 def map_in_pandas(df, model: str | None = None, **options) -> tuple[Callable, Any]:
@@ -222,11 +251,22 @@ def map_in_arrow(df, model: str | None = None, **options) -> tuple[Callable, Any
     return Predictor(model, **options).map_in_arrow_fn(df)
 
 
-def predict_batch_udf(make_predict_fn: Callable | None = None, *, return_type: Any = None, batch_size: int = 1024,
-                      input_tensor_shapes: Any = None, model: str | None = None,
-                      input_names: Sequence[str] | None = None, output_mapping: Any = None,
-                      signature: str = "serving_default", tags: Sequence[str] | None = None,
-                      pad_batches: Any = "auto", gpus: str = "spark", spark=None, safe_mode: bool = True):
+def predict_batch_udf(
+    make_predict_fn: Callable | None = None,
+    *,
+    return_type: Any = None,
+    batch_size: int = 1024,
+    input_tensor_shapes: Any = None,
+    model: str | None = None,
+    input_names: Sequence[str] | None = None,
+    output_mapping: Any = None,
+    signature: str = "serving_default",
+    tags: Sequence[str] | None = None,
+    pad_batches: Any = "auto",
+    gpus: str = "spark",
+    spark=None,
+    safe_mode: bool = True,
+):
     """A pandas UDF scoring its argument columns, like ``pyspark.ml.functions.predict_batch_udf``.
 
     Switching from PySpark's is a change of import: ``make_predict_fn``, ``return_type``,
@@ -245,10 +285,19 @@ def predict_batch_udf(make_predict_fn: Callable | None = None, *, return_type: A
     from pyspark.sql.functions import pandas_udf
     from pyspark.sql.types import StructType
 
-    predictor = Predictor(model, make_predict_fn=make_predict_fn, input_mapping=[],
-                          output_mapping=output_mapping, batch_size=batch_size, return_type=return_type,
-                          signature=signature, tags=tags, pad_batches=pad_batches, gpus=gpus,
-                          safe_mode=safe_mode)
+    predictor = Predictor(
+        model,
+        make_predict_fn=make_predict_fn,
+        input_mapping=[],
+        output_mapping=output_mapping,
+        batch_size=batch_size,
+        return_type=return_type,
+        signature=signature,
+        tags=tags,
+        pad_batches=pad_batches,
+        gpus=gpus,
+        safe_mode=safe_mode,
+    )
     model_inputs, _ = model_tensors(predictor.model_signature(spark))
     if isinstance(input_tensor_shapes, Mapping):
         if model_inputs is not None:
@@ -277,7 +326,9 @@ def predict_batch_udf(make_predict_fn: Callable | None = None, *, return_type: A
     struct = isinstance(resolved_type, StructType)
     outputs = [o.column for o in plan.outputs]
     if struct and outputs != resolved_type.names:
-        raise ValueError(f"the struct's fields {resolved_type.names} must be the output columns "
-                         f"{outputs}; with a StructType return_type, name its fields "
-                         "after the predict function's outputs and leave output_mapping out")
+        raise ValueError(
+            f"the struct's fields {resolved_type.names} must be the output columns "
+            f"{outputs}; with a StructType return_type, name its fields "
+            "after the predict function's outputs and leave output_mapping out"
+        )
     return pandas_udf(udf_scorer(plan, struct, arity), resolved_type)

@@ -59,21 +59,23 @@ def _normalise_result(result: Any, plan: ScoringPlan) -> dict[str, np.ndarray]:
         return {key: np.asarray([row[key] for row in result]) for key in result[0]}
     if isinstance(result, (list, tuple)):
         if len(result) != len(plan.outputs):
-            raise InferenceInputError(f"the predict function returned {len(result)} arrays but "
-                                      f"{len(plan.outputs)} outputs were declared")
+            raise InferenceInputError(
+                f"the predict function returned {len(result)} arrays but {len(plan.outputs)} outputs were declared"
+            )
         return {out.tensor: np.asarray(value) for out, value in zip(plan.outputs, result)}
     if len(plan.outputs) != 1:
-        raise InferenceInputError(f"the predict function returned one array but {len(plan.outputs)} outputs "
-                                  f"were declared ({[o.tensor for o in plan.outputs]}); return a dict")
+        raise InferenceInputError(
+            f"the predict function returned one array but {len(plan.outputs)} outputs "
+            f"were declared ({[o.tensor for o in plan.outputs]}); return a dict"
+        )
     return {plan.outputs[0].tensor: np.asarray(result)}
 
 
-def score_arrays(model: LoadedModel, plan: ScoringPlan, arrays: list[np.ndarray],
-                 rows: int) -> dict[str, np.ndarray]:
+def score_arrays(model: LoadedModel, plan: ScoringPlan, arrays: list[np.ndarray], rows: int) -> dict[str, np.ndarray]:
     """Run the model over ``rows`` rows of ``arrays`` in ``batch_size`` chunks; outputs by name."""
     parts: list[dict[str, np.ndarray]] = []
     for start in range(0, rows, plan.batch_size):
-        chunk = [array[start:start + plan.batch_size] for array in arrays]
+        chunk = [array[start : start + plan.batch_size] for array in arrays]
         size = min(plan.batch_size, rows - start)
         pad = (plan.pad_to - size) if plan.pad_to and size < plan.pad_to else 0
         if pad:
@@ -115,7 +117,7 @@ def arrow_scorer(plan: ScoringPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
         from pyspark.sql.pandas.types import to_arrow_schema
         from pyspark.sql.types import StructType
 
-        result_fields = list(to_arrow_schema(StructType(plan.output_schema().fields[len(plan.keep):])))
+        result_fields = list(to_arrow_schema(StructType(plan.output_schema().fields[len(plan.keep) :])))
         model = None
         for batch in batches:
             rows = batch.num_rows
@@ -135,6 +137,7 @@ def arrow_scorer(plan: ScoringPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
 def probe_function(source: ModelSource, gpus: str):
     """The ``mapInPandas`` function of the driver's signature probe: loads (and caches) the
     model on an executor and answers its signature as one JSON row, or the error."""
+
     def probe(batches):
         for _ in batches:
             pass
@@ -155,8 +158,10 @@ def udf_scorer(plan: ScoringPlan, struct: bool, arity: int):
         for batch_args in batches:
             args = batch_args if isinstance(batch_args, tuple) else (batch_args,)
             if len(args) != len(plan.inputs):
-                raise InferenceInputError(f"the UDF was called with {len(args)} column(s) but the model takes "
-                                          f"{len(plan.inputs)} input(s) {[p.tensor for p in plan.inputs]}")
+                raise InferenceInputError(
+                    f"the UDF was called with {len(args)} column(s) but the model takes "
+                    f"{len(plan.inputs)} input(s) {[p.tensor for p in plan.inputs]}"
+                )
             rows = len(args[0])
             arrays = [cols.pandas_to_numpy(series, _runtime_plan(p, series)) for series, p in zip(args, plan.inputs)]
             if model is None:
@@ -165,20 +170,27 @@ def udf_scorer(plan: ScoringPlan, struct: bool, arity: int):
             yield frame if struct else frame.iloc[:, 0]
 
     if struct and arity == 1:
+
         def udf_struct_one(batches: Iterator[pd.Series]) -> Iterator[pd.DataFrame]:
             return score_task(batches)
+
         return udf_struct_one
     if struct:
+
         def udf_struct(batches: Iterator[Tuple[pd.Series, ...]]) -> Iterator[pd.DataFrame]:
             return score_task(batches)
+
         return udf_struct
     if arity == 1:
+
         def udf_one(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
             return score_task(batches)
+
         return udf_one
 
     def udf_many(batches: Iterator[Tuple[pd.Series, ...]]) -> Iterator[pd.Series]:
         return score_task(batches)
+
     return udf_many
 
 

@@ -54,6 +54,7 @@ CACHE_CAPACITY = 3  #: models kept per Python worker (PySpark's predict_batch_ud
 # The per-worker state (the one deliberate module global, see the module docstring)
 # ---------------------------------------------------------------------------------------------
 
+
 class _WorkerState:
     def __init__(self):
         self.lock = threading.RLock()
@@ -71,10 +72,18 @@ _WORKER = _WorkerState()
 def cache_info() -> dict:
     """This Python worker's cache counters and entries (call it inside a task to observe reuse)."""
     with _WORKER.lock:
-        return {"pid": os.getpid(), "loads": _WORKER.loads, "hits": _WORKER.hits, "evictions": _WORKER.evictions,
-                "capacity": CACHE_CAPACITY, "tf_setup": dict(_WORKER.tf_setup or {}),
-                "entries": [{"key": repr(key), "loaded_s": round(seconds, 3), "tracing_count": model.tracing_count()}
-                            for key, (model, seconds) in _WORKER.models.items()]}
+        return {
+            "pid": os.getpid(),
+            "loads": _WORKER.loads,
+            "hits": _WORKER.hits,
+            "evictions": _WORKER.evictions,
+            "capacity": CACHE_CAPACITY,
+            "tf_setup": dict(_WORKER.tf_setup or {}),
+            "entries": [
+                {"key": repr(key), "loaded_s": round(seconds, 3), "tracing_count": model.tracing_count()}
+                for key, (model, seconds) in _WORKER.models.items()
+            ],
+        }
 
 
 def clear_cache() -> None:
@@ -86,6 +95,7 @@ def clear_cache() -> None:
 # ---------------------------------------------------------------------------------------------
 # Devices
 # ---------------------------------------------------------------------------------------------
+
 
 def task_gpu_addresses() -> list[str]:
     """GPU addresses Spark assigned to the running task ([] outside a task or without GPUs)."""
@@ -143,9 +153,11 @@ def task_device(setup: Mapping, addresses: list[str], inherited: str | None) -> 
         return f"/GPU:{visible.index(wanted)}", None
     if visible is None and wanted.isdigit() and int(wanted) < setup["gpus"]:
         return f"/GPU:{int(wanted)}", None
-    return "/GPU:0", (f"Spark assigned GPU {wanted} to this task, but TensorFlow in this Python worker "
-                      f"(pid {os.getpid()}) was set up earlier with GPUs {visible}; using /GPU:0. Give each "
-                      "executor one GPU, or one task slot per GPU, so a worker always gets the same one")
+    return "/GPU:0", (
+        f"Spark assigned GPU {wanted} to this task, but TensorFlow in this Python worker "
+        f"(pid {os.getpid()}) was set up earlier with GPUs {visible}; using /GPU:0. Give each "
+        "executor one GPU, or one task slot per GPU, so a worker always gets the same one"
+    )
 
 
 def ensure_tensorflow(mode: str = "spark") -> tuple[Any, str]:
@@ -164,8 +176,12 @@ def ensure_tensorflow(mode: str = "spark") -> tuple[Any, str]:
 
     if setup.get("mode") != mode and f"mode:{mode}" not in _WORKER.warned:
         _WORKER.warned.add(f"mode:{mode}")
-        warnings.warn(f"sparkdl: this Python worker set TensorFlow up with gpus={setup.get('mode')!r}; "
-                      f"gpus={mode!r} cannot change that any more", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"sparkdl: this Python worker set TensorFlow up with gpus={setup.get('mode')!r}; "
+            f"gpus={mode!r} cannot change that any more",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     device, warning = task_device(setup, addresses if mode == "spark" else [], inherited)
     if mode == "none":
         device = "/CPU:0"
@@ -188,9 +204,11 @@ def _set_up_tensorflow(mode: str, addresses: list[str], inherited: str | None) -
         try:
             import tensorflow as tf
         except ImportError as exc:
-            raise ModelLoadError(f"TensorFlow is not installed in this executor's Python ({sys.executable}); "
-                                 "install sparkdl-tf[cpu] or sparkdl-tf[gpu] there, or point spark.pyspark.python "
-                                 f"at an environment that has it ({exc})") from exc
+            raise ModelLoadError(
+                f"TensorFlow is not installed in this executor's Python ({sys.executable}); "
+                "install sparkdl-tf[cpu] or sparkdl-tf[gpu] there, or point spark.pyspark.python "
+                f"at an environment that has it ({exc})"
+            ) from exc
 
         # Enumerating devices initialises CUDA, which reads CUDA_VISIBLE_DEVICES now, once.
         physical = tf.config.list_physical_devices("GPU")
@@ -218,13 +236,19 @@ def _set_up_tensorflow(mode: str, addresses: list[str], inherited: str | None) -
         visible = [d.strip() for d in (inherited or "").split(",") if d.strip()] or None
     else:
         visible = [d for d in visible_value.split(",") if d]
-    return {"mode": mode, "by": "preexisting" if already else "sparkdl", "visible": visible,
-            "gpus": len(physical), "threads": threads}
+    return {
+        "mode": mode,
+        "by": "preexisting" if already else "sparkdl",
+        "visible": visible,
+        "gpus": len(physical),
+        "threads": threads,
+    }
 
 
 # ---------------------------------------------------------------------------------------------
 # The cache
 # ---------------------------------------------------------------------------------------------
+
 
 def _tensorflow_or_none(mode: str) -> tuple[Any, str | None]:
     import importlib.util
@@ -260,8 +284,9 @@ def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
         _WORKER.models[key] = (model, seconds)
         _WORKER.models.move_to_end(key)
         # Older versions of a path whose files changed can never be hit again: drop them first.
-        for stale in [k for k in _WORKER.models if k != key and source.path is not None
-                      and k[:2] == key[:2] and k[3:] == key[3:]]:
+        for stale in [
+            k for k in _WORKER.models if k != key and source.path is not None and k[:2] == key[:2] and k[3:] == key[3:]
+        ]:
             del _WORKER.models[stale]
             _WORKER.evictions += 1
         while len(_WORKER.models) > CACHE_CAPACITY:

@@ -18,14 +18,16 @@ import re
 _CPP_LINE = re.compile(r"^([IWEF])\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ [\w.\-/]+:\d+\] ")
 #: The node's Python logging format (``tf_process``): INFO and DEBUG of the frameworks' loggers.
 _FRAMEWORK_INFO = re.compile(
-    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO) (tensorflow|absl|tf_keras|keras|h5py)[\w.]*: ")
+    r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO) (tensorflow|absl|tf_keras|keras|h5py)[\w.]*: "
+)
 #: Warnings and errors TensorFlow prints on every start of a process on a machine without a
 #: GPU (or without TensorRT); they say nothing about the job.
 _BENIGN_CPP = re.compile(
     r"failed call to cuInit|Unable to register cu(DNN|FFT|BLAS) factory|computation placer already registered"
     r"|Could not find TensorRT|Skipping loop optimization"
     # every dataset built with from_generator (as_dataset's) says this once per node
-    r"|GeneratorDatasetOp::Dataset will not be optimized")
+    r"|GeneratorDatasetOp::Dataset will not be optimized"
+)
 _PLAIN_CHATTER = (
     re.compile(r"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"),
     # cpu_feature_guard's INFO line goes on for a second line without a prefix

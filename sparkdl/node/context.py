@@ -35,11 +35,25 @@ class NodeContext:
     #: Progress reports are sent at most this often (seconds); epoch ends always go out.
     PROGRESS_INTERVAL_S = 1.0
 
-    def __init__(self, *, node_number: int, job_name: str, task_index: int,
-                 cluster_spec: dict[str, list[str]], default_fs: str, working_dir: str, host: str,
-                 port: int, cluster_id: str, tmp_socket: socket.socket | None = None,
-                 log_dir: str | None = None, gpus: str | None = None, attempt: int = 0,
-                 status_writer=None, feed_server=None):
+    def __init__(
+        self,
+        *,
+        node_number: int,
+        job_name: str,
+        task_index: int,
+        cluster_spec: dict[str, list[str]],
+        default_fs: str,
+        working_dir: str,
+        host: str,
+        port: int,
+        cluster_id: str,
+        tmp_socket: socket.socket | None = None,
+        log_dir: str | None = None,
+        gpus: str | None = None,
+        attempt: int = 0,
+        status_writer=None,
+        feed_server=None,
+    ):
         self.node_number = node_number
         self.executor_id = self.worker_num = node_number  # TFoS's names for the node number
         self.job_name = job_name
@@ -179,8 +193,9 @@ class NodeContext:
 
         self.release_port()
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-        server = tf.distribute.Server(resolver.cluster_spec(), job_name=self.job_name,
-                                      task_index=self.task_index, protocol="grpc", start=True)
+        server = tf.distribute.Server(
+            resolver.cluster_spec(), job_name=self.job_name, task_index=self.task_index, protocol="grpc", start=True
+        )
         self.report("serving")
         return server
 
@@ -202,8 +217,14 @@ class NodeContext:
         """Run this node as a TF server until the cluster shuts down (ps, or PSStrategy workers)."""
         self.start_server().join()
 
-    def get_data_feed(self, train_mode: bool = True, qname_in: str = "input", qname_out: str = "output",
-                      input_mapping: dict[str, str] | None = None, feed_timeout: float = 600.0):
+    def get_data_feed(
+        self,
+        train_mode: bool = True,
+        qname_in: str = "input",
+        qname_out: str = "output",
+        input_mapping: dict[str, str] | None = None,
+        feed_timeout: float = 600.0,
+    ):
         """This node's :class:`~sparkdl.feed.data_feed.DataFeed` (InputMode.SPARK only).
 
         ``train_mode=False`` for ``cluster.inference`` (batches never mix partitions, and
@@ -212,15 +233,19 @@ class NodeContext:
         bounds each wait for data.
         """
         if self._feed_server is None:
-            raise RuntimeError("ctx.get_data_feed() needs TFCluster.run(..., input_mode=InputMode.SPARK); in "
-                               "InputMode.TENSORFLOW each node reads its own data")
+            raise RuntimeError(
+                "ctx.get_data_feed() needs TFCluster.run(..., input_mode=InputMode.SPARK); in "
+                "InputMode.TENSORFLOW each node reads its own data"
+            )
         from ..feed.data_feed import DataFeed
 
         return DataFeed(self._feed_server, train_mode, qname_in, qname_out, input_mapping, feed_timeout)
 
     def __repr__(self) -> str:
-        return (f"NodeContext({self.job_name}:{self.task_index}, node_number={self.node_number}, "
-                f"num_workers={self.num_workers}, host={self.host}:{self.port}, attempt={self.attempt})")
+        return (
+            f"NodeContext({self.job_name}:{self.task_index}, node_number={self.node_number}, "
+            f"num_workers={self.num_workers}, host={self.host}:{self.port}, attempt={self.attempt})"
+        )
 
 
 def _jsonable(value: Any) -> Any:

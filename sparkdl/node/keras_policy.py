@@ -18,7 +18,8 @@ LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 KERAS3_MWMS_WARNING = (
     "TF_USE_LEGACY_KERAS is off, so tf.keras is Keras 3, whose model.fit fails under "
     "MultiWorkerMirroredStrategy (keras-team/keras#20585). Use a custom training loop with "
-    "strategy.run, or leave TF_USE_LEGACY_KERAS=1 (sparkdl's default) to train with tf-keras.")
+    "strategy.run, or leave TF_USE_LEGACY_KERAS=1 (sparkdl's default) to train with tf-keras."
+)
 
 
 def legacy_keras_enabled(env: Mapping[str, str]) -> bool:
@@ -38,9 +39,11 @@ def startup_problems(env: Mapping[str, str], num_workers: int) -> tuple[list[str
     warnings = []
     if legacy_keras_enabled(env):
         if importlib.util.find_spec("tf_keras") is None:
-            return warnings, ("TF_USE_LEGACY_KERAS=1 but the tf-keras package is not installed on this "
-                              "executor: pip install 'tf-keras~=2.21.0' (it must match TensorFlow's version), "
-                              "or set TF_USE_LEGACY_KERAS=0 and train with a custom loop.")
+            return warnings, (
+                "TF_USE_LEGACY_KERAS=1 but the tf-keras package is not installed on this "
+                "executor: pip install 'tf-keras~=2.21.0' (it must match TensorFlow's version), "
+                "or set TF_USE_LEGACY_KERAS=0 and train with a custom loop."
+            )
     elif num_workers > 1:
         warnings.append(KERAS3_MWMS_WARNING)
     return warnings, None

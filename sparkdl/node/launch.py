@@ -42,8 +42,8 @@ class LaunchSpec:
     secret: bytes = field(repr=False)  # never in logs or error messages
     driver_address: tuple[str, int]
     roles: tuple[NodeRole, ...]
-    fn: bytes                      # cloudpickled (map_fun, tf_args)
-    detached: bool                 # SPARK input mode: return once the node runs
+    fn: bytes  # cloudpickled (map_fun, tf_args)
+    detached: bool  # SPARK input mode: return once the node runs
     set_tf_config: bool
     release_port: bool
     reservation_timeout: float
@@ -53,9 +53,9 @@ class LaunchSpec:
     num_gpus: int | None
     env: dict = field(default_factory=dict)
     feed_queue_bytes: int = 64 * 1024 * 1024
-    attempt: int = 0               # relaunch number (TFCluster.run(max_restarts=N))
-    stream_logs: bool = True       # forward the node's output to the driver
-    verbose_logs: bool = False     # forward all of it, TensorFlow's INFO lines included (see node/console.py)
+    attempt: int = 0  # relaunch number (TFCluster.run(max_restarts=N))
+    stream_logs: bool = True  # forward the node's output to the driver
+    verbose_logs: bool = False  # forward all of it, TensorFlow's INFO lines included (see node/console.py)
     keep_node_files_days: float | None = 7  # see prune_old_clusters
 
 
@@ -69,8 +69,9 @@ def user_root() -> Path:
     root.mkdir(mode=0o700, exist_ok=True)
     info = root.lstat()
     if root.is_symlink() or info.st_uid != os.getuid():
-        raise PermissionError(f"{root} is not a directory owned by this user (uid {os.getuid()}); remove it or "
-                              "point TMPDIR elsewhere")
+        raise PermissionError(
+            f"{root} is not a directory owned by this user (uid {os.getuid()}); remove it or point TMPDIR elsewhere"
+        )
     if info.st_mode & 0o077:
         root.chmod(0o700)
     return root
@@ -135,8 +136,13 @@ def executor_jvm_pid() -> int:
     return os.getppid()
 
 
-def launch_node(spec: LaunchSpec, node_number: int, spark_gpu_addresses: list[str] | None = None,
-                spark_executor: str = "", anchor_pid: int | None = None) -> dict:
+def launch_node(
+    spec: LaunchSpec,
+    node_number: int,
+    spark_gpu_addresses: list[str] | None = None,
+    spark_executor: str = "",
+    anchor_pid: int | None = None,
+) -> dict:
     """Start the node numbered ``node_number`` and return a small status record.
 
     Raises RuntimeError when the node cannot start (GPU selection, registration refused);
@@ -146,8 +152,9 @@ def launch_node(spec: LaunchSpec, node_number: int, spark_gpu_addresses: list[st
     directory = node_dir(spec.cluster_id, role, spec.attempt)
     prune_old_clusters(user_root(), spec.keep_node_files_days, spec.cluster_id)
     label = f"{role.label} on host {os.uname().nodename}"
-    assignment = gpus.select_gpus(spec.num_gpus, spark_gpu_addresses, os.environ.get("CUDA_VISIBLE_DEVICES"),
-                                  slot=node_number, node_label=label)
+    assignment = gpus.select_gpus(
+        spec.num_gpus, spark_gpu_addresses, os.environ.get("CUDA_VISIBLE_DEVICES"), slot=node_number, node_label=label
+    )
     env = dict(spec.env)
     env.update(keras_policy.node_keras_env(spec.env, os.environ))
     if assignment.cuda_visible_devices is not None:
@@ -160,32 +167,59 @@ def launch_node(spec: LaunchSpec, node_number: int, spark_gpu_addresses: list[st
     # The node's processes import what this task can (sparkdl, addPyFile'd modules, test helpers).
     pythonpath = os.pathsep.join(p for p in sys.path if p)
     config = {
-        "cluster_id": spec.cluster_id, "secret": spec.secret, "driver_address": list(spec.driver_address),
-        "node_number": node_number, "job_name": role.job_name, "task_index": role.task_index,
-        "spark_executor": spark_executor, "anchor_pid": anchor_pid,
-        "reservation_timeout": spec.reservation_timeout, "fn": spec.fn, "env": env,
-        "set_tf_config": spec.set_tf_config, "release_port": spec.release_port, "feed": spec.detached,
+        "cluster_id": spec.cluster_id,
+        "secret": spec.secret,
+        "driver_address": list(spec.driver_address),
+        "node_number": node_number,
+        "job_name": role.job_name,
+        "task_index": role.task_index,
+        "spark_executor": spark_executor,
+        "anchor_pid": anchor_pid,
+        "reservation_timeout": spec.reservation_timeout,
+        "fn": spec.fn,
+        "env": env,
+        "set_tf_config": spec.set_tf_config,
+        "release_port": spec.release_port,
+        "feed": spec.detached,
         "feed_queue_bytes": spec.feed_queue_bytes,
-        "tensorboard_node": spec.tensorboard_executor == node_number, "log_dir": log_dir,
-        "default_fs": spec.default_fs, "working_dir": os.getcwd(), "node_dir": str(directory),
-        "gpus": assignment.cuda_visible_devices, "pythonpath": pythonpath, "attempt": spec.attempt,
-        "stream_logs": spec.stream_logs, "verbose_logs": spec.verbose_logs,
+        "tensorboard_node": spec.tensorboard_executor == node_number,
+        "log_dir": log_dir,
+        "default_fs": spec.default_fs,
+        "working_dir": os.getcwd(),
+        "node_dir": str(directory),
+        "gpus": assignment.cuda_visible_devices,
+        "pythonpath": pythonpath,
+        "attempt": spec.attempt,
+        "stream_logs": spec.stream_logs,
+        "verbose_logs": spec.verbose_logs,
     }
     with open(directory / "supervisor.log", "ab") as supervisor_log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "sparkdl.node.supervisor", "--cluster", spec.cluster_id, "--node", role.label],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=supervisor_log, env={**os.environ, "PYTHONPATH": pythonpath}, start_new_session=spec.detached)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=supervisor_log,
+            env={**os.environ, "PYTHONPATH": pythonpath},
+            start_new_session=spec.detached,
+        )
     supervisor.stdin.write(pickle.dumps(config))
     supervisor.stdin.close()
     first_line = supervisor.stdout.readline().decode().strip()
     if first_line != READY:
         supervisor.wait(timeout=30)
-        reason = first_line[len(FAILED):].strip() if first_line.startswith(FAILED) else \
-            f"supervisor exited with status {supervisor.returncode}; see {directory / 'supervisor.log'}"
+        reason = (
+            first_line[len(FAILED) :].strip()
+            if first_line.startswith(FAILED)
+            else f"supervisor exited with status {supervisor.returncode}; see {directory / 'supervisor.log'}"
+        )
         raise RuntimeError(f"sparkdl node {role.label} did not start: {reason}")
-    record = {"node_number": node_number, "job_name": role.job_name, "task_index": role.task_index,
-              "gpus": asdict(assignment), "supervisor_pid": supervisor.pid}
+    record = {
+        "node_number": node_number,
+        "job_name": role.job_name,
+        "task_index": role.task_index,
+        "gpus": asdict(assignment),
+        "supervisor_pid": supervisor.pid,
+    }
     if not spec.detached:
         record["supervisor_exit"] = supervisor.wait()
     return record

@@ -35,7 +35,7 @@ from .ports import reserve_port
 TENSORBOARD_START_TIMEOUT_S = 90.0
 STOP_GRACE_MIN_S = 3.0
 PYTHON_DUMP_WAIT_S = 1.0  # how long a stalled node's safe Python-level stack dump (SIGUSR2) may take
-C_DUMP_WAIT_S = 1.0       # then faulthandler's dump from C (SIGUSR1), if the first got no answer
+C_DUMP_WAIT_S = 1.0  # then faulthandler's dump from C (SIGUSR1), if the first got no answer
 
 
 def wait_for_port(host: str, port: int, process: subprocess.Popen, timeout_s: float) -> bool:
@@ -65,9 +65,9 @@ class Supervisor:
         self.status_relay: threading.Thread | None = None
         self.channel: Channel | None = None
         self.stop_requested = threading.Event()
-        self.failure_cause: str | None = None   # why this supervisor killed the node, if it was a failure
+        self.failure_cause: str | None = None  # why this supervisor killed the node, if it was a failure
         self.stalled = False
-        self.reported = False     # the end was reported to the driver
+        self.reported = False  # the end was reported to the driver
         self.lost_driver = False  # the driver went away before that
         self.stack_dump_offset = 0  # where a stalled node's stack dump starts in its log
 
@@ -95,8 +95,11 @@ class Supervisor:
         """Register, run the node, report; returns the supervisor's exit status."""
         watchdog.watch_pid(self.cfg["anchor_pid"], self.on_anchor_exit)
         try:
-            self.channel = connect(tuple(self.cfg["driver_address"]), self.cfg["secret"],
-                                   endpoint=Endpoint.coordinator(self.cfg["cluster_id"]))
+            self.channel = connect(
+                tuple(self.cfg["driver_address"]),
+                self.cfg["secret"],
+                endpoint=Endpoint.coordinator(self.cfg["cluster_id"]),
+            )
         except (OSError, ChannelError) as exc:
             self.announce(f"{FAILED} cannot reach the sparkdl driver at {self.cfg['driver_address']}: {exc}")
             return 2
@@ -104,10 +107,19 @@ class Supervisor:
         tf_socket = reserve_port(host)
         wants_tensorboard = self.cfg["tensorboard_node"]
         tb_socket = reserve_port(host) if wants_tensorboard else None
-        self.send({"type": "register", "node_number": self.role.node_number, "host": host,
-                   "port": tf_socket.getsockname()[1], "pid": os.getpid(),
-                   "spark_executor": self.cfg["spark_executor"], "gpus": self.cfg["gpus"],
-                   "log_path": str(self.log_path), "anchor_pid": self.cfg["anchor_pid"]})
+        self.send(
+            {
+                "type": "register",
+                "node_number": self.role.node_number,
+                "host": host,
+                "port": tf_socket.getsockname()[1],
+                "pid": os.getpid(),
+                "spark_executor": self.cfg["spark_executor"],
+                "gpus": self.cfg["gpus"],
+                "log_path": str(self.log_path),
+                "anchor_pid": self.cfg["anchor_pid"],
+            }
+        )
         try:
             reply = self.channel.recv(timeout=self.cfg["reservation_timeout"] + 30)
         except ChannelError as exc:
@@ -136,14 +148,21 @@ class Supervisor:
         tb_socket.close()
         with open(self.node_dir / "tensorboard.log", "ab") as tb_log:
             self.tensorboard = subprocess.Popen(
-                [sys.executable, "-m", "tensorboard.main", "--logdir", log_dir, "--host", host,
-                 "--port", str(port)], stdout=tb_log, stderr=subprocess.STDOUT,
-                preexec_fn=watchdog.die_with_parent, env=self.child_env({}))
+                [sys.executable, "-m", "tensorboard.main", "--logdir", log_dir, "--host", host, "--port", str(port)],
+                stdout=tb_log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=watchdog.die_with_parent,
+                env=self.child_env({}),
+            )
         if wait_for_port(host, port, self.tensorboard, TENSORBOARD_START_TIMEOUT_S):
             self.send({"type": "tensorboard", "url": f"http://{host}:{port}"})
         else:
-            self.send({"type": "warning", "message": "TensorBoard did not start: "
-                       + log_tail(self.node_dir / "tensorboard.log", 10)})
+            self.send(
+                {
+                    "type": "warning",
+                    "message": "TensorBoard did not start: " + log_tail(self.node_dir / "tensorboard.log", 10),
+                }
+            )
 
     def child_env(self, extra: dict) -> dict:
         """The environment of processes this supervisor starts."""
@@ -162,23 +181,49 @@ class Supervisor:
         status_read, status_write = os.pipe()
         output_read, output_write = os.pipe()
         payload = {
-            "fn": self.cfg["fn"], "error_path": str(self.error_path), "release_port": self.cfg["release_port"],
-            "socket_fd": tf_socket.fileno(), "status_fd": status_write,
-            "feed": self.cfg["feed"], "secret": self.cfg["secret"], "feed_queue_bytes": self.cfg["feed_queue_bytes"],
+            "fn": self.cfg["fn"],
+            "error_path": str(self.error_path),
+            "release_port": self.cfg["release_port"],
+            "socket_fd": tf_socket.fileno(),
+            "status_fd": status_write,
+            "feed": self.cfg["feed"],
+            "secret": self.cfg["secret"],
+            "feed_queue_bytes": self.cfg["feed_queue_bytes"],
             "node_dir": str(self.node_dir),
-            "ctx": {"node_number": self.role.node_number, "job_name": self.role.job_name,
-                    "task_index": self.role.task_index, "cluster_spec": cluster_spec,
-                    "default_fs": self.cfg["default_fs"], "working_dir": self.cfg["working_dir"],
-                    "host": host, "port": tf_socket.getsockname()[1], "cluster_id": self.cfg["cluster_id"],
-                    "log_dir": self.cfg["log_dir"], "gpus": self.cfg["gpus"], "attempt": self.cfg["attempt"]},
+            "ctx": {
+                "node_number": self.role.node_number,
+                "job_name": self.role.job_name,
+                "task_index": self.role.task_index,
+                "cluster_spec": cluster_spec,
+                "default_fs": self.cfg["default_fs"],
+                "working_dir": self.cfg["working_dir"],
+                "host": host,
+                "port": tf_socket.getsockname()[1],
+                "cluster_id": self.cfg["cluster_id"],
+                "log_dir": self.cfg["log_dir"],
+                "gpus": self.cfg["gpus"],
+                "attempt": self.cfg["attempt"],
+            },
         }
         self.child = subprocess.Popen(
             # The arguments only label the process for `ps`: which cluster and node it is.
-            [sys.executable, "-m", "sparkdl.node.tf_process", "--cluster", self.cfg["cluster_id"],
-             "--node", self.role.label], stdin=subprocess.PIPE,
-            stdout=output_write, stderr=subprocess.STDOUT, cwd=self.cfg["working_dir"],
-            env=self.child_env(extra), pass_fds=(tf_socket.fileno(), status_write),
-            process_group=0)
+            [
+                sys.executable,
+                "-m",
+                "sparkdl.node.tf_process",
+                "--cluster",
+                self.cfg["cluster_id"],
+                "--node",
+                self.role.label,
+            ],
+            stdin=subprocess.PIPE,
+            stdout=output_write,
+            stderr=subprocess.STDOUT,
+            cwd=self.cfg["working_dir"],
+            env=self.child_env(extra),
+            pass_fds=(tf_socket.fileno(), status_write),
+            process_group=0,
+        )
         os.close(status_write)
         os.close(output_write)
         forward = self.forward_lines if self.cfg["stream_logs"] else None
@@ -186,8 +231,9 @@ class Supervisor:
         self.node_log.start()
         self.child.stdin.write(pickle.dumps(payload))
         self.child.stdin.close()
-        self.status_relay = threading.Thread(target=self.relay_status, args=(status_read,), name="node-status",
-                                             daemon=True)
+        self.status_relay = threading.Thread(
+            target=self.relay_status, args=(status_read,), name="node-status", daemon=True
+        )
         self.status_relay.start()
 
     def forward_lines(self, lines: list[str]) -> None:
@@ -225,8 +271,10 @@ class Supervisor:
     def on_anchor_exit(self) -> None:
         """The Spark task or executor JVM that hosted this node is gone: end the node as failed."""
         what = "Spark executor JVM" if self.cfg["feed"] else "Spark task process"
-        self.kill_child(f"its {what} (pid {self.cfg['anchor_pid']}) exited: the executor was lost or the task "
-                        "was killed", failure=True)
+        self.kill_child(
+            f"its {what} (pid {self.cfg['anchor_pid']}) exited: the executor was lost or the task was killed",
+            failure=True,
+        )
 
     def end_stalled_child(self, reason: str) -> None:
         """Have the stalled node dump its Python stacks into its log, then end it (a reported failure).
@@ -317,10 +365,16 @@ class Supervisor:
         self.node_log.finish()  # every line in the file and at the driver before the end is reported
         self.status_relay.join(5)  # and every status event (e.g. the last progress report)
         failed = self.failure_cause is not None or (code != 0 and not self.stop_requested.is_set())
-        report = {"type": "exited", "exit_code": code if code >= 0 else None,
-                  "signal": signal.Signals(-code).name if code < 0 else None,
-                  "stopped": not failed, "failed": failed, "cause": self.failure_cause or "",
-                  "stalled": self.stalled, "log_path": str(self.log_path)}
+        report = {
+            "type": "exited",
+            "exit_code": code if code >= 0 else None,
+            "signal": signal.Signals(-code).name if code < 0 else None,
+            "stopped": not failed,
+            "failed": failed,
+            "cause": self.failure_cause or "",
+            "stalled": self.stalled,
+            "log_path": str(self.log_path),
+        }
         if failed:
             try:
                 report["traceback"] = json.loads(self.error_path.read_text())["traceback"]
@@ -328,8 +382,9 @@ class Supervisor:
                 dump = self._read_log_from(self.stack_dump_offset) if self.stalled else ""  # all of it: the log drained
                 report["traceback"] = f"Python stacks of the node when it was stopped:\n{dump}" if dump else ""
             report["log_tail"] = log_tail(self.log_path)
-            report["hint"] = keras_policy.failure_hint(report["traceback"], self.child_env({}),
-                                                       roles.count_workers(cluster_spec))
+            report["hint"] = keras_policy.failure_hint(
+                report["traceback"], self.child_env({}), roles.count_workers(cluster_spec)
+            )
         self.reported = True
         self.send(report)
         self.channel.close()

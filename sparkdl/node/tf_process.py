@@ -59,7 +59,7 @@ def _dump_stacks_and_end(signum, frame) -> None:
     # os.write, not sys.stderr: the interrupted code may be inside a write to sys.stderr.
     dump = memoryview("".join(parts).encode(errors="replace"))
     while dump:
-        dump = dump[os.write(2, dump):]
+        dump = dump[os.write(2, dump) :]
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
@@ -81,8 +81,9 @@ def main() -> int:
     signal.signal(signal.SIGUSR2, _dump_stacks_and_end)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=True)
     if not logging.getLogger().handlers:  # map_fun's logging reaches the node log (and the driver)
-        logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
 
     payload = pickle.load(sys.stdin.buffer)
     error_path = payload["error_path"]
@@ -97,15 +98,24 @@ def main() -> int:
             from ..feed.server import FeedServer
 
             node = payload["ctx"]
-            feed_server = FeedServer(payload["secret"], node["host"], payload["feed_queue_bytes"],
-                                     cache_dir=feed_cache_dir(payload["node_dir"]),
-                                     endpoint=Endpoint.feed(node["cluster_id"], node["node_number"]))
-        ctx = NodeContext(tmp_socket=tmp_socket, status_writer=_status_writer(payload["status_fd"]),
-                          feed_server=feed_server, **payload["ctx"])
+            feed_server = FeedServer(
+                payload["secret"],
+                node["host"],
+                payload["feed_queue_bytes"],
+                cache_dir=feed_cache_dir(payload["node_dir"]),
+                endpoint=Endpoint.feed(node["cluster_id"], node["node_number"]),
+            )
+        ctx = NodeContext(
+            tmp_socket=tmp_socket,
+            status_writer=_status_writer(payload["status_fd"]),
+            feed_server=feed_server,
+            **payload["ctx"],
+        )
         if feed_server is not None:
             feed_server.notify = ctx.report
-            feed_server.progress = lambda: ctx.report_progress(rows_received=feed_server.rows_received,
-                                                               rows_read=feed_server.rows_read)
+            feed_server.progress = lambda: ctx.report_progress(
+                rows_received=feed_server.rows_received, rows_read=feed_server.rows_read
+            )
             ctx.report("feed_ready", port=feed_server.address[1])
         warnings, error = keras_policy.startup_problems(os.environ, ctx.num_workers)
         for warning in warnings:

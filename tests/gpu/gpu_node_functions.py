@@ -20,8 +20,9 @@ def _write(args, ctx, record: dict) -> None:
 def _nvidia_smi(query: str) -> list[list[str]]:
     """``nvidia-smi --query-...=... --format=csv,noheader`` as rows of stripped fields ([] on failure)."""
     try:
-        out = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"], capture_output=True,
-                             text=True, timeout=30)
+        out = subprocess.run(
+            ["nvidia-smi", query, "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [[field.strip() for field in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
@@ -37,8 +38,7 @@ def gpu_uuids(visible: str | None) -> list[str]:
 def gpu_uuids_used_by(pid: int) -> list[str]:
     """The GPUs on which process ``pid`` holds a CUDA context, as nvidia-smi reports them
     ([] when it lists no processes, e.g. inside a container's own PID namespace)."""
-    return sorted({uuid for app_pid, uuid in _nvidia_smi("--query-compute-apps=pid,gpu_uuid")
-                   if app_pid == str(pid)})
+    return sorted({uuid for app_pid, uuid in _nvidia_smi("--query-compute-apps=pid,gpu_uuid") if app_pid == str(pid)})
 
 
 def training_data(rows: int = 1024):
@@ -58,10 +58,14 @@ def mwms_fit_on_gpu(args, ctx):
     import numpy as np
     import tensorflow as tf
 
-    implementation = (tf.distribute.experimental.CommunicationImplementation.RING if args["ring"]
-                      else tf.distribute.experimental.CommunicationImplementation.AUTO)
+    implementation = (
+        tf.distribute.experimental.CommunicationImplementation.RING
+        if args["ring"]
+        else tf.distribute.experimental.CommunicationImplementation.AUTO
+    )
     strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation))
+        communication_options=tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    )
     if args["feed"]:
         dataset = ctx.get_data_feed().as_dataset(64, features="x", label="y")
     else:
@@ -69,21 +73,29 @@ def mwms_fit_on_gpu(args, ctx):
         options.autotune.enabled = False
         dataset = tf.data.Dataset.from_tensor_slices(training_data()).batch(64).with_options(options)
     with strategy.scope():
-        model = tf.keras.Sequential([tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"),
-                                     tf.keras.layers.Dense(2)])
-        model.compile(optimizer=tf.keras.optimizers.SGD(0.1),
-                      loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        model = tf.keras.Sequential(
+            [tf.keras.Input((16,)), tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(2)]
+        )
+        model.compile(
+            optimizer=tf.keras.optimizers.SGD(0.1), loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        )
     history = model.fit(dataset, epochs=args["epochs"], verbose=0)
     np.savez(Path(args["out"]) / f"weights{ctx.executor_id}.npz", *model.get_weights())
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    _write(args, ctx, {
-        "cuda_visible_devices": visible, "ctx_gpus": ctx.gpus,
-        "tf_gpus": [device.name for device in tf.config.list_physical_devices("GPU")],
-        "variable_devices": sorted({variable.device for variable in model.weights}),
-        "worker_devices": list(strategy.extended.worker_devices),
-        "loss": [float(value) for value in history.history["loss"]],
-        "own_gpu_uuids": gpu_uuids_used_by(os.getpid()), "visible_gpu_uuids": gpu_uuids(visible),
-    })
+    _write(
+        args,
+        ctx,
+        {
+            "cuda_visible_devices": visible,
+            "ctx_gpus": ctx.gpus,
+            "tf_gpus": [device.name for device in tf.config.list_physical_devices("GPU")],
+            "variable_devices": sorted({variable.device for variable in model.weights}),
+            "worker_devices": list(strategy.extended.worker_devices),
+            "loss": [float(value) for value in history.history["loss"]],
+            "own_gpu_uuids": gpu_uuids_used_by(os.getpid()),
+            "visible_gpu_uuids": gpu_uuids(visible),
+        },
+    )
 
 
 def make_device_reporting_predict_fn(path: str):
@@ -117,7 +129,8 @@ def with_task_device(score_partition):
         for frame in score_partition(batches):
             _, device = ensure_tensorflow("spark")
             setup = cache_info()["tf_setup"]
-            yield frame.assign(device=device, tf_gpus=setup.get("gpus", 0),
-                               visible=",".join(setup.get("visible") or []))
+            yield frame.assign(
+                device=device, tf_gpus=setup.get("gpus", 0), visible=",".join(setup.get("visible") or [])
+            )
 
     return run

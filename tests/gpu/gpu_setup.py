@@ -25,10 +25,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import gpu_node_functions
 import pytest
 from pyspark import cloudpickle  # the pickler PySpark and sparkdl ship closures with
 
-import gpu_node_functions
 from sparkdl.gpus import GPUSelectionError, query_nvidia_smi
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,8 +53,13 @@ def tensorflow_gpus() -> int:
     driver) never initialises CUDA or holds GPU memory."""
     code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TF_CHECK_TIMEOUT_S,
-                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=TF_CHECK_TIMEOUT_S,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
         return int(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else 0
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return 0
@@ -65,8 +70,7 @@ def why_no_gpu() -> str | None:
     if not machine_gpus():
         return "no NVIDIA GPU here (nvidia-smi is missing or lists none)"
     if not tensorflow_gpus():
-        return ("nvidia-smi lists a GPU but TensorFlow sees none: install the gpu extra "
-                "(pip install -e '.[gpu,dev]')")
+        return "nvidia-smi lists a GPU but TensorFlow sees none: install the gpu extra (pip install -e '.[gpu,dev]')"
     return None
 
 
@@ -90,11 +94,13 @@ def local_cluster_conf(directory: Path) -> dict[str, str]:
     wrapper = directory / "discover_gpus.sh"
     wrapper.write_text(f"#!/bin/sh\nexec bash {DISCOVERY_SCRIPT} --claim {directory / 'claims'}\n")
     wrapper.chmod(0o755)
-    return {"spark.worker.resource.gpu.amount": "1",
-            "spark.worker.resource.gpu.discoveryScript": str(wrapper),
-            "spark.executor.resource.gpu.amount": "1",
-            "spark.task.resource.gpu.amount": "0.5" if shared_gpu() else "1",
-            "spark.executorEnv.TF_FORCE_GPU_ALLOW_GROWTH": "true"}
+    return {
+        "spark.worker.resource.gpu.amount": "1",
+        "spark.worker.resource.gpu.discoveryScript": str(wrapper),
+        "spark.executor.resource.gpu.amount": "1",
+        "spark.task.resource.gpu.amount": "0.5" if shared_gpu() else "1",
+        "spark.executorEnv.TF_FORCE_GPU_ALLOW_GROWTH": "true",
+    }
 
 
 @pytest.fixture

@@ -8,34 +8,47 @@ each has its own. In InputMode.SPARK the launch stage asks for a whole executor,
 
 from __future__ import annotations
 
+import gpu_node_functions as gnf
+import gpu_setup
 import numpy as np
 import pandas as pd
 import pytest
-
-import gpu_node_functions as gnf
-import gpu_setup
-from conftest import read_json_files
 from gpu_setup import gpu_sc  # noqa: F401 - the fixture
+
 from sparkdl import TFCluster
+
+from conftest import read_json_files
 
 pytestmark = [pytest.mark.gpu, gpu_setup.requires_gpu, pytest.mark.timeout(600)]
 EPOCHS = 3
 
 
-@pytest.mark.parametrize("input_mode", [TFCluster.InputMode.TENSORFLOW, TFCluster.InputMode.SPARK],
-                         ids=["tensorflow", "spark"])
-def test_two_mwms_nodes_train_on_their_gpus_to_identical_weights(gpu_sc, spark_holder, tmp_path,  # noqa: F811
-                                                                  input_mode):
+@pytest.mark.parametrize(
+    "input_mode", [TFCluster.InputMode.TENSORFLOW, TFCluster.InputMode.SPARK], ids=["tensorflow", "spark"]
+)
+def test_two_mwms_nodes_train_on_their_gpus_to_identical_weights(
+    gpu_sc,
+    spark_holder,
+    tmp_path,  # noqa: F811
+    input_mode,
+):
     feeds = input_mode == TFCluster.InputMode.SPARK
     args = {"out": str(tmp_path), "ring": gpu_setup.shared_gpu(), "feed": feeds, "epochs": EPOCHS}
-    cluster = TFCluster.run(gpu_sc, gnf.mwms_fit_on_gpu, args, num_executors=2, input_mode=input_mode,
-                            env={"TF_FORCE_GPU_ALLOW_GROWTH": "true"})
+    cluster = TFCluster.run(
+        gpu_sc,
+        gnf.mwms_fit_on_gpu,
+        args,
+        num_executors=2,
+        input_mode=input_mode,
+        env={"TF_FORCE_GPU_ALLOW_GROWTH": "true"},
+    )
     with cluster:  # aborts the nodes if anything below raises
         executors = [node["spark_executor"] for node in cluster.cluster_info]
         if feeds:
             features, labels = gnf.training_data()
-            frame = spark_holder.spark.createDataFrame(pd.DataFrame({"x": list(features), "y": labels}),
-                                                       "x array<float>, y long")
+            frame = spark_holder.spark.createDataFrame(
+                pd.DataFrame({"x": list(features), "y": labels}), "x array<float>, y long"
+            )
             cluster.train(frame, num_epochs=EPOCHS)
     nodes = read_json_files(tmp_path)
     assert len(nodes) == 2

@@ -95,23 +95,10 @@ def parallel(spark, out: Path) -> dict:
 def estimator_and_model(spark, out: Path) -> dict:
     """TFEstimator.fit on a Connect DataFrame, then TFModel.transform of it."""
     import numpy as np
-    from pyspark.sql import functions as F
-
-    from sparkdl.ml import TFEstimator
 
     import inference_models as im
 
-    df = im.digits_frame(spark, partitions=4).withColumn("held_out", F.col("id") % 5 == 0)
-    estimator = (
-        TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005}, export_fn=im.export_marker)
-        .setInputMapping({"pixels": "image", "label": "label"})
-        .setClusterSize(2)
-        .setEpochs(3)
-        .setBatchSize(32)
-        .setExportDir(str(out / "export"))
-        .setValidationIndicatorCol("held_out")
-    )
-    model = estimator.fit(df)
+    df, model = im.digits_estimator_fit(spark, str(out / "export"))
     model.setInputMapping({"pixels": "image"}).setOutputMapping({"probs": "probabilities"})
     scored = model.transform(df).select("label", "probabilities").toPandas()
     accuracy = (np.stack(scored["probabilities"].to_numpy()).argmax(axis=1) == scored["label"].to_numpy()).mean()

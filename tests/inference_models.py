@@ -198,3 +198,23 @@ def export_marker(args, argv):
 
     with open(os.path.join(args.export_dir, "export_fn.json"), "w") as out:
         json.dump({"pid": os.getpid(), "argv": argv, "epochs": args.epochs}, out)
+
+
+def digits_estimator_fit(spark, export_dir: str):
+    """The digits frame (every 5th row held out for validation) and a 2-node ``TFEstimator`` fitted
+    on it for 3 epochs (``estimator_train_fn``, ``export_marker``): ``(frame, model)``."""
+    from pyspark.sql import functions as F
+
+    from sparkdl.ml import TFEstimator
+
+    df = digits_frame(spark, partitions=4).withColumn("held_out", F.col("id") % 5 == 0)
+    estimator = (
+        TFEstimator(estimator_train_fn, {"learning_rate": 0.005}, export_fn=export_marker)
+        .setInputMapping({"pixels": "image", "label": "label"})
+        .setClusterSize(2)
+        .setEpochs(3)
+        .setBatchSize(32)
+        .setExportDir(export_dir)
+        .setValidationIndicatorCol("held_out")
+    )
+    return df, estimator.fit(df)

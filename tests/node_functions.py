@@ -237,9 +237,8 @@ def parameter_server_fit(args, ctx):
 
 
 def evaluator_layout(args, ctx):
-    """Chief + worker train with MWMS; the evaluator records what it sees, outside the collective."""
-    import tensorflow as tf
-
+    """Chief + worker train with MWMS; the evaluator records what it sees, outside the collective
+    (before importing TensorFlow: shutdown stops the evaluator once the others are done)."""
     if ctx.job_name == "evaluator":
         _write(
             args,
@@ -247,6 +246,8 @@ def evaluator_layout(args, ctx):
             {"job_name": ctx.job_name, "tf_config": os.environ.get("TF_CONFIG"), "cluster_spec": ctx.cluster_spec},
         )
         return
+    import tensorflow as tf
+
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
         total = tf.Variable(0.0)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from sparkdl import TFCluster
-from sparkdl.driver.feeding import _count_rows
+from sparkdl.driver.feed_jobs import count_rows
 from sparkdl.driver.partitions import _has_exchange, stable_partitions
 
 import node_functions as nf
@@ -86,7 +86,7 @@ def stored_rdd_ids(sc) -> set[int]:
 def test_without_pinning_counting_and_feeding_jobs_see_different_partitions(spark):
     frame = joined(spark)
     assert _has_exchange(frame)
-    counted, fed = _count_rows(frame), full_row_counts(frame)
+    counted, fed = count_rows(frame), full_row_counts(frame)
     assert sum(counted) == sum(fed) == ROWS
     # The count job shuffles only the join keys, so AQE coalesces it to fewer partitions.
     assert counted != fed
@@ -98,7 +98,7 @@ def test_pinned_frame_has_the_same_partitions_in_every_job_and_is_released(spark
     with stable_partitions(frame) as pinned:
         assert pinned is not frame
         assert not _has_exchange(pinned)  # a scan of the checkpointed RDD
-        counted = _count_rows(pinned)
+        counted = count_rows(pinned)
         rdd_id = pinned._jdf.queryExecution().logical().rdd().id()
         assert rdd_id in stored_rdd_ids(sc2)  # the count job stored the partitions
         fed = full_row_counts(pinned)

@@ -107,19 +107,7 @@ def test_tfmodel_in_a_pipeline_saved_and_loaded(spark, tmp_path):
 @pytest.mark.timeout(300)
 def test_tfestimator_fit_trains_on_a_tfcluster_and_returns_a_working_tfmodel(spark, tmp_path):
     images, labels = im.digits_28()
-    from pyspark.sql import functions as F
-
-    df = im.digits_frame(spark, partitions=4).withColumn("held_out", F.col("id") % 5 == 0)
-    estimator = (
-        TFEstimator(im.estimator_train_fn, {"learning_rate": 0.005}, export_fn=im.export_marker)
-        .setInputMapping({"pixels": "image", "label": "label"})
-        .setClusterSize(2)
-        .setEpochs(3)
-        .setBatchSize(32)
-        .setExportDir(str(tmp_path / "export"))
-        .setValidationIndicatorCol("held_out")
-    )
-    model = estimator.fit(df)
+    df, model = im.digits_estimator_fit(spark, str(tmp_path / "export"))
     assert isinstance(model, TFModel) and model.getExportDir() == str(tmp_path / "export")
     import json
     import os

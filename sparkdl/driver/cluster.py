@@ -11,13 +11,13 @@ failed cluster leaves nothing behind for the next one.
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from typing import Any, Callable
 
 from .. import roles as roles_mod
 from ..errors import ClusterError, ShutdownTimeout
 from . import preflight, scheduling
+from .arguments import InputMode, validate_layout, validate_limits, verbose_logs
 from .attempt import ClusterAttempt, ClusterRequest
 from .console import NodeOutputPrinter
 from .coordinator import CAUSE_WAIT_S
@@ -28,53 +28,6 @@ from .spark_access import SparkAccess, spark_access
 logger = logging.getLogger(__name__)
 
 STOP_WAIT_S = 60.0
-
-
-class InputMode:
-    """How nodes get their data (TensorFlowOnSpark's values)."""
-
-    TENSORFLOW = 0  #: nodes read their own data (files, generators)
-    SPARK = 1  #: Spark feeds RDD/DataFrame partitions to the nodes
-
-
-def _validate_arguments(
-    map_fun,
-    num_executors,
-    num_ps,
-    input_mode,
-    master_node,
-    eval_node,
-    reservation_timeout,
-    driver_ps_nodes,
-    stall_timeout,
-    max_restarts,
-    keep_node_files_days,
-    num_gpus=None,
-) -> None:
-    if not callable(map_fun):
-        raise ValueError(f"map_fun must be callable, got {type(map_fun).__name__}")
-    roles_mod.validate_layout(num_executors, num_ps, master_node, eval_node)
-    if input_mode not in (InputMode.TENSORFLOW, InputMode.SPARK):
-        raise ValueError(f"input_mode must be InputMode.TENSORFLOW or InputMode.SPARK, got {input_mode!r}")
-    if eval_node and input_mode == InputMode.SPARK:
-        raise ValueError(
-            "eval_node=True is not supported with input_mode=InputMode.SPARK: the evaluator "
-            "would receive no data; use InputMode.TENSORFLOW for an evaluator"
-        )
-    if not reservation_timeout or reservation_timeout <= 0:
-        raise ValueError(f"reservation_timeout must be positive, got {reservation_timeout!r}")
-    if driver_ps_nodes and num_ps == 0:
-        raise ValueError("driver_ps_nodes=True needs num_ps > 0")
-    if stall_timeout is not None and not stall_timeout > 0:
-        raise ValueError(f"stall_timeout must be positive seconds or None, got {stall_timeout!r}")
-    if not isinstance(max_restarts, int) or max_restarts < 0:
-        raise ValueError(f"max_restarts must be a non-negative integer, got {max_restarts!r}")
-    if max_restarts and driver_ps_nodes:
-        raise ValueError("max_restarts cannot relaunch ps nodes hosted by the driver (driver_ps_nodes=True)")
-    if keep_node_files_days is not None and not keep_node_files_days > 0:
-        raise ValueError(f"keep_node_files_days must be positive days or None, got {keep_node_files_days!r}")
-    if num_gpus is not None and (not isinstance(num_gpus, int) or num_gpus < 0):
-        raise ValueError(f"num_gpus must be a non-negative integer or None, got {num_gpus!r}")
 
 
 class TFCluster:
@@ -475,19 +428,9 @@ def run(
     (naming the missing nodes) otherwise.
     """
     del queues  # sparkdl has no multiprocessing-manager queues
-    _validate_arguments(
-        map_fun,
-        num_executors,
-        num_ps,
-        input_mode,
-        master_node,
-        eval_node,
-        reservation_timeout,
-        driver_ps_nodes,
-        stall_timeout,
-        max_restarts,
-        keep_node_files_days,
-        num_gpus,
+    validate_layout(map_fun, num_executors, num_ps, input_mode, master_node, eval_node)
+    validate_limits(
+        reservation_timeout, driver_ps_nodes, num_ps, stall_timeout, max_restarts, keep_node_files_days, num_gpus
     )
     template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
     node_roles = roles_mod.roles_from_template(template)
@@ -522,17 +465,10 @@ def run(
         feed_queue_bytes=int(feed_queue_bytes),
         stall_timeout=stall_timeout,
         stream_logs=bool(log_to_driver),
-        verbose_logs=_verbose(verbose),
+        verbose_logs=verbose_logs(verbose),
         env=dict(env or {}),
         keep_node_files_days=keep_node_files_days,
     )
     cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
     cluster._start()
     return cluster
-
-
-def _verbose(verbose: bool | None) -> bool:
-    """``verbose``, or when None, whether ``SPARKDL_VERBOSE`` is set to something other than 0/false/empty."""
-    if verbose is not None:
-        return bool(verbose)
-    return os.environ.get("SPARKDL_VERBOSE", "").strip().lower() not in ("", "0", "false", "no")

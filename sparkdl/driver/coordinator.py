@@ -57,6 +57,11 @@ class NodeState:
         """Whether the node's process has ended (successfully or not)."""
         return self.status == "exited"
 
+    def describe_failure(self, **details) -> NodeFailure:
+        """A NodeFailure naming this node (role, number, host, executor, log) with ``details``."""
+        details.setdefault("log_path", self.log_path)
+        return NodeFailure(self.role.label, self.role.node_number, self.host, self.spark_executor, **details)
+
 
 class Coordinator:
     """Registration and supervision of one cluster's nodes (driver side)."""
@@ -118,15 +123,10 @@ class Coordinator:
                 except Exception as exc:  # noqa: BLE001 - a driver-side bug must fail the node, loudly
                     self._record_failure(
                         node,
-                        NodeFailure(
-                            node.role.label,
-                            node.role.node_number,
-                            node.host,
-                            node.spark_executor,
+                        node.describe_failure(
                             cause=f"the driver failed handling its {message.get('type')!r} message "
                             f"({type(exc).__name__}: {exc})",
                             traceback=traceback.format_exc(),
-                            log_path=node.log_path,
                         ),
                     )
                     return
@@ -140,14 +140,9 @@ class Coordinator:
             elif not node.finished:
                 self._record_failure(
                     node,
-                    NodeFailure(
-                        node.role.label,
-                        node.role.node_number,
-                        node.host,
-                        node.spark_executor,
+                    node.describe_failure(
                         cause=f"lost contact with its supervisor ({exc}): its Spark executor or host was lost",
                         log_tail="\n".join(node.recent_lines),
-                        log_path=node.log_path,
                     ),
                 )
 
@@ -217,11 +212,7 @@ class Coordinator:
         if kind == "exited":
             failed = message.get("failed", message.get("exit_code") != 0 and not message.get("stopped"))
             failure = (
-                NodeFailure(
-                    node.role.label,
-                    node.role.node_number,
-                    node.host,
-                    node.spark_executor,
+                node.describe_failure(
                     exit_code=message.get("exit_code"),
                     signal=message.get("signal"),
                     traceback=message.get("traceback", ""),
@@ -294,14 +285,9 @@ class Coordinator:
             for node in unresponsive:
                 self._record_failure(
                     node,
-                    NodeFailure(
-                        node.role.label,
-                        node.role.node_number,
-                        node.host,
-                        node.spark_executor,
+                    node.describe_failure(
                         stalled=True,
                         cause="made no progress and its supervisor did not answer the stop",
-                        log_path=node.log_path,
                     ),
                 )
 

@@ -22,11 +22,12 @@ from pyspark.sql import DataFrame
 from ..channel import ChannelError, Endpoint, connect
 from ..errors import ClusterError
 from ..feed.columns import FeedDataError, check_same_columns, check_spark_schema
-from ..feed.feeder import FeedError, FeedTarget, feed_training_partition, infer_partition, rdd_batches
+from ..feed.feeder import FeedError, FeedTarget
 from ..feed.plan import balanced_plan
 from ..feed.wire import TRAIN_SPLIT, VALIDATION_SPLIT
 from ..roles import COLLECTIVE_ROLES
 from .coordinator import CAUSE_WAIT_S, Coordinator, NodeState
+from .feed_jobs import count_rows, feed_epoch, infer_frame, infer_frame_to_frame, infer_rdd
 from .history import TrainingHistory
 from .partitions import stable_partitions
 from .progress import TrainProgress
@@ -186,7 +187,7 @@ class ClusterFeeder:
         history_reports,
     ) -> None:
         is_frame = isinstance(data, DataFrame)
-        counts = self._run_job(lambda: _count_rows(data), "sparkdl: count rows per partition")
+        counts = self._run_job(lambda: count_rows(data), "sparkdl: count rows per partition")
         if sum(counts) == 0:
             raise FeedDataError(
                 f"cluster.train got an empty {'DataFrame' if is_frame else 'RDD'}: there is nothing to feed"
@@ -196,7 +197,7 @@ class ClusterFeeder:
         splits = [(TRAIN_SPLIT, data, plan)]
         if validation_data is not None:
             validation_counts = self._run_job(
-                lambda: _count_rows(validation_data), "sparkdl: count validation rows per partition"
+                lambda: count_rows(validation_data), "sparkdl: count validation rows per partition"
             )
             if sum(validation_counts) == 0:
                 raise FeedDataError("cluster.train got empty validation_data: drop it or give it rows")
@@ -254,7 +255,7 @@ class ClusterFeeder:
                                 f"{epoch + 1}/{num_epochs} to {len(nodes)} TF nodes"
                             )
                             skipped = self._run_job(
-                                lambda e=epoch, f=frame, p=split_plan, s=split: _feed_epoch(
+                                lambda e=epoch, f=frame, p=split_plan, s=split: feed_epoch(
                                     f, target, session, e, p, s, seed if shuffle else None
                                 ),
                                 description,
@@ -366,24 +367,19 @@ class ClusterFeeder:
         if isinstance(data, DataFrame):
             check_spark_schema(data.schema)
             if result_schema is not None:
-                return _infer_frame_to_frame(data, target, count, result_schema)
+                return infer_frame_to_frame(data, target, count, result_schema)
             if self.spark.connect:
                 raise TypeError(
                     "cluster.inference under Spark Connect returns a DataFrame, whose schema Spark needs "
                     "up front: pass result_schema, e.g. result_schema='prediction double' (a DDL "
                     "string or StructType; several fields take a sequence or dict per result)"
                 )
-            return _infer_frame(data, target, count)
+            return infer_frame(data, target, count)
         if not isinstance(data, RDD):
             raise TypeError(f"cluster.inference needs an RDD or a DataFrame, got {type(data).__name__}")
         if result_schema is not None:
             raise TypeError("result_schema is for DataFrame input; an RDD input gives an RDD of results")
-
-        def infer(index, rows):
-            for results in infer_partition(target, index % count, index, rdd_batches(rows)):
-                yield from results
-
-        return data.mapPartitionsWithIndex(infer).setName(f"sparkdl inference (cluster {self._cluster_id})")
+        return infer_rdd(data, target, count).setName(f"sparkdl inference (cluster {self._cluster_id})")
 
     def end(self, timeout: float = 30.0) -> None:
         """Tell every node the feed is over (shutdown): ``should_stop()`` turns True once drained."""
@@ -434,102 +430,3 @@ class ClusterFeeder:
             kind = FeedDataError if summary.startswith("FeedDataError") else FeedError
             raise kind(f"{description} failed: {summary}") from error
         return outcome.get("value")
-
-
-def _count_rows(data: RDD | DataFrame) -> list[int]:
-    """Rows per partition, in partition order (one Spark job)."""
-    if isinstance(data, DataFrame):
-        import pyarrow as pa
-
-        def count(batches):
-            from pyspark import TaskContext
-
-            rows = sum(batch.num_rows for batch in batches)
-            yield pa.RecordBatch.from_pydict({"partition": [TaskContext.get().partitionId()], "rows": [rows]})
-
-        from pyspark.sql import functions as F
-
-        # Project the columns away first: counting then reads no feature data (Spark prunes it).
-        # mapInArrow calls ``count`` for every partition, empty ones too, so none is missing.
-        pairs = data.select(F.lit(0).alias("_")).mapInArrow(count, "partition long, rows long").collect()
-        counts = [0] * (max((p for p, _ in pairs), default=-1) + 1)
-        for partition, rows in pairs:
-            counts[partition] = rows
-        return counts
-    return [
-        rows
-        for _, rows in sorted(
-            data.mapPartitionsWithIndex(lambda index, rows: [(index, sum(1 for _ in rows))]).collect()
-        )
-    ]
-
-
-def _feed_epoch(
-    data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, plan, split: str, shuffle_seed: int | None
-) -> int:
-    """One feeding job: every partition sends its planned slices; returns the mask of skipped nodes."""
-    if isinstance(data, DataFrame):
-        import pyarrow as pa
-
-        def feed(batches):
-            from pyspark import TaskContext
-
-            partition = TaskContext.get().partitionId()
-            rows, skipped = feed_training_partition(
-                target, session, epoch, partition, plan, batches, split, shuffle_seed
-            )
-            yield pa.RecordBatch.from_pydict({"rows": [rows], "skipped": [skipped]})
-
-        results = [tuple(row) for row in data.mapInArrow(feed, "rows long, skipped long").collect()]
-    else:
-
-        def feed_rdd(index, rows):
-            yield feed_training_partition(target, session, epoch, index, plan, rdd_batches(rows), split, shuffle_seed)
-
-        results = data.mapPartitionsWithIndex(feed_rdd).collect()
-    skipped = 0
-    for _, mask in results:
-        skipped |= mask
-    return skipped
-
-
-def _infer_frame(data: DataFrame, target: FeedTarget, count: int) -> RDD:
-    """DataFrame inference: Arrow in, result frames out as binary rows, flattened to an RDD."""
-    import pyarrow as pa
-
-    from ..feed.wire import batch_to_results, decode_batch
-
-    def infer(batches):
-        from pyspark import TaskContext
-
-        partition = TaskContext.get().partitionId()
-        for payload in infer_partition(target, partition % count, partition, batches, decode=False):
-            yield pa.RecordBatch.from_pydict({"payload": [payload]}, schema=pa.schema([("payload", pa.binary())]))
-
-    return data.mapInArrow(infer, "payload binary").rdd.flatMap(lambda row: batch_to_results(decode_batch(row[0])))
-
-
-def _infer_frame_to_frame(data: DataFrame, target: FeedTarget, count: int, result_schema) -> DataFrame:
-    """DataFrame inference to a DataFrame of ``result_schema`` (Arrow in, Arrow out, no RDD)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
-
-    from ..feed.results import results_as_rows
-    from ..feed.wire import batch_to_results, decode_batch
-
-    # Spark parses a DDL string (on the server under Connect); the executors get Arrow's schema.
-    struct = (
-        result_schema
-        if isinstance(result_schema, StructType)
-        else data.sparkSession.createDataFrame([], result_schema).schema
-    )
-    arrow_schema = to_arrow_schema(struct)
-
-    def infer(batches):
-        from pyspark import TaskContext
-
-        partition = TaskContext.get().partitionId()
-        for payload in infer_partition(target, partition % count, partition, batches, decode=False):
-            yield results_as_rows(batch_to_results(decode_batch(payload)), arrow_schema)
-
-    return data.mapInArrow(infer, struct)

@@ -21,12 +21,12 @@ from . import aligned
 from .cache import epoch_order
 from .columns import FeedDataError
 from .elements import RowLayout
-from .server import END, END_PARTITION, Chunk, FeedServer, SessionPlan
+from .queues import END, END_PARTITION, Chunk, Columns, join_columns, join_slices
+from .server import FeedServer, SessionPlan
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
 
 logger = logging.getLogger(__name__)
 
-Columns = dict[str, np.ndarray]
 
 #: About how many bytes ``as_dataset``'s generator reads per step (a whole number of batches).
 BLOCK_BYTES = 4 << 20
@@ -393,7 +393,7 @@ class DataFeed:
         self._server.progress()
         if count:
             self._server.count_read(self.qname_in, session, count, split)
-        return _join(pieces, layout.names if layout else []), layout, count
+        return join_columns(pieces, layout.names if layout else []), layout, count
 
     def _epoch_order(self, plan: SessionPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
         """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""
@@ -424,7 +424,7 @@ class DataFeed:
             pieces.append((chunk, chunk.offset, chunk.offset + take))
             chunk.offset += take
             count += take
-        return _slices(pieces)
+        return join_slices(pieces)
 
     def _current_chunk(self, queue, split: str):
         """The chunk of ``split`` being read, else the queue's next item: a chunk (kept as the
@@ -466,7 +466,7 @@ class DataFeed:
         self._server.progress()
         if pieces and pieces[0][0].stream is not None:
             self._pending.append([pieces[0][0].stream, count])
-        return _slices(pieces)
+        return join_slices(pieces)
 
 
 def _block_rows(batch_size: int, example: Columns) -> int:
@@ -479,33 +479,3 @@ def _epoch_batch_sizes(rows_per_epoch: int, batch_size: int) -> int | list[int]:
     """The batch sizes of one epoch: ``batch_size``, or its full batches and the smaller last one."""
     full, last = divmod(rows_per_epoch, batch_size)
     return [batch_size] * full + [last] if last else batch_size
-
-
-def _slices(pieces: list[tuple[Chunk, int, int]]) -> tuple[Columns, RowLayout | None, int]:
-    """The rows ``[start, stop)`` of each chunk, joined into columns, and the first chunk's layout."""
-    if not pieces:
-        return {}, None, 0
-    first = pieces[0][0]
-    names = first.names
-    parts = [{n: chunk.columns[n][start:stop] for n in names} for chunk, start, stop in pieces]
-    return _join(parts, names), first.layout or RowLayout(tuple(names)), sum(stop - start for _, start, stop in pieces)
-
-
-def _join(parts: list[Columns], names: list[str]) -> Columns:
-    """Concatenate per-column pieces (no copy for a single piece)."""
-    if not parts:
-        return {}
-    if len(parts) == 1:
-        return parts[0]
-    return {n: _concatenate(n, [part[n] for part in parts]) for n in names}
-
-
-def _concatenate(name: str, parts: list[np.ndarray]) -> np.ndarray:
-    """Join one column's pieces from several chunks, naming the column if their shapes differ."""
-    try:
-        return aligned.concatenate(parts)
-    except ValueError as exc:
-        shapes = sorted({part.shape[1:] for part in parts})
-        raise FeedDataError(
-            f"column {name!r} has rows of different shapes {shapes} in one batch; pad or filter them before feeding"
-        ) from exc

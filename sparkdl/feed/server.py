@@ -19,8 +19,6 @@ import logging
 import shutil
 import tempfile
 import threading
-import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,103 +28,13 @@ from ..channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endp
 from .cache import RunCache
 from .columns import FeedDataError, batch_to_columns
 from .elements import RowLayout
+from .queues import END, END_PARTITION, BoundedQueue, Chunk, wait_with_heartbeat
 from .streams import FIRST_MESSAGE_TIMEOUT_S, InferenceStream, send_notice, stream_timeout
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
-END = "end"  # no more data will ever come (shutdown)
-END_PARTITION = "end-partition"
-WAIT_HEARTBEAT_S = 1.0  # how often a node waiting for data tells the driver it is alive
-
-
-@dataclass
-class Chunk:
-    """Rows received from a feeder, as dense numpy columns."""
-
-    columns: dict[str, np.ndarray]
-    names: list[str]
-    rows: int
-    session: int | None = None
-    stream: InferenceStream | None = None
-    offset: int = 0
-    layout: RowLayout | None = None  # how to rebuild the RDD's elements (next_batch)
-
-    @property
-    def left(self) -> int:
-        """Rows not yet handed out."""
-        return self.rows - self.offset
-
-
-def wait_with_heartbeat(cond: threading.Condition, ready, timeout: float | None, heartbeat=None) -> bool:
-    """``cond.wait_for(ready, timeout)`` (lock held) that calls ``heartbeat`` about once a second
-    while it waits; returns whether ``ready()`` became true."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not ready():
-        remaining = None if deadline is None else deadline - time.monotonic()
-        if remaining is not None and remaining <= 0:
-            return False
-        if not cond.wait(WAIT_HEARTBEAT_S if remaining is None else min(remaining, WAIT_HEARTBEAT_S)) and heartbeat:
-            heartbeat()
-    return True
-
-
-class BoundedQueue:
-    """A FIFO bounded by bytes: ``put`` blocks while it is full (backpressure)."""
-
-    def __init__(self, max_bytes: int):
-        self.max_bytes = max_bytes
-        self._items: deque = deque()
-        self._bytes = 0
-        self._dropping = False
-        self._cond = threading.Condition()
-
-    def put(self, item, nbytes: int = 0) -> None:
-        """Append, waiting while the queue holds ``max_bytes`` or more (markers never wait)."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._bytes < self.max_bytes or self._dropping or nbytes == 0)
-            if self._dropping and nbytes:
-                return
-            self._items.append((item, nbytes))
-            self._bytes += nbytes
-            self._cond.notify_all()
-
-    def get(self, timeout: float | None = None, while_waiting=None):
-        """Pop the oldest item; raises TimeoutError after ``timeout`` seconds without one.
-
-        ``while_waiting`` is called about once a second during the wait (a heartbeat: waiting
-        for data is not a stall).
-        """
-        with self._cond:
-            self._wait_for_item(timeout, while_waiting)
-            item, nbytes = self._items.popleft()
-            self._bytes -= nbytes
-            self._cond.notify_all()
-            return item
-
-    def peek(self, timeout: float | None = None, while_waiting=None):
-        """The oldest item without removing it (waits like ``get``)."""
-        with self._cond:
-            self._wait_for_item(timeout, while_waiting)
-            return self._items[0][0]
-
-    def _wait_for_item(self, timeout: float | None, while_waiting) -> None:
-        if not wait_with_heartbeat(self._cond, lambda: self._items, timeout, while_waiting):
-            raise TimeoutError(f"no data arrived within {timeout} s")
-
-    def drop_data(self) -> None:
-        """Discard queued data and accept no more (after ``terminate()``); markers stay."""
-        with self._cond:
-            self._dropping = True
-            self._items = deque((item, 0) for item, nbytes in self._items if not nbytes)
-            self._bytes = 0
-            self._cond.notify_all()
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes currently queued."""
-        return self._bytes
 
 
 @dataclass(frozen=True)

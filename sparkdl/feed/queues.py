@@ -1,0 +1,149 @@
+"""The node's bounded queues of fed rows, the chunks of rows they hold, and joining slices of chunks.
+
+A ``BoundedQueue`` holds at most ``max_bytes`` of received rows: ``put`` blocks while it is
+full, which stops the feed server reading its socket, which backs TCP up to the feeding task
+(backpressure). Readers wait with :func:`wait_with_heartbeat`, which keeps telling the driver
+that the node is alive (waiting for data is not a stall).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import aligned
+from .columns import FeedDataError
+from .elements import RowLayout
+from .streams import InferenceStream
+
+Columns = dict[str, np.ndarray]  # one batch's rows, column by column
+
+END = "end"  # no more data will ever come (shutdown)
+END_PARTITION = "end-partition"
+WAIT_HEARTBEAT_S = 1.0  # how often a node waiting for data tells the driver it is alive
+
+
+@dataclass
+class Chunk:
+    """Rows received from a feeder, as dense numpy columns."""
+
+    columns: dict[str, np.ndarray]
+    names: list[str]
+    rows: int
+    session: int | None = None
+    stream: InferenceStream | None = None
+    offset: int = 0
+    layout: RowLayout | None = None  # how to rebuild the RDD's elements (next_batch)
+
+    @property
+    def left(self) -> int:
+        """Rows not yet handed out."""
+        return self.rows - self.offset
+
+
+def wait_with_heartbeat(cond: threading.Condition, ready, timeout: float | None, heartbeat=None) -> bool:
+    """``cond.wait_for(ready, timeout)`` (lock held) that calls ``heartbeat`` about once a second
+    while it waits; returns whether ``ready()`` became true."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not ready():
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            return False
+        if not cond.wait(WAIT_HEARTBEAT_S if remaining is None else min(remaining, WAIT_HEARTBEAT_S)) and heartbeat:
+            heartbeat()
+    return True
+
+
+class BoundedQueue:
+    """A FIFO bounded by bytes: ``put`` blocks while it is full (backpressure)."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._items: deque = deque()
+        self._bytes = 0
+        self._dropping = False
+        self._cond = threading.Condition()
+
+    def put(self, item, nbytes: int = 0) -> None:
+        """Append, waiting while the queue holds ``max_bytes`` or more (markers never wait)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._bytes < self.max_bytes or self._dropping or nbytes == 0)
+            if self._dropping and nbytes:
+                return
+            self._items.append((item, nbytes))
+            self._bytes += nbytes
+            self._cond.notify_all()
+
+    def get(self, timeout: float | None = None, while_waiting=None):
+        """Pop the oldest item; raises TimeoutError after ``timeout`` seconds without one.
+
+        ``while_waiting`` is called about once a second during the wait (a heartbeat: waiting
+        for data is not a stall).
+        """
+        with self._cond:
+            self._wait_for_item(timeout, while_waiting)
+            item, nbytes = self._items.popleft()
+            self._bytes -= nbytes
+            self._cond.notify_all()
+            return item
+
+    def peek(self, timeout: float | None = None, while_waiting=None):
+        """The oldest item without removing it (waits like ``get``)."""
+        with self._cond:
+            self._wait_for_item(timeout, while_waiting)
+            return self._items[0][0]
+
+    def _wait_for_item(self, timeout: float | None, while_waiting) -> None:
+        if not wait_with_heartbeat(self._cond, lambda: self._items, timeout, while_waiting):
+            raise TimeoutError(f"no data arrived within {timeout} s")
+
+    def drop_data(self) -> None:
+        """Discard queued data and accept no more (after ``terminate()``); markers stay."""
+        with self._cond:
+            self._dropping = True
+            self._items = deque((item, 0) for item, nbytes in self._items if not nbytes)
+            self._bytes = 0
+            self._cond.notify_all()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes currently queued."""
+        return self._bytes
+
+
+def join_slices(pieces: list[tuple[Chunk, int, int]]) -> tuple[Columns, RowLayout | None, int]:
+    """The rows ``[start, stop)`` of each chunk, joined into columns, and the first chunk's layout."""
+    if not pieces:
+        return {}, None, 0
+    first = pieces[0][0]
+    names = first.names
+    parts = [{n: chunk.columns[n][start:stop] for n in names} for chunk, start, stop in pieces]
+    return (
+        join_columns(parts, names),
+        first.layout or RowLayout(tuple(names)),
+        sum(stop - start for _, start, stop in pieces),
+    )
+
+
+def join_columns(parts: list[Columns], names: list[str]) -> Columns:
+    """Concatenate per-column pieces (no copy for a single piece)."""
+    if not parts:
+        return {}
+    if len(parts) == 1:
+        return parts[0]
+    return {n: _concatenate(n, [part[n] for part in parts]) for n in names}
+
+
+def _concatenate(name: str, parts: list[np.ndarray]) -> np.ndarray:
+    """Join one column's pieces from several chunks, naming the column if their shapes differ."""
+    try:
+        return aligned.concatenate(parts)
+    except ValueError as exc:
+        shapes = sorted({part.shape[1:] for part in parts})
+        raise FeedDataError(
+            f"column {name!r} has rows of different shapes {shapes} in one batch; pad or filter them before feeding"
+        ) from exc

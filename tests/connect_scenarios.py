@@ -106,7 +106,33 @@ def estimator_and_model(spark, out: Path) -> dict:
     return {"history": model.history, "accuracy": float(accuracy), "export_fn_pid": exported["pid"]}
 
 
-SCENARIOS = [tensorflow_mode, spark_mode_training, spark_mode_inference, failure_report, parallel, estimator_and_model]
+def inference_udf(spark, out: Path) -> dict:
+    """sparkdl.inference's map_in_pandas on a Connect DataFrame, against model.predict in this process."""
+    import numpy as np
+
+    from sparkdl.inference import map_in_pandas
+
+    import inference_models as im
+
+    path = out / "mlp.keras"
+    model = im.mlp(seed=4)
+    model.save(path)
+    df = im.digits_frame(spark, 200)
+    fn, schema = map_in_pandas(df, str(path), input_mapping="pixels", keep_columns=["id"])
+    scored = df.mapInPandas(fn, schema).toPandas().sort_values("id")
+    expected = np.asarray(model.predict(im.digits_28(200)[0], batch_size=256, verbose=0))
+    return {"rows": len(scored), "max_error": float(np.abs(np.stack(scored["prediction"].to_numpy()) - expected).max())}
+
+
+SCENARIOS = [
+    tensorflow_mode,
+    spark_mode_training,
+    spark_mode_inference,
+    failure_report,
+    parallel,
+    estimator_and_model,
+    inference_udf,
+]
 
 
 def main(out_dir: str) -> None:

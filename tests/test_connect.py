@@ -108,3 +108,8 @@ def test_tfestimator_and_tfmodel_work_under_connect(outcome):
     assert (out / "export" / "saved_model.pb").exists()
     assert result["accuracy"] > 0.8, result["accuracy"]
     assert result["export_fn_pid"] > 0  # export_fn ran once, on an executor
+
+
+def test_the_inference_udf_scores_a_connect_dataframe_like_model_predict(outcome):
+    _, result = scenario(outcome, "inference_udf")
+    assert result["rows"] == 200 and result["max_error"] < 1e-5, result

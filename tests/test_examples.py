@@ -1,4 +1,9 @@
-"""The examples run as users run them: as a plain script (the demo) and through spark-submit."""
+"""The examples run as users run them: as a plain script (the demo) and through spark-submit.
+
+The demo (``examples/mnist/mnist_tf.py``) and the inference example (``score_digits.py``) also
+run through spark-submit on a real standalone master in ``test_standalone.py``, and the demo
+from an installed wheel in ``test_packaging.py``; they are not run a third time here.
+"""
 
 from __future__ import annotations
 
@@ -80,16 +85,6 @@ def test_mnist_spark_mode_example_trains_from_a_dataframe(tmp_path):
     assert _accuracy(stdout) > 0.85
 
 
-def test_mnist_example_runs_through_spark_submit(tmp_path):
-    stdout = _run(
-        _spark_submit(
-            2, "examples/mnist/mnist_tf.py", "--epochs", "5", "--no_baseline", "--export_dir", str(tmp_path / "export")
-        ),
-        tmp_path,
-    )
-    assert _accuracy(stdout) > 0.85
-
-
 def test_tfparallel_example_prints_one_result_per_node_and_trial(tmp_path):
     rates = ["0.001", "0.01", "0.05", "0.3"]
     stdout = _run(
@@ -138,21 +133,3 @@ def test_pipeline_example_fits_saves_loads_and_transforms(tmp_path):
     assert (tmp_path / "export" / "saved_model.pb").exists()
     assert (tmp_path / "pipeline_model" / "stages").is_dir()
     assert _accuracy(stdout) > 0.85
-
-
-def test_inference_example_runs_through_spark_submit(tmp_path):
-    stdout = _run(
-        _spark_submit(
-            2,
-            "examples/inference/score_digits.py",
-            "--rows",
-            "2000",
-            "--epochs",
-            "2",
-            "--work_dir",
-            str(tmp_path / "work"),
-        ),
-        tmp_path,
-    )
-    assert (tmp_path / "work" / "digits.keras").exists()
-    assert _accuracy(stdout, rows=2000) > 0.85

@@ -421,41 +421,6 @@ def test_predict_batch_udf_matches_pyspark_and_accepts_a_model(spark, models):
     assert len(row["probs"]) == 10 and isinstance(row["score"], float)
 
 
-@pytest.mark.cluster  # its own Spark Connect server
-@pytest.mark.timeout(240)
-def test_map_in_pandas_under_spark_connect(tmp_path, models):
-    """A Spark Connect session (a local Connect server over local-cluster, one executor to keep it
-    quick), in its own process: one SparkContext per JVM, and this process already has one."""
-    pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
-    script = tmp_path / "connect_score.py"
-    script.write_text(
-        textwrap.dedent(f"""
-        import json, sys
-        import numpy as np
-        from pyspark.sql import SparkSession
-        import inference_models as im
-        from sparkdl.inference import map_in_pandas
-        spark = (SparkSession.builder.remote("local-cluster[1,1,1024]")
-                 .config("spark.ui.enabled", "false").getOrCreate())
-        assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
-        df = im.digits_frame(spark, 200)
-        fn, schema = map_in_pandas(df, {models["paths"]["mlp"]!r}, input_mapping="pixels", keep_columns=["id"])
-        out = df.mapInPandas(fn, schema).toPandas().sort_values("id")
-        print(json.dumps(np.stack(out["prediction"].to_numpy()).tolist()))
-        spark.stop()
-    """)
-    )
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
-    result = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=220, env=env, cwd=tmp_path
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    import json
-
-    got = np.asarray(json.loads(result.stdout.strip().splitlines()[-1]))
-    np.testing.assert_allclose(got, _reference(models["mlp"], im.digits_28(200)[0]), atol=ATOL)
-
-
 @pytest.mark.timeout(180)
 def test_the_example_scores_digits_accurately(spark, tmp_path):
     sys.path.insert(0, str(TESTS.parent / "examples" / "inference"))

@@ -20,9 +20,9 @@ def test_a_connect_session_is_told_apart_by_its_type_not_by_global_state():
         pass
 
     FakeConnectSession.__module__ = "pyspark.sql.connect.session"
-    assert sa.is_connect_session(FakeConnectSession())
+    assert sa.is_connect(FakeConnectSession())
     assert isinstance(sa.spark_access(FakeConnectSession()), sa.ConnectSpark)
-    assert not sa.is_connect_session(object())
+    assert not sa.is_connect(object())
 
 
 def test_the_coordinator_advertises_this_machines_route_toward_the_server(monkeypatch):

@@ -439,7 +439,7 @@ def run(
     feeds = input_mode == InputMode.SPARK
     spark = spark_access(sc)
     layout = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
-    if spark.count_executors() is not None:  # under Spark Connect, Spark's barrier check waits for slots
+    if not spark.connect:  # a Connect client cannot count executors: Spark's barrier check waits for slots
         preflight.wait_for_executors(
             spark.count_executors, spark_nodes, layout, executor_wait_timeout, one_node_per_executor=feeds
         )

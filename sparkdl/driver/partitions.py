@@ -24,7 +24,7 @@ from typing import Iterator, TypeVar
 from pyspark import RDD, StorageLevel
 from pyspark.sql import DataFrame
 
-from .spark_access import is_connect_frame
+from .spark_access import is_connect
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def _has_exchange(frame: DataFrame) -> bool:
     once run, inside query stages), while its tree string prints that whole plan, subqueries
     included. Planning does not run anything.
     """
-    if is_connect_frame(frame):  # the server's physical plan, as explain() prints it
+    if is_connect(frame):  # the server's physical plan, as explain() prints it
         plan = frame._explain_string(extended=False)
     else:
         plan = frame._jdf.queryExecution().executedPlan().toString()
@@ -59,7 +59,7 @@ def _release(frame: DataFrame) -> None:
 
     Under Spark Connect the server drops them itself once the client lets go of the frame.
     """
-    if is_connect_frame(frame):
+    if is_connect(frame):
         return
     try:
         logical = frame._jdf.queryExecution().logical()  # LogicalRDD over the checkpointed RDD

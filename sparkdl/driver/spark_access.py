@@ -251,7 +251,7 @@ def spark_access(spark_or_sc: Any) -> SparkAccess:
 
     if isinstance(spark_or_sc, SparkContext):
         return ClassicSpark(spark_or_sc)
-    if is_connect_session(spark_or_sc):
+    if is_connect(spark_or_sc):
         return ConnectSpark(spark_or_sc)
     from pyspark.sql import SparkSession
 
@@ -263,14 +263,10 @@ def spark_access(spark_or_sc: Any) -> SparkAccess:
     )
 
 
-def is_connect_session(spark: Any) -> bool:
-    """Whether ``spark`` is a Spark Connect session (checked by type, never by global state)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
-
-
-def is_connect_frame(frame: Any) -> bool:
-    """Whether ``frame`` is a Spark Connect DataFrame."""
-    return type(frame).__module__.startswith("pyspark.sql.connect")
+def is_connect(obj: Any) -> bool:
+    """Whether ``obj`` (a session or a DataFrame) belongs to Spark Connect: told by its type, never
+    by global state (a process with a local Connect server also holds a classic SparkContext)."""
+    return type(obj).__module__.startswith("pyspark.sql.connect")
 
 
 def _resolve(host: str) -> str:

@@ -43,6 +43,8 @@ DEFAULT_RESULTS = BENCHMARKS / "results"
 DEFAULT_TIMEOUT_S = 3600
 #: What each saved record holds besides its section and run names (load() checks them).
 RECORD_KEYS = frozenset({"label", "script", "command", "started", "duration_s", "load_before", "machine", "report"})
+#: How long a run waits for the machine to settle (see wait_for_quiet) before it starts anyway.
+SETTLE_WAIT_S = 180
 QUICK_TRAIN_FEED = ("--rows", "6000", "--tfos_rows", "2000", "--runs", "1")
 
 
@@ -196,6 +198,17 @@ def _stop_group(process: subprocess.Popen) -> None:
             continue
 
 
+def wait_for_quiet(limit: float, patience_s: float = SETTLE_WAIT_S) -> float:
+    """Wait (at most ``patience_s``) for the 1-minute load average to fall to ``limit``; returns it.
+
+    The previous benchmark's own processes keep the average high for a minute or two after they
+    end; waiting them out keeps its load from being recorded as the next run's."""
+    deadline = time.monotonic() + patience_s
+    while (load := machine.load_average()) > limit and time.monotonic() < deadline:
+        time.sleep(5)
+    return load
+
+
 def execute(run: Run, section: Section, description: dict, opts) -> tuple[dict | None, str | None]:
     """Run one script with ``--json``; ``(record, None)`` or ``(None, why it failed)``."""
     args = run.quick_args if opts.quick else run.args
@@ -203,7 +216,8 @@ def execute(run: Run, section: Section, description: dict, opts) -> tuple[dict |
     with tempfile.TemporaryDirectory(prefix="sparkdl-bench-") as scratch:
         report_path = Path(scratch) / "report.json"
         print(f"\n== run_all: {run.name}: {shown}", flush=True)
-        load_before = machine.load_average()
+        # A --quick run's figures mean nothing: it never waits.
+        load_before = wait_for_quiet(0.5 * (os.cpu_count() or 1), 0 if opts.quick else SETTLE_WAIT_S)
         if load_before > 0.5 * (os.cpu_count() or 1):
             print(
                 f"== run_all: warning: load average {load_before} before {run.name}: other work is running, "

@@ -11,6 +11,7 @@ import pytest
 
 from sparkdl import TFCluster
 from sparkdl.driver.progress import InferenceProgress, TrainProgress
+from sparkdl.protocol import Inferred
 
 import node_functions as nf
 
@@ -122,8 +123,8 @@ def test_a_terminal_gets_an_inference_bar_per_action():
     progress.watch("run1", partitions=2)
     for stage in (7, 9):
         for partition in (0, 1):
-            progress(None, {"run": "run1", "stage": stage, "partition": partition, "rows": 50})
-    progress(None, {"run": "unknown", "stage": 1, "partition": 0, "rows": 5})  # not watched: ignored
+            progress(None, Inferred(run="run1", stage=stage, partition=partition, rows=50))
+    progress(None, Inferred(run="unknown", stage=1, partition=0, rows=5))  # not watched: ignored
     progress.close()
     drawn = progress.stream.getvalue()
     # A bar redraws itself after \r and ends its line when closed: two lines, each last drawn complete.

@@ -22,10 +22,8 @@ pytestmark = pytest.mark.timeout(240)
 
 
 def _report(epoch: int, **logs) -> dict:
-    """An epoch-end progress report as the coordinator receives it."""
+    """The metrics of an epoch-end progress report, as the coordinator hands them on."""
     return {
-        "type": "status",
-        "event": "progress",
         "epoch": epoch,
         "epoch_end": True,
         "step": 10 * (epoch + 1),

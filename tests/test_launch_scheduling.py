@@ -146,6 +146,22 @@ def test_a_profile_spark_refuses_is_a_preflight_error(sc2):
     assert "spark.task.cpus equal to spark.executor.cores" in str(info.value)
 
 
+def _launch_task_cpus(sc, cluster_id: str) -> int:
+    """The CPUs each task of a cluster's launch stage asked for: its resource profile's, read from
+    Spark's status store and resource profile manager (what the Spark UI shows)."""
+    spark_context = sc._jsc.sc()
+    jobs = spark_context.statusStore().jobsList(None)
+    launch_jobs = [
+        jobs.apply(i)
+        for i in range(jobs.size())
+        if jobs.apply(i).jobGroup().isDefined() and jobs.apply(i).jobGroup().get() == f"sparkdl-{cluster_id}"
+    ]
+    assert len(launch_jobs) == 1, f"{len(launch_jobs)} launch jobs"
+    stage = spark_context.statusStore().lastStageAttempt(launch_jobs[0].stageIds().apply(0))
+    profile = spark_context.resourceProfileManager().resourceProfileFromId(stage.resourceProfileId())
+    return int(profile.getTaskCpus().get())
+
+
 @pytest.fixture
 def sc_two_slots(spark_holder):
     """local-cluster[2,2,2048] with spark.task.cpus=1: two executors with two task slots each.
@@ -187,11 +203,10 @@ def test_spark_mode_nodes_own_executors_while_etl_keeps_two_slots_each(sc_two_sl
         # While both nodes run: four ETL tasks at once on the two executors.
         etl = spark.range(0, 4, numPartitions=4).rdd.barrier().mapPartitions(rendezvous).collect()
         cluster.train(frame, num_epochs=2)
-        cluster._attempt.join(30)  # the detached launch job returned long ago; its records are in
-        launch_cpus = [record["task_cpus"] for record in cluster._attempt.launch_records]
+        launch_cpus = _launch_task_cpus(sc_two_slots, cluster.cluster_id)
 
     assert len(set(node_executors)) == 2, node_executors
-    assert launch_cpus == [2, 2]  # each launch task held a whole executor
+    assert launch_cpus == 2  # each launch task held a whole executor
     assert [count for _, count in etl] == [4] * 4
     assert sorted(Counter(address for address, _ in etl).values()) == [2, 2]
     assert {address for address, _ in etl} == set(node_executors)  # the executors hosting the nodes

@@ -98,7 +98,7 @@ START_CLUSTER_SERVER = textwrap.dedent("""
     events = []
     ctx = NodeContext(node_number=0, job_name="chief", task_index=0, cluster_spec=spec, default_fs="file://",
                       working_dir=".", host="127.0.0.1", port=port, cluster_id="c", tmp_socket=reserved,
-                      status_writer=lambda event, fields: events.append(event))
+                      status_writer=lambda event: events.append(event.TYPE))
     cluster_spec, server = TFNode.start_cluster_server(ctx, num_gpus=0)
     print(json.dumps({"spec": cluster_spec.as_dict(), "target": server.target, "released": ctx.tmp_socket is None,
                       "events": events}), flush=True)

@@ -230,7 +230,7 @@ def test_a_read_waiting_when_the_plan_arrives_ends_at_the_run_end(server, secret
 def test_the_driver_hears_once_when_a_run_is_read_in_full(make_server, secret):
     events = []
     server = make_server()
-    server.notify = lambda event, **fields: events.append((event, fields.get("session")))
+    server.notify = lambda event: events.append((event.TYPE, getattr(event, "session", None)))
     send_plan(server, secret, 1, 5, epochs=2)
     feed_rows(target(secret, server), labelled(5), session=1, epoch=0)
     feed_rows(target(secret, server), labelled(5), session=1, epoch=1)

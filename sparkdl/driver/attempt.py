@@ -10,13 +10,13 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..channel import new_secret
 from ..errors import ReservationTimeout
-from ..node.launch import LaunchSpec, launch_node, spark_partition_launcher
-from ..roles import NodeRole
+from ..node.config import LaunchSpec, NodeSettings
+from ..node.launch import launch_node, spark_partition_launcher
 from .coordinator import Coordinator
 from .feeding import ClusterFeeder
 from .spark_access import SparkAccess
@@ -28,31 +28,21 @@ ABORT_WAIT_S = 15.0
 
 @dataclass(frozen=True)
 class ClusterRequest:
-    """What ``TFCluster.run`` was asked to start: enough to launch it again."""
+    """What ``TFCluster.run`` was asked to start: enough to launch it again.
 
-    fn: bytes  # cloudpickled (map_fun, tf_args)
-    roles: tuple[NodeRole, ...]
+    ``settings`` is what reaches the nodes (``node/config.py``); the rest stays on the driver.
+    """
+
+    settings: NodeSettings
     first_spark_node: int  # nodes before this one are ps nodes hosted by the driver
-    feeds: bool  # InputMode.SPARK
-    tensorboard_executor: int | None
-    log_dir: str | None
-    reservation_timeout: float
-    release_port: bool
-    num_gpus: int | None
     use_barrier: bool
-    set_tf_config: bool
-    feed_queue_bytes: int
     stall_timeout: float | None
-    stream_logs: bool = True
-    verbose_logs: bool = False
-    env: dict = field(default_factory=dict)
-    keep_node_files_days: float | None = 7  # earlier clusters' node directories older than this go
     launch_profile: Any = None  # the launch stage's ResourceProfile (driver/scheduling.py), None: default
 
     @property
     def spark_nodes(self) -> int:
         """How many nodes the Spark launch job starts."""
-        return len(self.roles) - self.first_spark_node
+        return len(self.settings.roles) - self.first_spark_node
 
 
 class ClusterAttempt:
@@ -66,12 +56,11 @@ class ClusterAttempt:
         self.secret = new_secret()
         bind, advertise = spark.coordinator_addresses()
         self.coordinator = Coordinator(
-            list(request.roles), self.secret, bind, request.stall_timeout, advertise, cluster_id=cluster_id
+            list(request.settings.roles), self.secret, bind, request.stall_timeout, advertise, cluster_id=cluster_id
         )
         self.feeder = ClusterFeeder(spark, self.secret, self.coordinator, cluster_id)
         self.job_group = f"sparkdl-{cluster_id}" + (f"-attempt{attempt}" if attempt else "")
         self.launch_errors: list[BaseException] = []
-        self.launch_records: list[dict] = []  # what each launch task returned (launch.spark_partition_launcher)
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -79,25 +68,12 @@ class ClusterAttempt:
         """Start the launch job (and the driver-hosted ps nodes) in background threads."""
         request = self.request
         spec = LaunchSpec(
+            settings=request.settings,
             cluster_id=self.cluster_id,
             secret=self.secret,
             driver_address=self.coordinator.address,
-            roles=request.roles,
-            fn=request.fn,
-            detached=request.feeds,
-            set_tf_config=request.set_tf_config,
-            release_port=request.release_port,
-            reservation_timeout=request.reservation_timeout,
-            tensorboard_executor=request.tensorboard_executor,
-            log_dir=request.log_dir,
             default_fs=self.spark.default_fs(),
-            num_gpus=request.num_gpus,
-            env=dict(request.env),
-            feed_queue_bytes=request.feed_queue_bytes,
             attempt=self.attempt,
-            stream_logs=request.stream_logs,
-            verbose_logs=request.verbose_logs,
-            keep_node_files_days=request.keep_node_files_days,
         )
         for number in range(request.first_spark_node):  # ps nodes hosted by the driver
             self._start_thread(
@@ -112,12 +88,14 @@ class ClusterAttempt:
             self.job_group, f"sparkdl: run {count} TensorFlow nodes (cluster {self.cluster_id}{attempt})"
         )
         # With a profile, each launch task takes a whole executor (driver/scheduling.py).
-        self.launch_records = self.spark.launch(
+        records = self.spark.launch(
             count,
             spark_partition_launcher(spec, self.request.first_spark_node),
             self.request.launch_profile,
             self.request.use_barrier,
         )
+        # Each task's node number, GPUs, supervisor pid (and task CPUs): for whoever debugs a launch.
+        logger.debug("sparkdl: the launch tasks of cluster %s returned %s", self.cluster_id, records)
 
     def _start_thread(self, target: Callable[[], Any], name: str) -> None:
         def body() -> None:
@@ -137,10 +115,10 @@ class ClusterAttempt:
 
     def wait_ready(self) -> None:
         """Block until every node registered (and, when feeding, listens); raise otherwise."""
-        timeout = self.request.reservation_timeout
+        timeout = self.request.settings.reservation_timeout
         coordinator = self.coordinator
         coordinator.wait_for_reservation(timeout, self.launch_error)
-        if not self.request.feeds:
+        if not self.request.settings.feeds:
             return
         data_nodes = self.feeder.data_nodes()
         ready = coordinator.wait_until(

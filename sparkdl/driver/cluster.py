@@ -12,15 +12,18 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from typing import Any, Callable
 
 from .. import roles as roles_mod
 from ..errors import ClusterError, ShutdownTimeout
+from ..node.config import NodeSettings
 from . import preflight, scheduling
 from .arguments import InputMode, validate_layout, validate_limits, verbose_logs
 from .attempt import ClusterAttempt, ClusterRequest
 from .console import NodeOutputPrinter
 from .coordinator import CAUSE_WAIT_S
+from .feeding import TrainingRun
 from .history import TrainingHistory
 from .progress import InferenceProgress, progress_enabled
 from .spark_access import SparkAccess, spark_access
@@ -56,7 +59,7 @@ class TFCluster:
         self.progress = progress_enabled(progress)  #: show train() and inference progress on the driver
         self._inference_progress = InferenceProgress() if self.progress else None
         self._request = request
-        self._printer = NodeOutputPrinter() if request.stream_logs else None
+        self._printer = NodeOutputPrinter() if request.settings.stream_logs else None
         self._history = TrainingHistory()  # the chief's epoch logs, kept across relaunches
         self._attempt = self._new_attempt(0)
         self._closed = False
@@ -93,7 +96,7 @@ class TFCluster:
                 "host": n.host,
                 "port": n.port,
                 "spark_executor": n.spark_executor,
-                "status": n.status,
+                "status": n.status.value,
                 "log_path": n.log_path,
                 "feed_port": n.feed_port or None,
                 "metrics": dict(n.metrics),
@@ -124,7 +127,7 @@ class TFCluster:
 
     def tensorboard_url(self, timeout: float = 90.0) -> str | None:
         """TensorBoard's URL, waiting (bounded) for it to answer; None when not requested."""
-        if self._request.tensorboard_executor is None:
+        if self._request.settings.tensorboard_node is None:
             return None
         self._coordinator.wait_until(lambda c: c.tensorboard_url is not None or c.failures, timeout)
         return self._coordinator.tensorboard_url
@@ -173,23 +176,23 @@ class TFCluster:
         self._require_spark_mode("train")
         num_epochs = num_epochs or 1
         reports_before = self._history.reports
-        epochs_left = num_epochs
+        run = TrainingRun(
+            dataRDD,
+            num_epochs,
+            feed_timeout,
+            qname,
+            validation_data,
+            cache,
+            cache_max_bytes,
+            shuffle,
+            seed,
+            show_progress=self.progress,
+            history=self._history,
+            history_reports=reports_before + num_epochs,
+        )
         while True:
             try:
-                self._attempt.feeder.train(
-                    dataRDD,
-                    epochs_left,
-                    feed_timeout,
-                    qname,
-                    self.progress,
-                    validation_data=validation_data,
-                    cache=cache,
-                    cache_max_bytes=cache_max_bytes,
-                    shuffle=shuffle,
-                    seed=seed,
-                    history=self._history,
-                    history_reports=reports_before + num_epochs,
-                )
+                self._attempt.feeder.train(run)
                 break
             except ClusterError as error:
                 if not self._relaunch(error):
@@ -198,9 +201,9 @@ class TFCluster:
                     raise
                 # The relaunched nodes resume from their last completed epoch: feed only the rest.
                 done = self._history.reports - reports_before
-                epochs_left = max(1, num_epochs - max(0, done))
+                run = replace(run, num_epochs=max(1, num_epochs - max(0, done)))
                 logger.info(
-                    "sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id, epochs_left
+                    "sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id, run.num_epochs
                 )
         if self._printer is not None:
             self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
@@ -449,25 +452,28 @@ def run(
     from pyspark import cloudpickle
 
     chief_like = template.get(master_node or "", []) or template.get("worker", [])[:1]
-    request = ClusterRequest(
+    settings = NodeSettings(
         fn=cloudpickle.dumps((map_fun, tf_args)),
         roles=tuple(node_roles),
-        first_spark_node=first_spark_node,
         feeds=feeds,
-        launch_profile=launch_plan.profile if launch_plan else None,
-        tensorboard_executor=chief_like[0] if tensorboard and chief_like else None,
-        log_dir=log_dir,
-        reservation_timeout=float(reservation_timeout),
-        release_port=release_port,
-        num_gpus=num_gpus,
-        use_barrier=use_barrier,
         set_tf_config=set_tf_config,
+        release_port=release_port,
+        reservation_timeout=float(reservation_timeout),
+        tensorboard_node=chief_like[0] if tensorboard and chief_like else None,
+        log_dir=log_dir,
+        num_gpus=num_gpus,
         feed_queue_bytes=int(feed_queue_bytes),
-        stall_timeout=stall_timeout,
         stream_logs=bool(log_to_driver),
         verbose_logs=verbose_logs(verbose),
         env=dict(env or {}),
         keep_node_files_days=keep_node_files_days,
+    )
+    request = ClusterRequest(
+        settings=settings,
+        first_spark_node=first_spark_node,
+        use_barrier=use_barrier,
+        stall_timeout=stall_timeout,
+        launch_profile=launch_plan.profile if launch_plan else None,
     )
     cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
     cluster._start()

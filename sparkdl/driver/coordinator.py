@@ -6,13 +6,17 @@ All state lives in this object (one per cluster), guarded by one condition varia
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import threading
 import time
 import traceback
 from collections import deque
 from dataclasses import dataclass, field
+from enum import Enum
 
+from .. import protocol
 from ..channel import Channel, ChannelError, ChannelServer, Endpoint
 from ..errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
 from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
@@ -25,6 +29,15 @@ STALL_REPORT_S = 5.0  # how long a stalled node's supervisor has to report befor
 CAUSE_WAIT_S = 10.0  # how long a failed Spark job (launch or feed) waits for the node report that explains it
 
 
+class NodeStatus(str, Enum):
+    """Where a node is in its life, as the driver sees it (``cluster_info[i]["status"]``)."""
+
+    PENDING = "pending"  # not registered yet
+    REGISTERED = "registered"  # its supervisor registered; the TF process is not started
+    RUNNING = "running"  # the TF process runs
+    EXITED = "exited"  # it ended, successfully or not
+
+
 @dataclass
 class NodeState:
     """What the driver knows about one node."""
@@ -34,7 +47,7 @@ class NodeState:
     port: int = 0
     spark_executor: str = ""
     log_path: str = ""
-    status: str = "pending"  # pending, registered, running, exited
+    status: NodeStatus = NodeStatus.PENDING
     serving: bool = False  # the node declared itself a long-running server
     feed_port: int = 0  # its feed server's port (InputMode.SPARK)
     feed_terminated: bool = False  # map_fun called DataFeed.terminate()
@@ -55,7 +68,7 @@ class NodeState:
     @property
     def finished(self) -> bool:
         """Whether the node's process has ended (successfully or not)."""
-        return self.status == "exited"
+        return self.status is NodeStatus.EXITED
 
     def describe_failure(self, **details) -> NodeFailure:
         """A NodeFailure naming this node (role, number, host, executor, log) with ``details``."""
@@ -89,6 +102,20 @@ class Coordinator:
         self.on_epoch_end = None  # called with (node, report) for each epoch-end progress report
         self._closed = False
         self._cond = threading.Condition()
+        #: What the coordinator does with each message a registered node's supervisor sends.
+        self._handlers = {
+            protocol.Started: self._on_started,
+            protocol.Progress: self._on_progress,
+            protocol.TensorBoard: self._on_tensorboard,
+            protocol.Serving: self._on_serving,
+            protocol.FeedReady: self._on_feed_ready,
+            protocol.FeedTerminated: self._on_feed_terminated,
+            protocol.FeedConsumed: self._on_feed_consumed,
+            protocol.Inferred: self._on_inferred,
+            protocol.NodeWarning: self._on_warning,
+            protocol.Log: self._on_log,
+            protocol.Exited: self._on_exited,
+        }
         self._server = ChannelServer(
             secret, self._handle, host=host, name="sparkdl-coordinator", endpoint=Endpoint.coordinator(cluster_id)
         )
@@ -104,27 +131,26 @@ class Coordinator:
     # -- channel handling (one thread per node) --
 
     def _handle(self, channel: Channel) -> None:
-        message = channel.recv(timeout=60)
-        if message.get("type") != "register":
-            return
-        node = self._register(channel, message)
+        registration = protocol.parse(channel.recv(timeout=60), protocol.Register)
+        node = self._register(channel, registration)
         if node is None:
             return
         spec = self._await_spec()
         if spec is None:
-            channel.send({"type": "abort", "reason": self.aborted})
+            channel.send(protocol.Abort(self.aborted).wire())
             return
-        channel.send({"type": "cluster", "cluster_spec": spec})
+        channel.send(protocol.ClusterSpec(spec).wire())
         try:
             while True:
-                message = channel.recv()
+                data = channel.recv()
                 try:
-                    self._on_message(node, message)
-                except Exception as exc:  # noqa: BLE001 - a driver-side bug must fail the node, loudly
+                    message = protocol.parse(data, *self._handlers)
+                    self._handlers[type(message)](node, message)
+                except Exception as exc:  # noqa: BLE001 - a driver-side bug or a bad message fails the node, loudly
                     self._record_failure(
                         node,
                         node.describe_failure(
-                            cause=f"the driver failed handling its {message.get('type')!r} message "
+                            cause=f"the driver failed handling its {data.get('type')!r} message "
                             f"({type(exc).__name__}: {exc})",
                             traceback=traceback.format_exc(),
                         ),
@@ -134,9 +160,8 @@ class Coordinator:
                     return
         except ChannelError as exc:
             if not node.finished and (node.stop_sent or self._closed):
-                with self._cond:  # we stopped it, or we are closing: its end is not a failure
-                    node.status = "exited"
-                    self._cond.notify_all()
+                with self._state_change():  # we stopped it, or we are closing: its end is not a failure
+                    node.status = NodeStatus.EXITED
             elif not node.finished:
                 self._record_failure(
                     node,
@@ -146,20 +171,18 @@ class Coordinator:
                     ),
                 )
 
-    def _register(self, channel: Channel, message: dict) -> NodeState | None:
-        number = message.get("node_number")
+    def _register(self, channel: Channel, message: protocol.Register) -> NodeState | None:
         with self._cond:
-            node = self.nodes.get(number)
-            if node is None or node.status != "pending" or self.aborted:
-                reason = self.aborted or f"node #{number} is unknown or already registered"
-                channel.send({"type": "abort", "reason": reason})
+            node = self.nodes.get(message.node_number)
+            if node is None or node.status is not NodeStatus.PENDING or self.aborted:
+                reason = self.aborted or f"node #{message.node_number} is unknown or already registered"
+                channel.send(protocol.Abort(reason).wire())
                 return None
-            node.host, node.port = message["host"], int(message["port"])
-            node.spark_executor = message.get("spark_executor", "")
-            node.log_path = message.get("log_path", "")
-            node.supervisor_pid, node.anchor_pid = int(message.get("pid", 0)), int(message.get("anchor_pid", 0))
-            node.status, node.channel = "registered", channel
-            if all(n.status != "pending" for n in self.nodes.values()):
+            node.host, node.port = message.host, message.port
+            node.spark_executor, node.log_path = message.spark_executor, message.log_path
+            node.supervisor_pid, node.anchor_pid = message.pid, message.anchor_pid
+            node.status, node.channel = NodeStatus.REGISTERED, channel
+            if all(n.status is not NodeStatus.PENDING for n in self.nodes.values()):
                 self.cluster_spec = build_cluster_spec(
                     self.roles, {i: f"{n.host}:{n.port}" for i, n in self.nodes.items()}
                 )
@@ -171,73 +194,75 @@ class Coordinator:
             self._cond.wait_for(lambda: self.cluster_spec is not None or self.aborted)
             return None if self.aborted else self.cluster_spec
 
-    def _on_message(self, node: NodeState, message: dict) -> None:
-        kind = message.get("type")
+    # -- what each message does (self._handlers) --
+
+    @contextlib.contextmanager
+    def _state_change(self):
+        """Hold the lock while the nodes' state changes, then wake every waiter."""
         with self._cond:
-            if kind == "started":
-                node.status, node.pid, node.last_progress = "running", int(message.get("pid", 0)), time.monotonic()
-            elif kind == "status" and message.get("event") == "progress":
-                node.last_progress = time.monotonic()
-                node.metrics.update({k: v for k, v in message.items() if k not in ("type", "event")})
-            elif kind == "tensorboard":
-                self.tensorboard_url = message["url"]
-            elif kind == "status" and message.get("event") == "serving":
-                node.serving = True
-            elif kind == "status" and message.get("event") == "feed_ready":
-                node.feed_port = int(message["port"])
-            elif kind == "status" and message.get("event") == "feed_terminated":
-                node.feed_terminated = True
-            elif kind == "status" and message.get("event") == "feed_consumed":
-                qname = message.get("qname", "input")
-                node.feed_consumed[qname] = max(node.feed_consumed.get(qname, 0), int(message.get("session", 0)))
-                node.metrics.update({k: message[k] for k in ("rows_read", "rows_received") if k in message})
-                node.last_progress = time.monotonic()
-            elif kind == "warning":
-                logger.warning("%s: %s", node.role.label, message.get("message"))
+            yield
             self._cond.notify_all()
-        if kind == "status" and message.get("event") == "inferred" and self.on_inferred is not None:
+
+    def _on_started(self, node: NodeState, message: protocol.Started) -> None:
+        with self._state_change():
+            node.status, node.pid, node.last_progress = NodeStatus.RUNNING, message.pid, time.monotonic()
+
+    def _on_progress(self, node: NodeState, message: protocol.Progress) -> None:
+        with self._state_change():
+            node.last_progress = time.monotonic()
+            node.metrics.update(message.metrics)
+        if message.metrics.get("epoch_end") and self.on_epoch_end is not None:
+            self.on_epoch_end(node, message.metrics)
+
+    def _on_tensorboard(self, node: NodeState, message: protocol.TensorBoard) -> None:
+        with self._state_change():
+            self.tensorboard_url = message.url
+
+    def _on_serving(self, node: NodeState, message: protocol.Serving) -> None:
+        with self._state_change():
+            node.serving = True
+
+    def _on_feed_ready(self, node: NodeState, message: protocol.FeedReady) -> None:
+        with self._state_change():
+            node.feed_port = message.port
+
+    def _on_feed_terminated(self, node: NodeState, message: protocol.FeedTerminated) -> None:
+        with self._state_change():
+            node.feed_terminated = True
+
+    def _on_feed_consumed(self, node: NodeState, message: protocol.FeedConsumed) -> None:
+        with self._state_change():
+            node.feed_consumed[message.qname] = max(node.feed_consumed.get(message.qname, 0), message.session)
+            node.metrics.update(rows_read=message.rows_read, rows_received=message.rows_received)
+            node.last_progress = time.monotonic()
+
+    def _on_inferred(self, node: NodeState, message: protocol.Inferred) -> None:
+        if self.on_inferred is not None:
             self.on_inferred(node, message)
-        if (
-            kind == "status"
-            and message.get("event") == "progress"
-            and message.get("epoch_end")
-            and self.on_epoch_end is not None
-        ):
-            self.on_epoch_end(node, message)
-        if kind == "log":
-            lines = [line for line in message.get("lines", ()) if isinstance(line, str)]
-            node.recent_lines.extend(lines)
-            if self.on_log is not None:
-                self.on_log(node, lines)
-        if kind == "exited":
-            failed = message.get("failed", message.get("exit_code") != 0 and not message.get("stopped"))
-            failure = (
-                node.describe_failure(
-                    exit_code=message.get("exit_code"),
-                    signal=message.get("signal"),
-                    traceback=message.get("traceback", ""),
-                    log_tail=message.get("log_tail", ""),
-                    log_path=message.get("log_path", ""),
-                    hint=message.get("hint", ""),
-                    cause=message.get("cause", ""),
-                    stalled=bool(message.get("stalled")),
-                )
-                if failed
-                else None
-            )
-            if failure:
-                self._record_failure(node, failure)
-            else:
-                with self._cond:
-                    node.status = "exited"
-                    self._cond.notify_all()
+
+    def _on_warning(self, node: NodeState, message: protocol.NodeWarning) -> None:
+        logger.warning("%s: %s", node.role.label, message.message)
+
+    def _on_log(self, node: NodeState, message: protocol.Log) -> None:
+        node.recent_lines.extend(message.lines)
+        if self.on_log is not None:
+            self.on_log(node, message.lines)
+
+    def _on_exited(self, node: NodeState, message: protocol.Exited) -> None:
+        if not message.failed:
+            with self._state_change():
+                node.status = NodeStatus.EXITED
+            return
+        details = dataclasses.asdict(message)  # how it ended: NodeFailure's fields, besides these two
+        del details["stopped"], details["failed"]
+        self._record_failure(node, node.describe_failure(**details))
 
     def _record_failure(self, node: NodeState, failure: NodeFailure) -> None:
         """Record a failed node and stop the others: a collective cannot go on without it."""
         with self._cond:
             if node.failure is not None:
                 return
-            node.status, node.failure = "exited", failure
+            node.status, node.failure = NodeStatus.EXITED, failure
             self.failures.append(failure)
             self._cond.notify_all()
         logger.error("sparkdl: %s", failure.describe())
@@ -247,7 +272,7 @@ class Coordinator:
 
     def _stall_limit(self, node: NodeState) -> tuple[float, str] | None:
         """The stall limit that applies to ``node`` now, with its name, or None (lock held)."""
-        if node.status != "running" or node.serving or node.role.job_name not in COLLECTIVE_ROLES:
+        if node.status is not NodeStatus.RUNNING or node.serving or node.role.job_name not in COLLECTIVE_ROLES:
             return None
         limits = []
         if self.stall_timeout:
@@ -279,7 +304,7 @@ class Coordinator:
             for node, reason in stalled:
                 logger.error("sparkdl: %s %s; stopping it", node.role.label, reason)
                 try:
-                    node.channel.send({"type": "stall", "reason": reason})
+                    node.channel.send(protocol.Stall(reason).wire())
                 except (OSError, ChannelError):
                     pass  # the supervisor is unreachable: reported as unresponsive below
             for node in unresponsive:
@@ -311,7 +336,7 @@ class Coordinator:
                 self._cond.wait(min(remaining, 0.5))
             if self.cluster_spec is not None:
                 return
-            missing = [n.role for n in self.nodes.values() if n.status == "pending"]
+            missing = [n.role for n in self.nodes.values() if n.status is NodeStatus.PENDING]
             registered = len(self.nodes) - len(missing)
         reason = (
             f"only {registered} of {len(self.nodes)} TF nodes registered within {timeout:.0f} s; missing: "
@@ -326,7 +351,7 @@ class Coordinator:
         with self._cond:
             self.aborted = self.aborted or reason
             self._cond.notify_all()
-        self.stop_nodes(lambda n: n.status != "pending" and not n.finished, grace_s=0)
+        self.stop_nodes(lambda n: n.status is not NodeStatus.PENDING and not n.finished, grace_s=0)
 
     def notify_external(self) -> None:
         """Wake waiters (e.g. when the launch job ended)."""
@@ -346,7 +371,7 @@ class Coordinator:
                 node.stop_sent = True
         for node in targets:
             try:
-                node.channel.send({"type": "stop", "grace_s": grace_s})
+                node.channel.send(protocol.Stop(grace_s).wire())
             except (OSError, ChannelError):
                 pass
 

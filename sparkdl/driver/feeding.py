@@ -14,11 +14,13 @@ import logging
 import re
 import secrets
 import time
-from typing import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 from pyspark import RDD
 from pyspark.sql import DataFrame
 
+from .. import protocol
 from ..channel import ChannelError, Endpoint, connect
 from ..errors import ClusterError
 from ..feed.columns import FeedDataError, check_same_columns, check_spark_schema
@@ -46,6 +48,25 @@ def _spark_error_summary(exc: BaseException) -> str:
     if match:
         return f"{match.group(1)}: {match.group(2)}"
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One ``cluster.train`` call, as ``TFCluster.train`` hands it to the feeder (its arguments
+    mean what that method's docstring says)."""
+
+    data: Any  # an RDD or a DataFrame
+    num_epochs: int
+    feed_timeout: float
+    qname: str = "input"
+    validation_data: Any = None
+    cache: bool = True
+    cache_max_bytes: int | None = None
+    shuffle: bool = True
+    seed: int | None = None  # None: a new one per call
+    show_progress: bool = False
+    history: TrainingHistory | None = None  # where the chief's epoch reports arrive
+    history_reports: int = 0  # how many reports ``history`` holds once this call's epochs are all in
 
 
 class ClusterFeeder:
@@ -82,39 +103,24 @@ class ClusterFeeder:
         return Endpoint.feed(self._cluster_id, node.role.node_number)
 
     def _tell_nodes(
-        self, message: dict, timeout: float, nodes: list[NodeState] | None = None, need_ack: bool = True
+        self, message: protocol.Message, timeout: float, nodes: list[NodeState] | None = None, need_ack: bool = True
     ) -> None:
         for node in nodes if nodes is not None else self.data_nodes():
             with connect(
                 (node.host, node.feed_port), self._secret, timeout=timeout, endpoint=self._endpoint(node)
             ) as channel:
-                channel.send(message)
+                channel.send(message.wire())
                 try:
-                    channel.recv(timeout)
-                except ChannelError:
+                    protocol.parse(channel.recv(timeout), protocol.Ack)
+                except ChannelError:  # ProtocolError included
                     if need_ack:
                         raise
 
     # -- training --
 
-    def train(
-        self,
-        data: RDD | DataFrame,
-        num_epochs: int,
-        feed_timeout: float,
-        qname: str,
-        show_progress: bool = False,
-        *,
-        validation_data: RDD | DataFrame | None = None,
-        cache: bool = True,
-        cache_max_bytes: int | None = None,
-        shuffle: bool = True,
-        seed: int | None = None,
-        history: TrainingHistory | None = None,
-        history_reports: int = 0,
-    ) -> None:
-        """Feed ``data`` (and ``validation_data``) ``num_epochs`` times, balanced over the data nodes;
-        blocks until every data node has read its rows (or ended its feed).
+    def train(self, run: TrainingRun) -> None:
+        """Feed ``run.data`` (and ``run.validation_data``) ``run.num_epochs`` times, balanced over
+        the data nodes; blocks until every data node has read its rows (or ended its feed).
 
         With ``cache``, epoch 1 is also kept on each node's disk and, when every node holds its
         whole share, epochs 2..N are served from there without Spark jobs. ``shuffle`` permutes
@@ -123,33 +129,25 @@ class ClusterFeeder:
         lines once it holds ``history_reports`` epoch reports (the chief reports an epoch after
         its validation, so shortly after the rows were read).
         """
-        self.spark.require_frames(data, "cluster.train")
-        if validation_data is not None:
-            self.spark.require_frames(validation_data, "cluster.train(validation_data=...)")
-        self._check_train_arguments(data, num_epochs, validation_data, cache_max_bytes)
-        self.qnames.add(qname)
+        self.spark.require_frames(run.data, "cluster.train")
+        if run.validation_data is not None:
+            self.spark.require_frames(run.validation_data, "cluster.train(validation_data=...)")
+        self._check_train_arguments(run.data, run.num_epochs, run.validation_data, run.cache_max_bytes)
+        self.qnames.add(run.qname)
         with contextlib.ExitStack() as pinned:
             # With AQE, pinning a shuffled frame already runs its shuffle: do it as a watched job.
             pin = lambda frame: self._run_job(
                 lambda: pinned.enter_context(stable_partitions(frame)),  # noqa: E731
                 "sparkdl: pin the partitions of a shuffled DataFrame",
             )
-            data = pin(data)
-            if validation_data is not None:
-                validation_data = pin(validation_data)
             self._train(
-                data,
-                num_epochs,
-                feed_timeout,
-                qname,
-                show_progress,
-                validation_data,
-                cache and num_epochs > 1,
-                cache_max_bytes,
-                shuffle,
-                seed,
-                history,
-                history_reports,
+                replace(
+                    run,
+                    data=pin(run.data),
+                    validation_data=pin(run.validation_data) if run.validation_data is not None else None,
+                    cache=run.cache and run.num_epochs > 1,
+                    seed=secrets.randbits(63) if run.seed is None else int(run.seed),
+                )
             )
 
     @staticmethod
@@ -171,92 +169,76 @@ class ClusterFeeder:
         if isinstance(data, DataFrame):
             check_same_columns(data.schema, validation_data.schema if validation_data is not None else None)
 
-    def _train(
-        self,
-        data,
-        num_epochs,
-        feed_timeout,
-        qname,
-        show_progress,
-        validation_data,
-        cache,
-        cache_max_bytes,
-        shuffle,
-        seed,
-        history,
-        history_reports,
-    ) -> None:
-        is_frame = isinstance(data, DataFrame)
-        counts = self._run_job(lambda: count_rows(data), "sparkdl: count rows per partition")
+    def _train(self, run: TrainingRun) -> None:
+        is_frame = isinstance(run.data, DataFrame)
+        counts = self._run_job(lambda: count_rows(run.data), "sparkdl: count rows per partition")
         if sum(counts) == 0:
             raise FeedDataError(
                 f"cluster.train got an empty {'DataFrame' if is_frame else 'RDD'}: there is nothing to feed"
             )
         nodes = self.data_nodes()
         plan = balanced_plan(counts, len(nodes))
-        splits = [(TRAIN_SPLIT, data, plan)]
-        if validation_data is not None:
+        splits = [(TRAIN_SPLIT, run.data, plan)]
+        if run.validation_data is not None:
             validation_counts = self._run_job(
-                lambda: count_rows(validation_data), "sparkdl: count validation rows per partition"
+                lambda: count_rows(run.validation_data), "sparkdl: count validation rows per partition"
             )
             if sum(validation_counts) == 0:
                 raise FeedDataError("cluster.train got empty validation_data: drop it or give it rows")
-            splits.append((VALIDATION_SPLIT, validation_data, balanced_plan(validation_counts, len(nodes))))
-        session = self._sessions.get(qname, 0) + 1
-        self._sessions[qname] = session
-        seed = secrets.randbits(63) if seed is None else int(seed)
+            splits.append((VALIDATION_SPLIT, run.validation_data, balanced_plan(validation_counts, len(nodes))))
+        session = self._sessions.get(run.qname, 0) + 1
+        self._sessions[run.qname] = session
         for index, node in enumerate(nodes):
             self._tell_nodes(
-                {
-                    "type": "plan",
-                    "qname": qname,
-                    "session": session,
-                    "epochs": num_epochs,
-                    "rows_per_epoch": plan.rows_per_node,
-                    "validation_rows": splits[1][2].rows_per_node if len(splits) > 1 else 0,
-                    "cache": cache,
-                    "cache_max_bytes": cache_max_bytes,
-                    "shuffle": bool(shuffle),
-                    "seed": seed,
-                    "node": index,
-                },
-                min(feed_timeout, 60),
+                protocol.Plan(
+                    qname=run.qname,
+                    session=session,
+                    epochs=run.num_epochs,
+                    rows_per_epoch=plan.rows_per_node,
+                    validation_rows=splits[1][2].rows_per_node if len(splits) > 1 else 0,
+                    cache=run.cache,
+                    cache_max_bytes=run.cache_max_bytes,
+                    shuffle=bool(run.shuffle),
+                    seed=run.seed,
+                    node=index,
+                ),
+                min(run.feed_timeout, 60),
                 [node],
             )
-        target = self._target(feed_timeout, qname)
+        target = self._target(run.feed_timeout, run.qname)
         logger.info(
             "sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
             plan.total_rows,
-            num_epochs,
+            run.num_epochs,
             len(nodes),
             plan.rows_per_node,
         )
-        total = sum(p.rows_per_node for _, _, p in splits) * len(nodes) * num_epochs
+        total = sum(p.rows_per_node for _, _, p in splits) * len(nodes) * run.num_epochs
         progress = (
             TrainProgress(
                 nodes,
                 total,
-                num_epochs,
-                history=history,
+                run.num_epochs,
+                history=run.history,
                 partitions=lambda: self.spark.feeding_job_progress(self.job_group),
             )
-            if show_progress
+            if run.show_progress
             else None
         )
-        self._coordinator.feed_timeout = float(feed_timeout)  # a node that stops reading is a stall
+        self._coordinator.feed_timeout = float(run.feed_timeout)  # a node that stops reading is a stall
         try:
             with progress or contextlib.nullcontext():
                 replaying = False
-                for epoch in range(num_epochs):
+                for epoch in range(run.num_epochs):
                     if not replaying:
                         for split, frame, split_plan in splits:
                             description = (
                                 f"sparkdl: feed {'' if split == TRAIN_SPLIT else 'validation '}epoch "
-                                f"{epoch + 1}/{num_epochs} to {len(nodes)} TF nodes"
+                                f"{epoch + 1}/{run.num_epochs} to {len(nodes)} TF nodes"
                             )
                             skipped = self._run_job(
                                 lambda e=epoch, f=frame, p=split_plan, s=split: feed_epoch(
-                                    f, target, session, e, p, s, seed if shuffle else None
+                                    f, target, session, e, p, s, run.seed if run.shuffle else None
                                 ),
                                 description,
                             )
@@ -265,11 +247,11 @@ class ClusterFeeder:
                                 return
                         if progress:
                             progress.epoch_done(epoch)
-                        if epoch == 0 and cache:
-                            replaying = self._settle_cache(nodes, qname, session, feed_timeout)
-                self._await_read(nodes, qname, session)
-                if history is not None:
-                    self._await_epoch_reports(history, history_reports, nodes[0])
+                        if epoch == 0 and run.cache:
+                            replaying = self._settle_cache(nodes, run.qname, session, run.feed_timeout)
+                self._await_read(nodes, run.qname, session)
+                if run.history is not None:
+                    self._await_epoch_reports(run.history, run.history_reports, nodes[0])
         finally:
             self._coordinator.feed_timeout = None
 
@@ -283,12 +265,12 @@ class ClusterFeeder:
                 with connect(
                     (node.host, node.feed_port), self._secret, timeout=timeout, endpoint=self._endpoint(node)
                 ) as channel:
-                    channel.send({"type": "cache_seal", "qname": qname, "session": session})
-                    problem = channel.recv(timeout).get("problem")
+                    channel.send(protocol.CacheSeal(session, qname).wire())
+                    problem = protocol.parse(channel.recv(timeout), protocol.CacheStatus).problem
                 if problem:
                     problems[node.role.label] = str(problem)
             use = not problems
-            self._tell_nodes({"type": "cache_use", "qname": qname, "session": session, "use": use}, timeout, live)
+            self._tell_nodes(protocol.CacheUse(session, use, qname), timeout, live)
         except (OSError, ChannelError) as exc:
             if self._coordinator.wait_until(lambda c: bool(c.failures), CAUSE_WAIT_S):
                 raise self._node_failed("settling the nodes' epoch caches") from exc
@@ -389,7 +371,7 @@ class ClusterFeeder:
                     continue
                 try:
                     # The node may finish (and close) as soon as it sees the end: no ack needed.
-                    self._tell_nodes({"type": "end", "qname": qname}, timeout, [node], need_ack=False)
+                    self._tell_nodes(protocol.End(qname), timeout, [node], need_ack=False)
                 except (OSError, ChannelError) as exc:
                     logger.warning("sparkdl: could not tell %s that the feed ended: %s", node.role.label, exc)
 

@@ -12,7 +12,7 @@ import math
 import threading
 
 #: Keys of a progress report that are sparkdl's bookkeeping, not Keras metrics.
-BOOKKEEPING_KEYS = frozenset({"epoch", "epoch_end", "step", "rows_read", "rows_received", "type", "event"})
+BOOKKEEPING_KEYS = frozenset({"epoch", "epoch_end", "step", "rows_read", "rows_received"})
 
 
 class TrainingHistory:

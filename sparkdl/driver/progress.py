@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Callable, TextIO
 
+from .. import protocol
 from .coordinator import NodeState
 from .history import TrainingHistory
 
@@ -206,18 +207,15 @@ class InferenceProgress:
         with self._lock:
             self._partitions[run] = partitions
 
-    def __call__(self, node: NodeState, event: dict) -> None:
-        """A node answered one partition in full (its ``inferred`` event)."""
-        run = event.get("run", "")
+    def __call__(self, node: NodeState, event: protocol.Inferred) -> None:
+        """A node answered one partition in full."""
         with self._lock:
-            if run not in self._partitions:
+            if event.run not in self._partitions:
                 return
-            key = (run, int(event.get("stage", 0)))
+            key = (event.run, event.stage)
             if key not in self._passes:
-                self._passes[key] = _InferencePass(self._partitions[run])
-            self._passes[key].add(
-                event.get("partition"), int(event.get("rows", 0)), self.stream or sys.stdout, self.interval_s
-            )
+                self._passes[key] = _InferencePass(self._partitions[event.run])
+            self._passes[key].add(event.partition, event.rows, self.stream or sys.stdout, self.interval_s)
 
     def close(self) -> None:
         """Close any bar still open (an action that did not read every partition)."""

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import protocol
 from . import aligned
 from .cache import epoch_order
 from .columns import FeedDataError
@@ -141,7 +142,7 @@ class DataFeed:
         """Stop feeding early: the rest of the feed is skipped and ``should_stop()`` becomes True."""
         if not self._server.terminated.is_set():
             self._server.terminated.set()
-            self._server.notify("feed_terminated")
+            self._server.notify(protocol.FeedTerminated())
         self._queue.drop_data()
         self._server.queue(self.qname_in, VALIDATION_SPLIT).drop_data()
         self._chunks.clear()

@@ -13,12 +13,13 @@ functions here are shipped to executors inside Spark closures: they hold only th
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 
+from .. import protocol
 from ..channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from ..errors import SparkDLError
 from .columns import FeedDataError, rows_to_record_batch
@@ -75,7 +76,7 @@ def rdd_batches(rows: Iterable) -> Iterator[pa.RecordBatch]:
 class _NodeLink:
     """One partition's channel to one node."""
 
-    def __init__(self, target: FeedTarget, node: int, header: dict, partition: int):
+    def __init__(self, target: FeedTarget, node: int, header: protocol.Train | protocol.Infer, partition: int):
         self.label = target.labels[node]
         self.partition = partition
         self.timeout = target.feed_timeout
@@ -90,7 +91,8 @@ class _NodeLink:
             raise NodeGone(f"cannot reach node {self.label} to feed partition {partition}: {exc}") from exc
         self.channel.set_send_timeout(self.timeout)
         try:
-            self.channel.send({**header, "timeout": self.timeout})  # the node holds this task to it too
+            # The node holds this task to the same timeout.
+            self.channel.send(replace(header, timeout=self.timeout).wire())
         except ChannelError as exc:
             self.channel.close()
             raise NodeGone(f"lost node {self.label} as partition {partition} started: {exc}") from exc
@@ -105,7 +107,7 @@ class _NodeLink:
                 reply = self.channel.recv(self.timeout)
             except ChannelError as exc:
                 raise NodeGone(f"lost node {self.label} while feeding partition {self.partition}: {exc}") from exc
-            self._raise_or_stop(reply)
+            self._raise_or_stop(self._reply(reply))
             return False
         try:
             self.channel.send_bytes(encode_batch(batch))
@@ -119,25 +121,34 @@ class _NodeLink:
         self.rows += batch.num_rows
         return True
 
-    def _raise_or_stop(self, reply: dict) -> None:
-        if reply.get("type") == "error":
-            raise FeedDataError(f"node {self.label} rejected partition {self.partition}: {reply['message']}")
-        if reply.get("type") == "dropped":
-            raise FeedError(f"node {self.label} dropped partition {self.partition}: {reply.get('message')}")
-        if reply.get("type") != "terminated":
+    def _raise_or_stop(self, reply: protocol.Message) -> None:
+        """Raise for a node's Rejected or Dropped; return for Terminated (its map_fun wants no more)."""
+        if isinstance(reply, protocol.Rejected):
+            raise FeedDataError(f"node {self.label} rejected partition {self.partition}: {reply.message}")
+        if isinstance(reply, protocol.Dropped):
+            raise FeedError(f"node {self.label} dropped partition {self.partition}: {reply.message}")
+        if not isinstance(reply, protocol.Terminated):
             raise FeedError(f"unexpected reply from node {self.label}: {reply}")
+
+    def _reply(self, data: dict, *expected: type[protocol.Message]) -> protocol.Message:
+        """The node's reply, one of ``expected`` or a stream ending (a FeedError otherwise)."""
+        try:
+            return protocol.parse(data, *expected, protocol.Rejected, protocol.Dropped, protocol.Terminated)
+        except protocol.ProtocolError as exc:
+            raise FeedError(f"unexpected reply from node {self.label}: {exc}") from exc
 
     def finish(self) -> None:
         """Tell the node this partition is complete and wait for its acknowledgement."""
         try:
-            self.channel.send({"type": "done", "rows": self.rows})
-            reply = self.channel.recv(self.timeout)
+            self.channel.send(protocol.Done(self.rows).wire())
+            data = self.channel.recv(self.timeout)
         except (OSError, ChannelError) as exc:
             raise NodeGone(f"lost node {self.label} while finishing partition {self.partition}: {exc}") from exc
-        if reply.get("type") == "ack":
-            if reply["rows"] != self.rows:
+        reply = self._reply(data, protocol.Ack)
+        if isinstance(reply, protocol.Ack):
+            if reply.rows != self.rows:
                 raise FeedError(
-                    f"node {self.label} received {reply['rows']} of {self.rows} rows of partition {self.partition}"
+                    f"node {self.label} received {reply.rows} of {self.rows} rows of partition {self.partition}"
                 )
         else:
             self._raise_or_stop(reply)
@@ -166,14 +177,7 @@ def feed_training_partition(
     """
     links: dict[int, _NodeLink] = {}
     skipped: set[int] = set()
-    header = {
-        "type": "train",
-        "session": session,
-        "epoch": epoch,
-        "partition": partition,
-        "split": split,
-        "qname": target.qname,
-    }
+    header = protocol.Train(session=session, epoch=epoch, partition=partition, split=split, qname=target.qname)
     offset = 0
     expected_rows = plan.partition_rows[partition]
     try:
@@ -239,7 +243,7 @@ def infer_partition(
 ) -> Iterator[list | bytes]:
     """Send one partition to ``node`` and yield its results, one list per result frame, in order
     (with ``decode=False``, each result frame as it arrived: Arrow IPC bytes)."""
-    header = {"type": "infer", "partition": partition, "qname": target.qname, "run": target.run, "stage": _stage_id()}
+    header = protocol.Infer(partition=partition, qname=target.qname, run=target.run, stage=_stage_id())
     link = _NodeLink(target, node, header, partition)
     failure: list[BaseException] = []
 
@@ -248,7 +252,7 @@ def infer_partition(
             for batch in batches:
                 for piece in _frames(batch):
                     link.send(piece, check_replies=False)
-            link.channel.send({"type": "done", "rows": link.rows})
+            link.channel.send(protocol.Done(link.rows).wire())
         except BaseException as exc:  # noqa: BLE001 - re-raised in the task's thread
             failure.append(exc)
             link.close()
@@ -269,9 +273,9 @@ def infer_partition(
                     f"({target.feed_timeout:g} s) and the node dropped it"
                 ) from exc
             if isinstance(frame, dict):
-                if frame.get("type") == "complete":
-                    break
-                link._raise_or_stop(frame)
+                reply = link._reply(frame, protocol.Complete)
+                if not isinstance(reply, protocol.Complete):
+                    link._raise_or_stop(reply)
                 break
             if decode:
                 results = batch_to_results(decode_batch(frame))

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
+from .. import protocol
+from ..channel import Channel, ChannelServer, ChannelTimeout, Endpoint
 from .cache import RunCache
 from .columns import FeedDataError, batch_to_columns
 from .elements import RowLayout
@@ -52,18 +53,18 @@ class SessionPlan:
     node: int = 0  # this node's position among the data nodes (for the permutation)
 
     @classmethod
-    def from_message(cls, message: dict) -> "SessionPlan":
-        """The plan in a driver's ``plan`` message."""
+    def from_message(cls, message: protocol.Plan) -> "SessionPlan":
+        """The plan in a driver's ``Plan`` message."""
         return cls(
-            int(message["session"]),
-            int(message["rows_per_epoch"]),
-            int(message["epochs"]),
-            int(message.get("validation_rows", 0)),
-            bool(message.get("cache", False)),
-            message.get("cache_max_bytes"),
-            bool(message.get("shuffle", False)),
-            int(message.get("seed", 0)),
-            int(message.get("node", 0)),
+            message.session,
+            message.rows_per_epoch,
+            message.epochs,
+            message.validation_rows,
+            message.cache,
+            message.cache_max_bytes,
+            message.shuffle,
+            message.seed,
+            message.node,
         )
 
     def split_rows(self, split: str) -> int:
@@ -111,7 +112,7 @@ class FeedServer:
         endpoint: Endpoint,
     ):
         self.max_queue_bytes = max_queue_bytes
-        self.notify = notify or (lambda event, **fields: None)  # tells the driver (through the supervisor)
+        self.notify = notify or (lambda event: None)  # tells the driver a protocol.NODE_EVENTS event
         self.progress = lambda: None  # a heartbeat to the driver: the node reads its feed
         self.rows_received = 0  # rows queued by feeders so far (all training runs)
         self.rows_read = 0  # rows handed to map_fun so far
@@ -213,11 +214,9 @@ class FeedServer:
             if run.cache is not None:
                 run.cache.drop()
             self.notify(
-                "feed_consumed",
-                qname=qname,
-                session=session,
-                rows_read=self.rows_read,
-                rows_received=self.rows_received,
+                protocol.FeedConsumed(
+                    qname=qname, session=session, rows_read=self.rows_read, rows_received=self.rows_received
+                )
             )
 
     def replay_decision(self, qname: str, session: int, timeout: float | None) -> bool:
@@ -252,77 +251,87 @@ class FeedServer:
     # -- streams --
 
     def _handle(self, channel: Channel) -> None:
-        message = channel.recv(timeout=FIRST_MESSAGE_TIMEOUT_S)
-        kind, qname = message.get("type"), message.get("qname", "input")
-        timeout = stream_timeout(message)
+        handlers = {
+            protocol.Plan: self._on_plan,
+            protocol.CacheSeal: self._on_cache_seal,
+            protocol.CacheUse: self._on_cache_use,
+            protocol.End: self._on_end,
+            protocol.Train: self._on_train,
+            protocol.Infer: self._on_infer,
+        }
+        message = protocol.parse(channel.recv(timeout=FIRST_MESSAGE_TIMEOUT_S), *handlers)
+        timeout = stream_timeout(message.timeout)
         channel.set_send_timeout(timeout)  # a peer that stops reading holds neither this thread nor map_fun
-        if kind == "plan":
-            self._add_plan(qname, SessionPlan.from_message(message))
-            channel.send({"type": "ack"})
-        elif kind == "cache_seal":
-            channel.send({"type": "cache_status", "problem": self._seal(qname, int(message["session"]))})
-        elif kind == "cache_use":
-            self._decide(qname, int(message["session"]), bool(message["use"]))
-            channel.send({"type": "ack"})
-        elif kind == "end":
-            with self._cond:
-                self._ended = True
-                queues = list(self._queues.values())
-                caches = [run.cache for run in self._runs.values() if run.cache is not None]
-                self._cond.notify_all()
-            for cache in caches:  # no training run can read them any more
-                cache.drop()
-            for queue in queues:
-                queue.put(END)
-            channel.send({"type": "ack"})
-        elif kind == "train":
-            split = message.get("split", TRAIN_SPLIT)
-            if split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
-                raise ChannelError(f"unknown split {split!r}")
-            session, partition = int(message["session"]), int(message.get("partition", 0))
+        handlers[type(message)](channel, message, timeout)
+
+    def _on_plan(self, channel: Channel, message: protocol.Plan, timeout: float) -> None:
+        self._add_plan(message.qname, SessionPlan.from_message(message))
+        channel.send(protocol.Ack().wire())
+
+    def _on_cache_seal(self, channel: Channel, message: protocol.CacheSeal, timeout: float) -> None:
+        channel.send(protocol.CacheStatus(self._seal(message.qname, message.session)).wire())
+
+    def _on_cache_use(self, channel: Channel, message: protocol.CacheUse, timeout: float) -> None:
+        self._decide(message.qname, message.session, message.use)
+        channel.send(protocol.Ack().wire())
+
+    def _on_end(self, channel: Channel, message: protocol.End, timeout: float) -> None:
+        with self._cond:
+            self._ended = True
+            queues = list(self._queues.values())
+            caches = [run.cache for run in self._runs.values() if run.cache is not None]
+            self._cond.notify_all()
+        for cache in caches:  # no training run can read them any more
+            cache.drop()
+        for queue in queues:
+            queue.put(END)
+        channel.send(protocol.Ack().wire())
+
+    def _on_train(self, channel: Channel, message: protocol.Train, timeout: float) -> None:
+        if message.split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
+            raise protocol.ProtocolError(f"unknown split {message.split!r}")
+        try:
+            self._receive(
+                channel,
+                self.queue(message.qname, message.split),
+                timeout,
+                session=message.session,
+                epoch=message.epoch,
+                split=message.split,
+                partition=message.partition,
+                qname=message.qname,
+            )
+        except ChannelTimeout:
+            why = (
+                f"the feeding task of partition {message.partition} (training run {message.session}) sent "
+                f"nothing for {timeout:g} s (feed_timeout): the node dropped it"
+            )
+            logger.warning("sparkdl: %s", why)
+            send_notice(channel, why)
+
+    def _on_infer(self, channel: Channel, message: protocol.Infer, timeout: float) -> None:
+        with self._inference_turn:  # released however the stream ends, within its timeout
+            stream = InferenceStream(channel)
             try:
-                self._receive(
-                    channel,
-                    self.queue(qname, split),
-                    timeout,
-                    session=session,
-                    epoch=int(message.get("epoch", 0)),
-                    split=split,
-                    partition=partition,
-                    qname=qname,
+                rows = self._receive(channel, self.queue(message.qname), timeout, stream=stream)
+            except OSError as exc:  # the task went away mid-partition (e.g. take(n) had its rows), or silent
+                stream.abandon(
+                    exc,
+                    f"the feeding task of inference partition {message.partition} sent "
+                    f"nothing for {timeout:g} s (feed_timeout): the node dropped it"
+                    if isinstance(exc, ChannelTimeout)
+                    else None,
                 )
-            except ChannelTimeout:
-                why = (
-                    f"the feeding task of partition {partition} (training run {session}) sent nothing for "
-                    f"{timeout:g} s (feed_timeout): the node dropped it"
+                self.queue(message.qname).put(END_PARTITION)  # map_fun's batch ends with the rows that came
+                return
+            if rows is not None:
+                self._await_results(stream)
+            if stream.finished.is_set():  # answered in full: the driver counts it for its progress
+                self.notify(
+                    protocol.Inferred(
+                        run=message.run, stage=message.stage, partition=message.partition, rows=stream.delivered
+                    )
                 )
-                logger.warning("sparkdl: %s", why)
-                send_notice(channel, why)
-        elif kind == "infer":
-            with self._inference_turn:  # released however the stream ends, within its timeout
-                stream = InferenceStream(channel)
-                try:
-                    rows = self._receive(channel, self.queue(qname), timeout, stream=stream)
-                except OSError as exc:  # the task went away mid-partition (e.g. take(n) had its rows), or silent
-                    stream.abandon(
-                        exc,
-                        f"the feeding task of inference partition {message.get('partition')} sent "
-                        f"nothing for {timeout:g} s (feed_timeout): the node dropped it"
-                        if isinstance(exc, ChannelTimeout)
-                        else None,
-                    )
-                    self.queue(qname).put(END_PARTITION)  # map_fun's batch ends with the rows that came
-                    return
-                if rows is not None:
-                    self._await_results(stream)
-                if stream.finished.is_set():  # answered in full: the driver counts it for its progress
-                    self.notify(
-                        "inferred",
-                        run=message.get("run", ""),
-                        stage=message.get("stage", 0),
-                        partition=message.get("partition"),
-                        rows=stream.delivered,
-                    )
 
     def _add_plan(self, qname: str, plan: SessionPlan) -> None:
         cache = None
@@ -396,20 +405,19 @@ class FeedServer:
         while True:
             frame = channel.recv_any(timeout)
             if isinstance(frame, dict):
-                if frame.get("type") != "done":
-                    raise ChannelError(f"unexpected feed message {frame.get('type')!r}")
+                protocol.parse(frame, protocol.Done)
                 if self.terminated.is_set():
-                    channel.send({"type": "terminated"})
+                    channel.send(protocol.Terminated().wire())
                     return None
                 if stream is not None:
                     queue.put(END_PARTITION)
                     stream.expected = rows
                     stream.maybe_complete()
                 else:
-                    channel.send({"type": "ack", "rows": rows})
+                    channel.send(protocol.Ack(rows).wire())
                 return rows
             if self.terminated.is_set():
-                channel.send({"type": "terminated"})
+                channel.send(protocol.Terminated().wire())
                 self._drain(channel)
                 return None
             try:
@@ -418,7 +426,7 @@ class FeedServer:
                 if run is not None:
                     self._check_schema(run, split, columns, batch.schema.names)
             except (FeedDataError, ValueError) as exc:
-                channel.send({"type": "error", "message": str(exc)})
+                channel.send(protocol.Rejected(str(exc)).wire())
                 self._drain(channel)
                 return None
             if cache is not None:

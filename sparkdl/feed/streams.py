@@ -16,6 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import protocol
 from ..channel import Channel, ChannelError, ChannelTimeout
 from .wire import encode_batch, results_to_batch
 
@@ -26,10 +27,10 @@ DEFAULT_STREAM_TIMEOUT_S = 600.0  # a stream's bound when its first message name
 NOTICE_TIMEOUT_S = 1.0  # how long the node tries to tell a dropped feeder why
 
 
-def stream_timeout(message: dict) -> float:
-    """The ``timeout`` (seconds) a stream's first message names, else the default: how long the
-    node waits on that peer for one frame, or to take one frame it sends."""
-    value = message.get("timeout", DEFAULT_STREAM_TIMEOUT_S)
+def stream_timeout(value: float | None) -> float:
+    """The ``timeout`` (seconds) a stream's first message names (None: the default): how long
+    the node waits on that peer for one frame, or to take one frame it sends."""
+    value = DEFAULT_STREAM_TIMEOUT_S if value is None else value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ChannelError(f"a stream's timeout must be a positive number of seconds, got {value!r}")
     return float(value)
@@ -39,7 +40,7 @@ def send_notice(channel: Channel, message: str) -> None:
     """Tell a peer its stream was dropped, and why (best effort, briefly: it may not be listening)."""
     channel.set_send_timeout(NOTICE_TIMEOUT_S)
     try:
-        channel.send({"type": "dropped", "message": message})
+        channel.send(protocol.Dropped(message).wire())
     except OSError:  # ChannelError included
         pass
 
@@ -102,7 +103,7 @@ class InferenceStream:
             if self.expected is not None and self.delivered >= self.expected and not self.finished.is_set():
                 if not self.abandoned:
                     try:
-                        self.channel.send({"type": "complete", "rows": self.delivered})
+                        self.channel.send(protocol.Complete(self.delivered).wire())
                     except OSError as exc:
                         self.abandon(exc)
                 self.finished.set()

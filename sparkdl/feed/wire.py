@@ -1,22 +1,8 @@
-"""Arrow IPC framing for feed data, and the message types of the feed protocol.
+"""Arrow IPC framing for feed data: record batches and inference results as binary frames.
 
 Data frames are Arrow IPC streams (one record batch each) carried as binary frames on an
-authenticated ``Channel``; control messages are JSON. Nothing here unpickles anything.
-
-Feed protocol (first message names the stream):
-
-- driver -> node ``{"type": "plan", "session", "rows_per_epoch", "epochs", "qname", "validation_rows",
-  "cache", "cache_max_bytes", "shuffle", "seed", "node"}`` -> ``ack`` (one training run)
-- feeder -> node ``{"type": "train", "session", "partition", "epoch", "split", "qname"}``, binary
-  data frames, ``{"type": "done", "rows"}`` -> ``{"type": "ack", "rows"}``, ``{"type": "terminated"}``
-  or ``{"type": "error", "message"}`` (rows that cannot be fed, e.g. validation columns that differ)
-- driver -> node ``{"type": "cache_seal", "session", "qname"}`` after epoch 1 ->
-  ``{"type": "cache_status", "problem"}`` (None: the node holds its whole share), then
-  ``{"type": "cache_use", "session", "qname", "use"}`` -> ``ack``: epochs 2..N replay the cache
-  (no more feeding jobs) or are fed from Spark again
-- feeder -> node ``{"type": "infer", "partition", "qname"}``, data frames, ``done``; the node
-  answers with result frames, then ``{"type": "complete", "rows"}``
-- driver -> node ``{"type": "end", "qname"}``: no more data will come (shutdown)
+authenticated ``Channel``, between the control messages of a feed stream (``sparkdl/protocol.py``
+defines those and the order of each exchange). Nothing here unpickles anything.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import tempfile
 import time
 from typing import Any
 
-from .. import paths, roles
+from .. import paths, protocol, roles
 
 
 class NodeContext:
@@ -74,6 +74,28 @@ class NodeContext:
         self._feed_server = feed_server
         self._last_progress: dict[frozenset, float] = {}  # per kind of report, so none starves another
 
+    @classmethod
+    def from_config(cls, config, tmp_socket=None, status_writer=None, feed_server=None) -> "NodeContext":
+        """The context of the node a ``ProcessConfig`` (``node/config.py``) describes."""
+        node, launch = config.node, config.node.launch
+        return cls(
+            node_number=node.node_number,
+            job_name=node.role.job_name,
+            task_index=node.role.task_index,
+            cluster_spec=config.cluster_spec,
+            default_fs=launch.default_fs,
+            working_dir=node.working_dir,
+            host=config.host,
+            port=config.port,
+            cluster_id=launch.cluster_id,
+            tmp_socket=tmp_socket,
+            log_dir=node.log_dir,
+            gpus=node.gpus,
+            attempt=launch.attempt,
+            status_writer=status_writer,
+            feed_server=feed_server,
+        )
+
     def absolute_path(self, path: str) -> str:
         """Qualify ``path`` with TFoS's rules (see :func:`sparkdl.paths.hdfs_path`)."""
         return paths.hdfs_path(self.defaultFS, self.working_dir, path)
@@ -90,10 +112,10 @@ class NodeContext:
         raw = os.environ.get("TF_CONFIG")
         return json.loads(raw) if raw else None
 
-    def report(self, event: str, **fields: Any) -> None:
-        """Send a small status event to the driver (JSON-able fields)."""
+    def report(self, event: protocol.Message) -> None:
+        """Send one of ``protocol.NODE_EVENTS`` to the driver (through the supervisor)."""
         if self._status_writer is not None:
-            self._status_writer(event, fields)
+            self._status_writer(event)
 
     def heartbeat(self) -> None:
         """Tell the driver this node is making progress (throttled; cheap to call per step).
@@ -115,7 +137,7 @@ class NodeContext:
         if not force and now - self._last_progress.get(kind, 0.0) < self.PROGRESS_INTERVAL_S:
             return
         self._last_progress[kind] = now
-        self.report("progress", **{key: _jsonable(value) for key, value in metrics.items()})
+        self.report(protocol.Progress({key: _jsonable(value) for key, value in metrics.items()}))
 
     def progress_callback(self):
         """A Keras callback reporting step, epoch and loss to the driver (heartbeats included).
@@ -196,7 +218,7 @@ class NodeContext:
         server = tf.distribute.Server(
             resolver.cluster_spec(), job_name=self.job_name, task_index=self.task_index, protocol="grpc", start=True
         )
-        self.report("serving")
+        self.report(protocol.Serving())
         return server
 
     def start_cluster_server(self, num_gpus: int = 1, rdma: bool = False):

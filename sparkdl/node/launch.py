@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import psutil
@@ -28,35 +28,11 @@ import psutil
 from .. import gpus
 from ..roles import NodeRole
 from . import keras_policy
+from .config import LaunchSpec, NodeConfig
 
 #: What a supervisor prints on its stdout to the launching task once its node runs (or not).
 READY = "READY"
 FAILED = "FAILED"
-
-
-@dataclass(frozen=True)
-class LaunchSpec:
-    """Everything a launch task needs, shipped from the driver inside Spark's task closure."""
-
-    cluster_id: str
-    secret: bytes = field(repr=False)  # never in logs or error messages
-    driver_address: tuple[str, int]
-    roles: tuple[NodeRole, ...]
-    fn: bytes  # cloudpickled (map_fun, tf_args)
-    detached: bool  # SPARK input mode: return once the node runs
-    set_tf_config: bool
-    release_port: bool
-    reservation_timeout: float
-    tensorboard_executor: int | None
-    log_dir: str | None
-    default_fs: str
-    num_gpus: int | None
-    env: dict = field(default_factory=dict)
-    feed_queue_bytes: int = 64 * 1024 * 1024
-    attempt: int = 0  # relaunch number (TFCluster.run(max_restarts=N))
-    stream_logs: bool = True  # forward the node's output to the driver
-    verbose_logs: bool = False  # forward all of it, TensorFlow's INFO lines included (see node/console.py)
-    keep_node_files_days: float | None = 7  # see prune_old_clusters
 
 
 def user_root() -> Path:
@@ -136,6 +112,36 @@ def executor_jvm_pid() -> int:
     return os.getppid()
 
 
+def node_config(
+    spec: LaunchSpec, node_number: int, gpus: str | None, spark_executor: str, anchor_pid: int
+) -> NodeConfig:
+    """The supervisor's configuration of node ``node_number`` on this host (creates its directory)."""
+    settings = spec.settings
+    directory = node_dir(spec.cluster_id, settings.roles[node_number], spec.attempt)
+    env = dict(settings.env)
+    env.update(keras_policy.node_keras_env(settings.env, os.environ))
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpus
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # nvidia-smi's numbering, which the choice used
+    tensorboard = settings.tensorboard_node == node_number
+    # TensorBoard's default log dir is per cluster, so concurrent clusters never share one.
+    log_dir = settings.log_dir or (str(directory / "tensorboard") if tensorboard else None)
+    return NodeConfig(
+        launch=spec,
+        node_number=node_number,
+        spark_executor=spark_executor,
+        anchor_pid=anchor_pid,
+        env=env,
+        tensorboard=tensorboard,
+        log_dir=log_dir,
+        gpus=gpus,
+        working_dir=os.getcwd(),
+        node_dir=str(directory),
+        # The node's processes import what this task can (sparkdl, addPyFile'd modules, test helpers).
+        pythonpath=os.pathsep.join(p for p in sys.path if p),
+    )
+
+
 def launch_node(
     spec: LaunchSpec,
     node_number: int,
@@ -148,59 +154,29 @@ def launch_node(
     Raises RuntimeError when the node cannot start (GPU selection, registration refused);
     the driver also hears about it over the channel.
     """
-    role = spec.roles[node_number]
-    directory = node_dir(spec.cluster_id, role, spec.attempt)
-    prune_old_clusters(user_root(), spec.keep_node_files_days, spec.cluster_id)
+    settings = spec.settings
+    role = settings.roles[node_number]
+    prune_old_clusters(user_root(), settings.keep_node_files_days, spec.cluster_id)
     label = f"{role.label} on host {os.uname().nodename}"
     assignment = gpus.select_gpus(
-        spec.num_gpus, spark_gpu_addresses, os.environ.get("CUDA_VISIBLE_DEVICES"), slot=node_number, node_label=label
+        settings.num_gpus,
+        spark_gpu_addresses,
+        os.environ.get("CUDA_VISIBLE_DEVICES"),
+        slot=node_number,
+        node_label=label,
     )
-    env = dict(spec.env)
-    env.update(keras_policy.node_keras_env(spec.env, os.environ))
-    if assignment.cuda_visible_devices is not None:
-        env["CUDA_VISIBLE_DEVICES"] = assignment.cuda_visible_devices
-        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # nvidia-smi's numbering, which the choice used
-    # TensorBoard's default log dir is per cluster, so concurrent clusters never share one.
-    log_dir = spec.log_dir or (str(directory / "tensorboard") if spec.tensorboard_executor == node_number else None)
     if anchor_pid is None:
-        anchor_pid = executor_jvm_pid() if spec.detached else os.getpid()
-    # The node's processes import what this task can (sparkdl, addPyFile'd modules, test helpers).
-    pythonpath = os.pathsep.join(p for p in sys.path if p)
-    config = {
-        "cluster_id": spec.cluster_id,
-        "secret": spec.secret,
-        "driver_address": list(spec.driver_address),
-        "node_number": node_number,
-        "job_name": role.job_name,
-        "task_index": role.task_index,
-        "spark_executor": spark_executor,
-        "anchor_pid": anchor_pid,
-        "reservation_timeout": spec.reservation_timeout,
-        "fn": spec.fn,
-        "env": env,
-        "set_tf_config": spec.set_tf_config,
-        "release_port": spec.release_port,
-        "feed": spec.detached,
-        "feed_queue_bytes": spec.feed_queue_bytes,
-        "tensorboard_node": spec.tensorboard_executor == node_number,
-        "log_dir": log_dir,
-        "default_fs": spec.default_fs,
-        "working_dir": os.getcwd(),
-        "node_dir": str(directory),
-        "gpus": assignment.cuda_visible_devices,
-        "pythonpath": pythonpath,
-        "attempt": spec.attempt,
-        "stream_logs": spec.stream_logs,
-        "verbose_logs": spec.verbose_logs,
-    }
+        anchor_pid = executor_jvm_pid() if settings.feeds else os.getpid()
+    config = node_config(spec, node_number, assignment.cuda_visible_devices, spark_executor, anchor_pid)
+    directory = Path(config.node_dir)
     with open(directory / "supervisor.log", "ab") as supervisor_log:
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "sparkdl.node.supervisor", "--cluster", spec.cluster_id, "--node", role.label],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=supervisor_log,
-            env={**os.environ, "PYTHONPATH": pythonpath},
-            start_new_session=spec.detached,
+            env={**os.environ, "PYTHONPATH": config.pythonpath},
+            start_new_session=settings.feeds,
         )
     supervisor.stdin.write(pickle.dumps(config))
     supervisor.stdin.close()
@@ -220,7 +196,7 @@ def launch_node(
         "gpus": asdict(assignment),
         "supervisor_pid": supervisor.pid,
     }
-    if not spec.detached:
+    if not settings.feeds:
         record["supervisor_exit"] = supervisor.wait()
     return record
 

@@ -24,9 +24,10 @@ import threading
 import time
 from pathlib import Path
 
-from .. import roles
+from .. import protocol, roles
 from ..channel import Channel, ChannelError, Endpoint, connect
 from . import keras_policy, watchdog
+from .config import NodeConfig, ProcessConfig
 from .console import console_lines
 from .launch import FAILED, READY, feed_cache_dir
 from .logs import NodeLog, log_tail
@@ -53,10 +54,10 @@ def wait_for_port(host: str, port: int, process: subprocess.Popen, timeout_s: fl
 class Supervisor:
     """Runs one node from registration to its reported end. See the module docstring."""
 
-    def __init__(self, config: dict):
+    def __init__(self, config: NodeConfig):
         self.cfg = config
-        self.role = roles.NodeRole(config["node_number"], config["job_name"], config["task_index"])
-        self.node_dir = Path(config["node_dir"])
+        self.role = config.role
+        self.node_dir = Path(config.node_dir)
         self.log_path = self.node_dir / "node.log"
         self.error_path = self.node_dir / "error.json"
         self.child: subprocess.Popen | None = None
@@ -82,10 +83,10 @@ class Supervisor:
         except (BrokenPipeError, ValueError):
             pass
 
-    def send(self, message: dict) -> None:
+    def send(self, message: protocol.Message) -> None:
         """Send to the driver; a lost driver is handled by the receive loop, not here."""
         try:
-            self.channel.send(message)
+            self.channel.send(message.wire())
         except (OSError, ChannelError):
             pass
 
@@ -93,47 +94,48 @@ class Supervisor:
 
     def run(self) -> int:
         """Register, run the node, report; returns the supervisor's exit status."""
-        watchdog.watch_pid(self.cfg["anchor_pid"], self.on_anchor_exit)
+        launch = self.cfg.launch
+        watchdog.watch_pid(self.cfg.anchor_pid, self.on_anchor_exit)
         try:
             self.channel = connect(
-                tuple(self.cfg["driver_address"]),
-                self.cfg["secret"],
-                endpoint=Endpoint.coordinator(self.cfg["cluster_id"]),
+                launch.driver_address, launch.secret, endpoint=Endpoint.coordinator(launch.cluster_id)
             )
         except (OSError, ChannelError) as exc:
-            self.announce(f"{FAILED} cannot reach the sparkdl driver at {self.cfg['driver_address']}: {exc}")
+            self.announce(f"{FAILED} cannot reach the sparkdl driver at {launch.driver_address}: {exc}")
             return 2
         host = self.channel.local_address
         tf_socket = reserve_port(host)
-        wants_tensorboard = self.cfg["tensorboard_node"]
-        tb_socket = reserve_port(host) if wants_tensorboard else None
+        tb_socket = reserve_port(host) if self.cfg.tensorboard else None
         self.send(
-            {
-                "type": "register",
-                "node_number": self.role.node_number,
-                "host": host,
-                "port": tf_socket.getsockname()[1],
-                "pid": os.getpid(),
-                "spark_executor": self.cfg["spark_executor"],
-                "gpus": self.cfg["gpus"],
-                "log_path": str(self.log_path),
-                "anchor_pid": self.cfg["anchor_pid"],
-            }
+            protocol.Register(
+                node_number=self.role.node_number,
+                host=host,
+                port=tf_socket.getsockname()[1],
+                pid=os.getpid(),
+                anchor_pid=self.cfg.anchor_pid,
+                spark_executor=self.cfg.spark_executor,
+                gpus=self.cfg.gpus,
+                log_path=str(self.log_path),
+            )
         )
         try:
-            reply = self.channel.recv(timeout=self.cfg["reservation_timeout"] + 30)
-        except ChannelError as exc:
+            reply = protocol.parse(
+                self.channel.recv(timeout=launch.settings.reservation_timeout + 30),
+                protocol.ClusterSpec,
+                protocol.Abort,
+            )
+        except ChannelError as exc:  # ProtocolError included
             self.announce(f"{FAILED} no cluster spec from the driver: {exc}")
             return 3
-        if reply.get("type") != "cluster":
-            self.announce(f"{FAILED} registration refused: {reply.get('reason', reply)}")
+        if isinstance(reply, protocol.Abort):
+            self.announce(f"{FAILED} registration refused: {reply.reason}")
             return 3
-        cluster_spec = reply["cluster_spec"]
+        cluster_spec = reply.cluster_spec
         if tb_socket is not None:
             self.start_tensorboard(host, tb_socket)
         self.start_child(cluster_spec, host, tf_socket)
         tf_socket.close()  # the child holds its own copy until it releases the port
-        self.send({"type": "started", "pid": self.child.pid})
+        self.send(protocol.Started(self.child.pid))
         self.announce(READY)
         sys.stdout.close()
         threading.Thread(target=self.receive_loop, name="driver-commands", daemon=True).start()
@@ -142,7 +144,7 @@ class Supervisor:
     def start_tensorboard(self, host: str, tb_socket: socket.socket) -> None:
         """Start TensorBoard on the reserved port and tell the driver its URL once it answers."""
         port = tb_socket.getsockname()[1]
-        log_dir = self.cfg["log_dir"]
+        log_dir = self.cfg.log_dir
         if "://" not in log_dir:  # a local directory; TensorBoard reads remote URLs itself
             Path(log_dir).mkdir(parents=True, exist_ok=True)
         tb_socket.close()
@@ -155,56 +157,36 @@ class Supervisor:
                 env=self.child_env({}),
             )
         if wait_for_port(host, port, self.tensorboard, TENSORBOARD_START_TIMEOUT_S):
-            self.send({"type": "tensorboard", "url": f"http://{host}:{port}"})
+            self.send(protocol.TensorBoard(f"http://{host}:{port}"))
         else:
-            self.send(
-                {
-                    "type": "warning",
-                    "message": "TensorBoard did not start: " + log_tail(self.node_dir / "tensorboard.log", 10),
-                }
-            )
+            tail = log_tail(self.node_dir / "tensorboard.log", 10)
+            self.send(protocol.NodeWarning(f"TensorBoard did not start: {tail}"))
 
     def child_env(self, extra: dict) -> dict:
         """The environment of processes this supervisor starts."""
         env = dict(os.environ)
-        env.update(self.cfg["env"])
+        env.update(self.cfg.env)
         env.update(extra)
-        env["PYTHONPATH"] = self.cfg["pythonpath"]
+        env["PYTHONPATH"] = self.cfg.pythonpath
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
     def start_child(self, cluster_spec: dict, host: str, tf_socket: socket.socket) -> None:
         """Start the TF process with its final environment and hand it the launch payload."""
         extra = {}
-        if self.cfg["set_tf_config"]:
+        if self.cfg.settings.set_tf_config:
             extra["TF_CONFIG"] = roles.tf_config(cluster_spec, self.role.job_name, self.role.task_index)
         status_read, status_write = os.pipe()
         output_read, output_write = os.pipe()
-        payload = {
-            "fn": self.cfg["fn"],
-            "error_path": str(self.error_path),
-            "release_port": self.cfg["release_port"],
-            "socket_fd": tf_socket.fileno(),
-            "status_fd": status_write,
-            "feed": self.cfg["feed"],
-            "secret": self.cfg["secret"],
-            "feed_queue_bytes": self.cfg["feed_queue_bytes"],
-            "node_dir": str(self.node_dir),
-            "ctx": {
-                "node_number": self.role.node_number,
-                "job_name": self.role.job_name,
-                "task_index": self.role.task_index,
-                "cluster_spec": cluster_spec,
-                "default_fs": self.cfg["default_fs"],
-                "working_dir": self.cfg["working_dir"],
-                "host": host,
-                "port": tf_socket.getsockname()[1],
-                "cluster_id": self.cfg["cluster_id"],
-                "log_dir": self.cfg["log_dir"],
-                "gpus": self.cfg["gpus"],
-                "attempt": self.cfg["attempt"],
-            },
-        }
+        config = ProcessConfig(
+            node=self.cfg,
+            cluster_spec=cluster_spec,
+            host=host,
+            port=tf_socket.getsockname()[1],
+            socket_fd=tf_socket.fileno(),
+            status_fd=status_write,
+            error_path=str(self.error_path),
+        )
         self.child = subprocess.Popen(
             # The arguments only label the process for `ps`: which cluster and node it is.
             [
@@ -212,24 +194,24 @@ class Supervisor:
                 "-m",
                 "sparkdl.node.tf_process",
                 "--cluster",
-                self.cfg["cluster_id"],
+                self.cfg.launch.cluster_id,
                 "--node",
                 self.role.label,
             ],
             stdin=subprocess.PIPE,
             stdout=output_write,
             stderr=subprocess.STDOUT,
-            cwd=self.cfg["working_dir"],
+            cwd=self.cfg.working_dir,
             env=self.child_env(extra),
             pass_fds=(tf_socket.fileno(), status_write),
             process_group=0,
         )
         os.close(status_write)
         os.close(output_write)
-        forward = self.forward_lines if self.cfg["stream_logs"] else None
+        forward = self.forward_lines if self.cfg.settings.stream_logs else None
         self.node_log = NodeLog(self.log_path, output_read, forward)
         self.node_log.start()
-        self.child.stdin.write(pickle.dumps(payload))
+        self.child.stdin.write(pickle.dumps(config))
         self.child.stdin.close()
         self.status_relay = threading.Thread(
             target=self.relay_status, args=(status_read,), name="node-status", daemon=True
@@ -238,20 +220,21 @@ class Supervisor:
 
     def forward_lines(self, lines: list[str]) -> None:
         """Send the TF process's lines to the driver's console, TensorFlow's chatter left out unless verbose."""
-        if not self.cfg.get("verbose_logs"):
+        if not self.cfg.settings.verbose_logs:
             lines = console_lines(lines)
         if lines:
-            self.send({"type": "log", "lines": lines})
+            self.send(protocol.Log(lines))
 
     def relay_status(self, fd: int) -> None:
-        """Forward the TF process's status events (e.g. 'serving') to the driver."""
+        """Forward the TF process's events (protocol.NODE_EVENTS, e.g. Serving) to the driver."""
         with os.fdopen(fd) as events:
             for line in events:
                 try:
-                    event = json.loads(line)
-                except ValueError:
+                    event = protocol.parse(json.loads(line), *protocol.NODE_EVENTS)
+                except (ValueError, ChannelError) as exc:  # map_fun's process wrote it: relay only sparkdl's events
+                    print(f"sparkdl supervisor: ignored a malformed node event: {exc}", file=sys.stderr, flush=True)
                     continue
-                self.send({"type": "status", **event})
+                self.send(event)
 
     def receive_loop(self) -> None:
         """Obey the driver's 'stop' and 'stall'; treat a lost driver as a stop too."""
@@ -263,16 +246,21 @@ class Supervisor:
                     self.lost_driver = not self.stop_requested.is_set()  # a stop in progress is not a loss
                     self.kill_child("lost the connection to the sparkdl driver")
                 return
-            if message.get("type") == "stop":
-                self.stop_child(float(message.get("grace_s", 0)))
-            elif message.get("type") == "stall":
-                self.end_stalled_child(message.get("reason", "made no progress"))
+            try:
+                command = protocol.parse(message, protocol.Stop, protocol.Stall)
+            except ChannelError as exc:
+                print(f"sparkdl supervisor: ignored a message from the driver: {exc}", file=sys.stderr, flush=True)
+                continue
+            if isinstance(command, protocol.Stop):
+                self.stop_child(command.grace_s)
+            else:
+                self.end_stalled_child(command.reason)
 
     def on_anchor_exit(self) -> None:
         """The Spark task or executor JVM that hosted this node is gone: end the node as failed."""
-        what = "Spark executor JVM" if self.cfg["feed"] else "Spark task process"
+        what = "Spark executor JVM" if self.cfg.settings.feeds else "Spark task process"
         self.kill_child(
-            f"its {what} (pid {self.cfg['anchor_pid']}) exited: the executor was lost or the task was killed",
+            f"its {what} (pid {self.cfg.anchor_pid}) exited: the executor was lost or the task was killed",
             failure=True,
         )
 
@@ -365,26 +353,28 @@ class Supervisor:
         self.node_log.finish()  # every line in the file and at the driver before the end is reported
         self.status_relay.join(5)  # and every status event (e.g. the last progress report)
         failed = self.failure_cause is not None or (code != 0 and not self.stop_requested.is_set())
-        report = {
-            "type": "exited",
-            "exit_code": code if code >= 0 else None,
-            "signal": signal.Signals(-code).name if code < 0 else None,
-            "stopped": not failed,
-            "failed": failed,
-            "cause": self.failure_cause or "",
-            "stalled": self.stalled,
-            "log_path": str(self.log_path),
-        }
+        failure = {}
         if failed:
             try:
-                report["traceback"] = json.loads(self.error_path.read_text())["traceback"]
+                trace = json.loads(self.error_path.read_text())["traceback"]
             except (OSError, ValueError, KeyError):
                 dump = self._read_log_from(self.stack_dump_offset) if self.stalled else ""  # all of it: the log drained
-                report["traceback"] = f"Python stacks of the node when it was stopped:\n{dump}" if dump else ""
-            report["log_tail"] = log_tail(self.log_path)
-            report["hint"] = keras_policy.failure_hint(
-                report["traceback"], self.child_env({}), roles.count_workers(cluster_spec)
-            )
+                trace = f"Python stacks of the node when it was stopped:\n{dump}" if dump else ""
+            failure = {
+                "traceback": trace,
+                "log_tail": log_tail(self.log_path),
+                "hint": keras_policy.failure_hint(trace, self.child_env({}), roles.count_workers(cluster_spec)),
+            }
+        report = protocol.Exited(
+            exit_code=code if code >= 0 else None,
+            signal=signal.Signals(-code).name if code < 0 else None,
+            stopped=not failed,
+            failed=failed,
+            cause=self.failure_cause or "",
+            stalled=self.stalled,
+            log_path=str(self.log_path),
+            **failure,
+        )
         self.reported = True
         self.send(report)
         self.channel.close()
@@ -394,8 +384,11 @@ class Supervisor:
 
 def main() -> int:
     """Read the launch config from stdin (a pipe from the launching task) and supervise."""
-    config = pickle.load(sys.stdin.buffer)
+    config = pickle.load(sys.stdin.buffer)  # from the launching task, our parent (never a socket)
     sys.stdin.close()
+    if not isinstance(config, NodeConfig):
+        print(f"sparkdl supervisor: expected a NodeConfig on stdin, got {type(config).__name__}", file=sys.stderr)
+        return 2
     return Supervisor(config).run()
 
 

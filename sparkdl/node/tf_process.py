@@ -2,7 +2,7 @@
 
 Started by the node supervisor with the environment already final (TF_CONFIG,
 CUDA_VISIBLE_DEVICES, TF_USE_LEGACY_KERAS), so TensorFlow sees the right devices and Keras
-when ``map_fun`` first imports it. Reads its launch payload from stdin (a pipe from its own
+when ``map_fun`` first imports it. Reads its ProcessConfig (node/config.py) from stdin (a pipe from its own
 parent, never a socket), runs ``map_fun(args, ctx)``, and on failure writes the traceback
 as JSON to the file the supervisor named before exiting with status 1.
 """
@@ -20,18 +20,21 @@ import sys
 import threading
 import traceback
 
+from .. import protocol
 from . import keras_policy, watchdog
+from .config import ProcessConfig
 from .context import NodeContext
 from .launch import feed_cache_dir
 
 
 def _status_writer(fd: int):
-    """A thread-safe writer of one-line JSON events to the supervisor (map_fun, tf.data threads)."""
+    """A thread-safe writer of node events (protocol.NODE_EVENTS), one JSON line each, to the
+    supervisor (called from map_fun and tf.data threads)."""
     stream = os.fdopen(fd, "w", buffering=1)
     lock = threading.Lock()
 
-    def write(event: str, fields: dict) -> None:
-        line = json.dumps({"event": event, **fields}, default=str) + "\n"
+    def write(event: protocol.Message) -> None:
+        line = json.dumps(event.wire(), default=str) + "\n"
         with lock:
             try:
                 stream.write(line)
@@ -85,51 +88,47 @@ def main() -> int:
             level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
 
-    payload = pickle.load(sys.stdin.buffer)
-    error_path = payload["error_path"]
+    config = pickle.load(sys.stdin.buffer)  # from the supervisor, our parent (never a socket)
+    if not isinstance(config, ProcessConfig):
+        raise SystemExit(f"sparkdl: expected a ProcessConfig on stdin, got {type(config).__name__}")
+    launch = config.node.launch
     try:
         from pyspark import cloudpickle  # the same pickler Spark used to ship map_fun
 
-        map_fun, tf_args = cloudpickle.loads(payload["fn"])
-        tmp_socket = socket.socket(fileno=payload["socket_fd"])  # the node's TF port, reserved until released
+        map_fun, tf_args = cloudpickle.loads(launch.settings.fn)
+        tmp_socket = socket.socket(fileno=config.socket_fd)  # the node's TF port, reserved until released
         feed_server = None
-        if payload["feed"]:
+        if launch.settings.feeds:
             from ..channel import Endpoint
             from ..feed.server import FeedServer
 
-            node = payload["ctx"]
             feed_server = FeedServer(
-                payload["secret"],
-                node["host"],
-                payload["feed_queue_bytes"],
-                cache_dir=feed_cache_dir(payload["node_dir"]),
-                endpoint=Endpoint.feed(node["cluster_id"], node["node_number"]),
+                launch.secret,
+                config.host,
+                launch.settings.feed_queue_bytes,
+                cache_dir=feed_cache_dir(config.node.node_dir),
+                endpoint=Endpoint.feed(launch.cluster_id, config.node.node_number),
             )
-        ctx = NodeContext(
-            tmp_socket=tmp_socket,
-            status_writer=_status_writer(payload["status_fd"]),
-            feed_server=feed_server,
-            **payload["ctx"],
-        )
+        ctx = NodeContext.from_config(config, tmp_socket, _status_writer(config.status_fd), feed_server)
         if feed_server is not None:
             feed_server.notify = ctx.report
             feed_server.progress = lambda: ctx.report_progress(
                 rows_received=feed_server.rows_received, rows_read=feed_server.rows_read
             )
-            ctx.report("feed_ready", port=feed_server.address[1])
+            ctx.report(protocol.FeedReady(feed_server.address[1]))
         warnings, error = keras_policy.startup_problems(os.environ, ctx.num_workers)
         for warning in warnings:
             print(f"sparkdl: WARNING: {warning}", file=sys.stderr, flush=True)
         if error:
             raise RuntimeError(error)
-        if payload["release_port"]:
+        if launch.settings.release_port:
             ctx.release_port()
         print(f"sparkdl: starting map_fun on {ctx!r}", flush=True)
         map_fun(tf_args, ctx)
     except BaseException as exc:  # noqa: BLE001 - everything must reach the driver
         text = traceback.format_exc()
         print(text, file=sys.stderr, flush=True)
-        _write_error(error_path, text, exc)
+        _write_error(config.error_path, text, exc)
         return 1
     return 0
 

@@ -159,7 +159,8 @@ def _launch_task_cpus(sc, cluster_id: str) -> int:
     assert len(launch_jobs) == 1, f"{len(launch_jobs)} launch jobs"
     stage = spark_context.statusStore().lastStageAttempt(launch_jobs[0].stageIds().apply(0))
     profile = spark_context.resourceProfileManager().resourceProfileFromId(stage.resourceProfileId())
-    return int(profile.getTaskCpus().get())
+    # getTaskCpus() is an Option[Int] that py4j cannot decode; the request's amount is a Double.
+    return int(profile.taskResources().get("cpus").get().amount())
 
 
 @pytest.fixture

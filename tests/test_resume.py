@@ -21,15 +21,21 @@ def _read(tmp_path: Path, name: str) -> dict:
     return json.loads((tmp_path / f"{name}.json").read_text())
 
 
-def test_relaunch_resumes_model_fit_from_the_saved_epoch(sc2, tmp_path):
-    epochs, crash_after = 6, 2
-    args = {
+def _resumable_args(tmp_path: Path, epochs: int, crash_after: int, **extra) -> dict:
+    """``ff.resumable_fit``'s arguments: the chief crashes once after epoch ``crash_after``."""
+    return {
         "out": str(tmp_path),
         "backup_dir": str(tmp_path / "backup"),
         "epochs": epochs,
         "crash_after_epoch": crash_after,
         "chief": 0,
+        **extra,
     }
+
+
+def test_relaunch_resumes_model_fit_from_the_saved_epoch(sc2, tmp_path):
+    epochs, crash_after = 6, 2
+    args = _resumable_args(tmp_path, epochs, crash_after)
     cluster = TFCluster.run(sc2, ff.resumable_fit, args, 2, max_restarts=1)
     cluster.shutdown(timeout=240)
 
@@ -78,14 +84,7 @@ def test_spark_mode_relaunch_feeds_only_the_epochs_not_yet_completed(sc2, tmp_pa
         .repartition(3)
         .cache()
     )
-    args = {
-        "out": str(tmp_path),
-        "backup_dir": str(tmp_path / "backup"),
-        "epochs": epochs,
-        "crash_after_epoch": crash_after,
-        "chief": 0,
-        "from_feed": True,
-    }
+    args = _resumable_args(tmp_path, epochs, crash_after, from_feed=True)
     cluster = TFCluster.run(sc2, ff.resumable_fit, args, 2, input_mode=TFCluster.InputMode.SPARK, max_restarts=1)
     history = cluster.train(frame, num_epochs=epochs)
     cluster.shutdown(timeout=240)

@@ -40,15 +40,22 @@ def _node_processes() -> list[psutil.Process]:
     return found
 
 
+def _sparkdl_threads() -> list[str]:
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith(("sparkdl", "watch-pid")))
+
+
 def _snapshot() -> dict:
-    """Threads, fds, sockets of this driver and node processes on the machine, once nodes exited."""
+    """Threads, fds, sockets of this driver and node processes on the machine, once nodes exited
+    and the driver's channel threads ended (a leak is one still there 15 s after shutdown)."""
     deadline = time.monotonic() + 15
-    while _node_processes() and time.monotonic() < deadline:
-        time.sleep(0.1)  # bounded poll: supervisors exit right after their last report
+    while (_node_processes() or _sparkdl_threads()) and time.monotonic() < deadline:
+        # Bounded poll: supervisors exit right after their last report, and a connection's
+        # thread right after its channel closes (ChannelServer.close() does not join them).
+        time.sleep(0.1)
     me = psutil.Process()
     return {
         "threads": threading.active_count(),
-        "sparkdl threads": sorted(t.name for t in threading.enumerate() if t.name.startswith(("sparkdl", "watch-pid"))),
+        "sparkdl threads": _sparkdl_threads(),
         "open fds": me.num_fds(),
         "inet sockets": len(me.net_connections(kind="inet")),
         "node processes": len(_node_processes()),

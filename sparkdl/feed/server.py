@@ -123,6 +123,15 @@ class FeedServer:
         self._ended = False
         self._cond = threading.Condition()
         self._inference_turn = threading.Lock()  # one inference partition at a time per node
+        #: What each kind of stream does, by its first message.
+        self._handlers = {
+            protocol.Plan: self._on_plan,
+            protocol.CacheSeal: self._on_cache_seal,
+            protocol.CacheUse: self._on_cache_use,
+            protocol.End: self._on_end,
+            protocol.Train: self._on_train,
+            protocol.Infer: self._on_infer,
+        }
         self._server = ChannelServer(secret, self._handle, host=host, name="sparkdl-feed", endpoint=endpoint)
 
     @property
@@ -251,18 +260,10 @@ class FeedServer:
     # -- streams --
 
     def _handle(self, channel: Channel) -> None:
-        handlers = {
-            protocol.Plan: self._on_plan,
-            protocol.CacheSeal: self._on_cache_seal,
-            protocol.CacheUse: self._on_cache_use,
-            protocol.End: self._on_end,
-            protocol.Train: self._on_train,
-            protocol.Infer: self._on_infer,
-        }
-        message = protocol.parse(channel.recv(timeout=FIRST_MESSAGE_TIMEOUT_S), *handlers)
+        message = protocol.parse(channel.recv(timeout=FIRST_MESSAGE_TIMEOUT_S), *self._handlers)
         timeout = stream_timeout(message.timeout)
         channel.set_send_timeout(timeout)  # a peer that stops reading holds neither this thread nor map_fun
-        handlers[type(message)](channel, message, timeout)
+        self._handlers[type(message)](channel, message, timeout)
 
     def _on_plan(self, channel: Channel, message: protocol.Plan, timeout: float) -> None:
         self._add_plan(message.qname, SessionPlan.from_message(message))

@@ -39,9 +39,9 @@ import socket
 import struct
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from .endpoint import Endpoint
 from .errors import SparkDLError
 from .rejection_log import RejectionLog
 
@@ -56,6 +56,7 @@ HANDSHAKE_TIMEOUT_S = 10.0
 MAX_HANDSHAKES = 32  # unauthenticated connections a server handshakes with at once; more are refused
 MAX_CHANNELS = 1024  # authenticated channels a server keeps open at once; more are refused
 ACCEPT_RETRY_S = 0.1  # pause after accept() fails for want of descriptors or memory
+CLOSE_JOIN_S = 2.0  # how long close() waits, in all, for the threads serving connections to end
 KEEPALIVE_IDLE_S = 30  # TCP keepalive: first probe after this long without traffic,
 KEEPALIVE_INTERVAL_S = 10  # then one probe every this many seconds,
 KEEPALIVE_PROBES = 3  # and the connection fails after this many unanswered (about 60 s in all)
@@ -75,35 +76,6 @@ class AuthenticationError(ChannelError):
 class ChannelTimeout(ChannelError):
     """A receive or a send did not complete in time (the channel stays usable after a receive
     timeout; a send timeout closes it, as a partial frame cannot be taken back)."""
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """A server's identity within its cluster: the handshake is bound to it (see the module docstring)."""
-
-    cluster: str
-    node: str  # "driver" for the coordinator, "node<N>" for node N
-    service: str  # "coordinator", "feed"
-
-    @classmethod
-    def coordinator(cls, cluster_id: str) -> "Endpoint":
-        """The driver's coordinator of cluster ``cluster_id``."""
-        return cls(cluster_id, "driver", "coordinator")
-
-    @classmethod
-    def feed(cls, cluster_id: str, node: int) -> "Endpoint":
-        """The feed server of node number ``node``."""
-        return cls(cluster_id, f"node{int(node)}", "feed")
-
-    def encode(self) -> bytes:
-        """An unambiguous byte form (each part length-prefixed), for the handshake's MACs."""
-        return b"".join(
-            struct.pack("!H", len(part)) + part
-            for part in (p.encode() for p in (self.cluster, self.node, self.service))
-        )
-
-    def __str__(self) -> str:
-        return f"{self.service} of {self.node} in cluster {self.cluster}"
 
 
 def new_secret() -> bytes:
@@ -402,6 +374,7 @@ class ChannelServer:
         self._listener = socket.create_server((host, port), backlog=128)
         self._stopping = threading.Event()
         self._channels: set[Channel] = set()
+        self._serving: set[threading.Thread] = set()  # one per connection, until its handler returns
         self._lock = threading.Lock()
         self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
         self.rejected = 0  #: connections refused or failing the handshake
@@ -431,9 +404,14 @@ class ChannelServer:
             if not self._handshakes.acquire(blocking=False):
                 self._refuse(sock, f"more than {MAX_HANDSHAKES} connections are handshaking")
                 continue
+            thread = threading.Thread(target=self._serve, args=(sock,), name=f"{self._name}-conn", daemon=True)
+            with self._lock:
+                self._serving.add(thread)
             try:
-                threading.Thread(target=self._serve, args=(sock,), name=f"{self._name}-conn", daemon=True).start()
+                thread.start()
             except RuntimeError as exc:  # no thread to spare: refuse this one, keep serving
+                with self._lock:
+                    self._serving.discard(thread)
                 self._handshakes.release()
                 self._refuse(sock, f"no thread to serve it ({exc})")
 
@@ -445,6 +423,13 @@ class ChannelServer:
             sock.close()
 
     def _serve(self, sock: socket.socket) -> None:
+        try:
+            self._serve_connection(sock)
+        finally:
+            with self._lock:
+                self._serving.discard(threading.current_thread())
+
+    def _serve_connection(self, sock: socket.socket) -> None:
         try:
             channel = _server_handshake(sock, self._secret, self.endpoint)
         except (OSError, ChannelError) as exc:
@@ -474,7 +459,8 @@ class ChannelServer:
             channel.close()
 
     def close(self) -> None:
-        """Stop accepting and close every open channel."""
+        """Stop accepting, close every open channel and wait (``CLOSE_JOIN_S`` in all) for the
+        threads serving them: a handler ends once its channel is closed."""
         self._stopping.set()
         try:
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() on Linux
@@ -489,3 +475,8 @@ class ChannelServer:
         for channel in channels:
             channel.close()
         self._thread.join(timeout=5)
+        with self._lock:
+            serving = [t for t in self._serving if t is not threading.current_thread()]
+        deadline = time.monotonic() + CLOSE_JOIN_S
+        for thread in serving:
+            thread.join(max(0.0, deadline - time.monotonic()))

@@ -65,6 +65,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark_holder" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+    items.sort(key=_spark_shape_group)  # stable: module order is kept within each group
+
+
+def _spark_shape_group(item) -> int:
+    """Tests grouped by the SparkContext they need, so the session's one Spark restarts as
+    seldom as possible (each restart of local-cluster costs about 20 s of JVM start here):
+    tests without the shared Spark first (the examples and notebooks start their own, and get
+    the memory to themselves), then every ``sc2`` test, every ``sc3`` test, and last the tests
+    that ask ``spark_holder`` for a shape of their own (other settings, or a Spark they stop)."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    if "spark_holder" not in fixtures:
+        return 0
+    if "sc2" in fixtures:
+        return 1
+    if "sc3" in fixtures:
+        return 2
+    return 3
 
 
 @pytest.fixture(scope="session")

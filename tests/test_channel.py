@@ -290,3 +290,27 @@ def test_oversized_length_is_rejected_before_reading_the_payload(echo, secret):
         client._sock.sendall(struct.pack("!I", ch.MAX_FRAME_BYTES + 1))  # a header, and no payload at all
         assert echo.finished.wait(5)
     assert "exceeds" in str(echo.errors[0])
+
+
+def test_close_waits_for_the_handlers_it_ended(secret):
+    """close() returns once the threads serving its channels are done (bounded by
+    CLOSE_JOIN_S), so nothing of a closed server runs on behind its owner's back."""
+    entered, cleaned_up = threading.Event(), threading.Event()
+
+    def handler(channel):
+        entered.set()
+        try:
+            channel.recv()
+        finally:
+            time.sleep(0.3)  # a handler's cleanup after its channel closed, which takes a moment
+            cleaned_up.set()
+
+    server = ChannelServer(secret, handler, endpoint=ENDPOINT)
+    client = connect(server.address, secret, timeout=5, endpoint=ENDPOINT)
+    try:
+        assert entered.wait(5)
+        server.close()
+        assert cleaned_up.is_set(), "close() returned while a handler was still running"
+        assert not [t for t in threading.enumerate() if t.name.startswith("sparkdl-channel")]
+    finally:
+        client.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sparkdl import protocol
-from sparkdl.channel import Endpoint, connect, new_secret
+from sparkdl.channel import ChannelError, ChannelTimeout, Endpoint, connect, new_secret
 from sparkdl.driver.coordinator import Coordinator, NodeStatus
 from sparkdl.roles import NodeRole
 
@@ -93,6 +93,31 @@ def test_a_malformed_message_fails_its_node_naming_the_problem(coordinator):
 
 def test_a_second_registration_of_a_node_is_refused(coordinator):
     _register(coordinator, 0)
+    _wait(coordinator, lambda c: c.nodes[0].status is NodeStatus.REGISTERED)  # two threads: order them
     again = _register(coordinator, 0)
     reply = protocol.parse(again.recv(10), protocol.Abort)
     assert "node #0 is unknown or already registered" in reply.reason
+
+
+def _connection_threads() -> list:
+    import threading
+
+    return [t for t in threading.enumerate() if t.name == "sparkdl-coordinator-conn"]
+
+
+def test_closing_before_every_node_registered_releases_the_waiting_ones():
+    """A node that registered waits for the cluster spec; closing the coordinator (no abort:
+    e.g. the driver process ends its cluster) must end that wait, tell the node, and end the
+    connection's thread, not leave it waiting for a spec that never comes."""
+    coordinator = Coordinator(ROLES, SECRET, "127.0.0.1", cluster_id="msgtest")
+    before = set(_connection_threads())
+    chief = _register(coordinator, 0)
+    _wait(coordinator, lambda c: c.nodes[0].status is NodeStatus.REGISTERED)
+    coordinator.close()
+    try:  # the node is told why, unless the closing server closed its channel first
+        assert "shutting down" in protocol.parse(chief.recv(10), protocol.Abort).reason
+    except ChannelError as exc:
+        assert not isinstance(exc, ChannelTimeout), exc
+    for thread in set(_connection_threads()) - before:
+        thread.join(10)
+        assert not thread.is_alive(), "the registered node's connection thread still waits after close()"

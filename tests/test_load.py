@@ -46,11 +46,11 @@ def _sparkdl_threads() -> list[str]:
 
 def _snapshot() -> dict:
     """Threads, fds, sockets of this driver and node processes on the machine, once nodes exited
-    and the driver's channel threads ended (a leak is one still there 15 s after shutdown)."""
+    and the driver's threads ended (a leak is one still there 15 s after shutdown)."""
     deadline = time.monotonic() + 15
     while (_node_processes() or _sparkdl_threads()) and time.monotonic() < deadline:
-        # Bounded poll: supervisors exit right after their last report, and a connection's
-        # thread right after its channel closes (ChannelServer.close() does not join them).
+        # Bounded poll: supervisors exit right after their last report, and the driver's
+        # display threads once their last line is written.
         time.sleep(0.1)
     me = psutil.Process()
     return {

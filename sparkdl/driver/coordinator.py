@@ -190,8 +190,12 @@ class Coordinator:
             return node
 
     def _await_spec(self) -> dict | None:
+        """The cluster spec once every node registered; None if the cluster aborted or closed first
+        (``self.aborted`` then says why)."""
         with self._cond:
-            self._cond.wait_for(lambda: self.cluster_spec is not None or self.aborted)
+            self._cond.wait_for(lambda: self.cluster_spec is not None or self.aborted or self._closed)
+            if self._closed and not self.aborted:
+                self.aborted = "the cluster is shutting down"
             return None if self.aborted else self.cluster_spec
 
     # -- what each message does (self._handlers) --

@@ -250,6 +250,10 @@ class FeedServer:
 
     def close(self) -> None:
         """Stop serving and delete every cache."""
+        with self._cond:
+            queues = list(self._queues.values())
+        for queue in queues:  # nobody reads them any more: a feeder waiting for space must not wait on
+            queue.drop_data()
         self._server.close()
         with self._cond:
             caches = [run.cache for run in self._runs.values() if run.cache is not None]

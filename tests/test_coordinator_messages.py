@@ -4,6 +4,8 @@ driver's view of the node follows. No Spark and no TF process: the messages are 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from sparkdl import protocol
@@ -100,8 +102,6 @@ def test_a_second_registration_of_a_node_is_refused(coordinator):
 
 
 def _connection_threads() -> list:
-    import threading
-
     return [t for t in threading.enumerate() if t.name == "sparkdl-coordinator-conn"]
 
 

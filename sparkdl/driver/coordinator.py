@@ -193,9 +193,7 @@ class Coordinator:
         """The cluster spec once every node registered; None if the cluster aborted or closed first
         (``self.aborted`` then says why)."""
         with self._cond:
-            self._cond.wait_for(lambda: self.cluster_spec is not None or self.aborted or self._closed)
-            if self._closed and not self.aborted:
-                self.aborted = "the cluster is shutting down"
+            self._cond.wait_for(lambda: self.cluster_spec is not None or self.aborted)
             return None if self.aborted else self.cluster_spec
 
     # -- what each message does (self._handlers) --
@@ -402,6 +400,9 @@ class Coordinator:
         """Close the channel server and every node channel; stop the stall watch."""
         with self._cond:
             self._closed = True
+            # Whoever still waits on the cluster (a node for its spec, cluster.train for its nodes)
+            # is released with a reason, as by abort(), without stopping anything.
+            self.aborted = self.aborted or "the cluster is shutting down"
             self._cond.notify_all()
         self._server.close()
         self._stall_watch.join(5)

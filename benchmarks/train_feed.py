@@ -52,6 +52,11 @@ runs, every reference measured in this same script:
     2.2.5's ``train`` only takes RDDs and DStreams, so it gets ``df.rdd``, which is what its own
     TFEstimator feeds). Both sources are cached in Spark first. Skipped, saying how to install
     it, when ``import tensorflowonspark`` fails (``pip install --no-deps tensorflowonspark==2.2.5``).
+(e) The cost of a reproducible epoch 1: (b)'s drain-only nodes, ``cluster.train(frame,
+    num_epochs=--cache_epochs)`` alternating ``deterministic=False`` (epoch 1 streams in as Spark
+    delivers it) and ``deterministic=True`` (each node reads epoch 1 from its cache, in the
+    seeded order, once its whole share arrived). Ratios: epoch 1's rate and the call's wall time,
+    deterministic / streaming.
 
     .venv/bin/python benchmarks/train_feed.py [--runs 3] [--rows 60000] [--epochs 3] [--fit per_epoch]
                                               [--parts abcd] [--json results.json]
@@ -321,6 +326,34 @@ def measure_epochs(sc, opts, frame, warm_frame, out: Path, cache_log: CacheLog) 
     }
 
 
+def measure_deterministic(sc, opts, frame, warm_frame, out: Path) -> dict:
+    """(e): epoch 1 and the whole call, streaming vs ``deterministic=True``, alternating on one cluster."""
+    from sparkdl import TFCluster
+
+    args = {"out": str(out), "batch": opts.batch, "fits": 2 * opts.runs, "consume": opts.consume}
+    cluster = TFCluster.run(sc, iterate_epochs, args, 2, input_mode=TFCluster.InputMode.SPARK, **SPARKDL_RUN)
+    cluster.train(warm_frame, 1)  # warm-up
+    walls: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(opts.runs):
+        for deterministic in (False, True):
+            call = lambda d=deterministic: cluster.train(frame, num_epochs=opts.cache_epochs, seed=1, deterministic=d)
+            walls[deterministic].append(timed(call))
+    cluster.shutdown(timeout=900)
+    per_node = node_results(out, "epochs")
+    first_rates = []
+    for run in zip(*per_node):
+        rows = sum(node["rows"] for node in run)
+        first_rates.append(rows / max(node["epoch_seconds"][0] for node in run))
+    med = statistics.median
+    return {
+        "streaming_first": med(first_rates[0::2]),
+        "deterministic_first": med(first_rates[1::2]),
+        "wall_streaming": med(walls[False]),
+        "wall_deterministic": med(walls[True]),
+        "raw": {"per_node": per_node, "train_wall_s": {"streaming": walls[False], "deterministic": walls[True]}},
+    }
+
+
 def measure_row_feed(sc, spark, opts) -> dict:
     """(d): 1-epoch ``cluster.train`` wall time of the same row-reading nodes, sparkdl and TFoS."""
     from sparkdl import TFCluster
@@ -425,11 +458,21 @@ def main() -> None:
         else None
     )
     rows_feed = measure_row_feed(sc, spark, opts) if "d" in opts.parts else None
+    ordered = (
+        measure_deterministic(sc, opts, frame, warm_frame, Path(tempfile.mkdtemp())) if "e" in opts.parts else None
+    )
     spark.stop()
-    report(opts, fits, epochs, rows_feed, cache_log)
+    report(opts, fits, epochs, rows_feed, cache_log, ordered)
 
 
-def report(opts, fits: dict | None, epochs: dict | None, rows_feed: dict | None, cache_log: CacheLog) -> None:
+def report(
+    opts,
+    fits: dict | None,
+    epochs: dict | None,
+    rows_feed: dict | None,
+    cache_log: CacheLog,
+    ordered: dict | None = None,
+) -> None:
     """Print the table and the ratios of the parts that ran; write them as JSON if asked."""
     batch_mib = opts.batch * (FEATURES * 4 + 8) / MIB
     fed_rows = opts.rows * opts.epochs
@@ -484,6 +527,20 @@ def report(opts, fits: dict | None, epochs: dict | None, rows_feed: dict | None,
         if "tfos_skipped" in rows_feed:
             notes.append(f"(d) TFoS skipped: {rows_feed['tfos_skipped']}")
         raw["d"] = rows_feed["raw"]
+    if ordered:
+        table += [
+            ("(e) epoch 1, streaming (deterministic=False)", ordered["streaming_first"], "rows/s"),
+            ("(e) epoch 1, deterministic=True", ordered["deterministic_first"], "rows/s"),
+            ("(e) wall time of cluster.train, streaming", ordered["wall_streaming"], "s"),
+            ("(e) wall time of cluster.train, deterministic=True", ordered["wall_deterministic"], "s"),
+        ]
+        ratios["(e) epoch 1 rate, deterministic / streaming"] = (
+            ordered["deterministic_first"] / ordered["streaming_first"]
+        )
+        ratios["(e) call wall time, deterministic / streaming"] = (
+            ordered["wall_deterministic"] / ordered["wall_streaming"]
+        )
+        raw["e"] = ordered["raw"]
     notes += [f"driver: {message}" for message in cache_log.refused]
 
     print(

@@ -21,12 +21,20 @@ both nonces. The receiver checks the head tag before it allocates anything for t
 so a forged header costs it nothing; a genuine one is then held to its kind's limit: ``J`` (a
 JSON message) ``MAX_JSON_BYTES``, ``B`` (opaque bytes, e.g. Arrow IPC data) ``MAX_FRAME_BYTES``.
 
-Sends are bounded by the channel's send timeout and each receive by its own, independently
-(non-blocking sockets, polled); TCP keepalive notices a peer whose host vanished.
+Every wait is bounded: a send by the send timeout (``DEFAULT_SEND_TIMEOUT_S`` unless set), a receive
+by its own, ``connect`` by its timeout, the server's handshake by ``HANDSHAKE_TIMEOUT_S``; TCP
+keepalive notices a peer whose host vanished.
+
+Admission (``admission.py``): silent connections cannot lock clients out. A server handshakes
+with at most ``MAX_HANDSHAKES`` unauthenticated connections, ``MAX_HANDSHAKES_PER_SOURCE`` from
+one address, and a newcomer takes the slot of the oldest pending one from its own address (else
+from the address holding most): an idle flood displaces itself, never a client arriving after
+it, even from the same address. An evicted client is told ``BUSY`` and ``connect`` retries.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -41,9 +49,13 @@ import threading
 import time
 from typing import Any, Callable
 
+from .admission import BUSY, Admission, NoSlot, Pending, retry_while_no_slot, say_busy
 from .endpoint import Endpoint
 from .errors import SparkDLError
 from .rejection_log import RejectionLog
+from .tcp_options import KEEPALIVE_IDLE_S as KEEPALIVE_IDLE_S  # re-exported: the channel's timings
+from .tcp_options import KEEPALIVE_PROBES as KEEPALIVE_PROBES
+from .tcp_options import tune
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +64,13 @@ NONCE_BYTES = 32
 TAG_BYTES = 32
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # binary frames (Arrow record batches)
 MAX_JSON_BYTES = 1024 * 1024  # control messages are small: a bigger JSON frame is refused unread
-HANDSHAKE_TIMEOUT_S = 10.0
-MAX_HANDSHAKES = 32  # unauthenticated connections a server handshakes with at once; more are refused
+HANDSHAKE_TIMEOUT_S = 3.0  # the server's deadline for a whole handshake: short, to free slots that peers hold
+MAX_HANDSHAKES = 32  # unauthenticated connections a server handshakes with at once (a newcomer evicts one)
+MAX_HANDSHAKES_PER_SOURCE = 8  # of them from one address (a newcomer evicts that address's oldest)
+DEFAULT_SEND_TIMEOUT_S = 120.0  # a channel's send timeout until set_send_timeout (no send waits forever)
 MAX_CHANNELS = 1024  # authenticated channels a server keeps open at once; more are refused
 ACCEPT_RETRY_S = 0.1  # pause after accept() fails for want of descriptors or memory
 CLOSE_JOIN_S = 2.0  # how long close() waits, in all, for the threads serving connections to end
-KEEPALIVE_IDLE_S = 30  # TCP keepalive: first probe after this long without traffic,
-KEEPALIVE_INTERVAL_S = 10  # then one probe every this many seconds,
-KEEPALIVE_PROBES = 3  # and the connection fails after this many unanswered (about 60 s in all)
 KIND_JSON = b"J"
 KIND_BYTES = b"B"
 _HEAD = struct.Struct("!I1s")  # payload length, kind
@@ -87,22 +98,25 @@ def _mac(key: bytes, *parts: bytes) -> bytes:
     return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
 
 
-def _recv_exact(sock: socket.socket, count: int, deadline: float | None = None) -> bytes:
-    """Read exactly ``count`` bytes from a blocking socket (the handshake); with ``deadline``
-    (monotonic) the whole read is bounded."""
+def _recv_exact(sock: socket.socket, count: int, deadline: float) -> bytes:
+    """Read exactly ``count`` bytes from a blocking socket (the handshake) by ``deadline`` (monotonic)."""
     chunks = []
     while count:
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise socket.timeout("handshake took too long")
-            sock.settimeout(remaining)
+        sock.settimeout(_remaining(deadline))
         chunk = sock.recv(min(count, 1 << 20))
         if not chunk:
             raise ChannelError("connection closed by peer")
         chunks.append(chunk)
         count -= len(chunk)
     return b"".join(chunks)
+
+
+def _remaining(deadline: float) -> float:
+    """Seconds until ``deadline`` (monotonic); ``socket.timeout`` once it has passed."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        raise socket.timeout("handshake took too long")
+    return remaining
 
 
 def _frame_limit(kind: bytes) -> int:
@@ -114,24 +128,11 @@ def _frame_limit(kind: bytes) -> int:
     raise ChannelError(f"unknown frame kind {kind!r}")
 
 
-def _tune(sock: socket.socket) -> None:
-    """No Nagle delay, and TCP keepalive so a vanished peer host is noticed (about a minute)."""
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in (
-        ("TCP_KEEPIDLE", KEEPALIVE_IDLE_S),
-        ("TCP_KEEPINTVL", KEEPALIVE_INTERVAL_S),
-        ("TCP_KEEPCNT", KEEPALIVE_PROBES),
-    ):
-        if hasattr(socket, name):  # Linux; elsewhere the system's keepalive timings apply
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
-
-
 class Channel:
     """One authenticated, bidirectional connection. Thread-safe for one sender and one receiver."""
 
     def __init__(self, sock: socket.socket, session_key: bytes, is_server: bool):
-        _tune(sock)
+        tune(sock)
         sock.setblocking(False)  # every wait is a poll with its own deadline
         self._sock = sock
         self._key = session_key
@@ -139,7 +140,7 @@ class Channel:
         self._send_seq = 0
         self._recv_seq = 0
         self._send_lock = threading.Lock()
-        self._send_timeout: float | None = None
+        self._send_timeout: float = DEFAULT_SEND_TIMEOUT_S
         self._closed = False
 
     @property
@@ -148,9 +149,9 @@ class Channel:
         return self._sock.getsockname()[0]
 
     def set_send_timeout(self, seconds: float | None) -> None:
-        """Bound each send by ``seconds`` (None: unbounded). A send that times out raises
-        ``ChannelTimeout`` and closes the channel. Receives take their own timeout."""
-        self._send_timeout = seconds
+        """Bound each send by ``seconds`` (None: ``DEFAULT_SEND_TIMEOUT_S``). A send that times out
+        raises ``ChannelTimeout`` and closes the channel. Receives take their own timeout."""
+        self._send_timeout = DEFAULT_SEND_TIMEOUT_S if seconds is None else seconds
 
     def has_incoming(self) -> bool:
         """Whether the peer has sent something not yet received, or closed (never blocks)."""
@@ -176,7 +177,7 @@ class Channel:
             body_mac = hmac.new(self._key, self._send_dir + seq + b"body" + kind, hashlib.sha256)
             body_mac.update(view)
             header = head + _mac(self._key, self._send_dir, seq, b"head", head) + body_mac.digest()
-            deadline = None if self._send_timeout is None else time.monotonic() + self._send_timeout
+            deadline = time.monotonic() + self._send_timeout
             try:
                 if len(view) < 65536:  # small frames: one write (fewer syscalls, one TCP segment)
                     self._send_all(memoryview(header + view), deadline)
@@ -287,10 +288,8 @@ class Channel:
         """Close the connection (idempotent)."""
         if not self._closed:
             self._closed = True
-            try:
+            with contextlib.suppress(OSError):
                 self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             self._sock.close()
 
     def __enter__(self) -> "Channel":
@@ -300,7 +299,8 @@ class Channel:
         self.close()
 
 
-def _server_handshake(sock: socket.socket, secret: bytes, endpoint: Endpoint) -> Channel:
+def _server_handshake(sock: socket.socket, secret: bytes, endpoint: Endpoint, evicted: Callable[[], bool]) -> Channel:
+    """The server's side; ``evicted()`` settles the connection's slot once its answer is in."""
     # One deadline for the whole handshake, so a peer trickling bytes cannot hold a thread.
     deadline = time.monotonic() + HANDSHAKE_TIMEOUT_S
     sock.settimeout(HANDSHAKE_TIMEOUT_S)
@@ -308,6 +308,8 @@ def _server_handshake(sock: socket.socket, secret: bytes, endpoint: Endpoint) ->
     server_nonce = os.urandom(NONCE_BYTES)
     sock.sendall(MAGIC + server_nonce)
     answer = _recv_exact(sock, NONCE_BYTES + TAG_BYTES, deadline)
+    if evicted():
+        raise NoSlot("evicted while handshaking")
     client_nonce, proof = answer[:NONCE_BYTES], answer[NONCE_BYTES:]
     if not hmac.compare_digest(proof, _mac(secret, b"client", identity, server_nonce, client_nonce)):
         raise AuthenticationError(f"client did not prove the cluster secret for {endpoint}")
@@ -316,27 +318,44 @@ def _server_handshake(sock: socket.socket, secret: bytes, endpoint: Endpoint) ->
 
 
 def connect(address: tuple[str, int], secret: bytes, timeout: float = 30.0, *, endpoint: Endpoint) -> Channel:
-    """Open an authenticated channel to the ChannelServer at ``address`` that is ``endpoint``.
+    """Open an authenticated channel to the ChannelServer at ``address`` that is ``endpoint``,
+    within ``timeout`` seconds in all (``socket.timeout``, or ``ChannelTimeout`` if the server
+    never had a handshake slot for us: such refusals are retried after a short growing pause).
 
     A server that is another endpoint (even of the same cluster) fails the handshake:
     ``AuthenticationError`` here, a refused connection there."""
-    identity = endpoint.encode()
-    sock = socket.create_connection(address, timeout=timeout)
+    deadline = time.monotonic() + timeout
     try:
-        deadline = time.monotonic() + timeout
-        hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
+        return retry_while_no_slot(lambda: _connect_once(address, secret, endpoint, deadline), deadline)
+    except NoSlot as exc:
+        raise ChannelTimeout(f"server at {address} had no handshake slot for us within {timeout} s ({exc})") from exc
+
+
+def _connect_once(address: tuple[str, int], secret: bytes, endpoint: Endpoint, deadline: float) -> Channel:
+    """One attempt at ``connect``; ``NoSlot`` when the server turned the connection away."""
+    identity = endpoint.encode()
+    sock = socket.create_connection(address, timeout=_remaining(deadline))
+    try:
+        try:
+            hello = _recv_exact(sock, len(MAGIC) + NONCE_BYTES, deadline)
+        except (ChannelError, ConnectionResetError) as exc:  # closed before its hello: no slot for us
+            raise NoSlot(str(exc)) from exc
         if not hello.startswith(MAGIC):
             raise ChannelError(f"{address} does not speak this version of the sparkdl protocol")
         server_nonce = hello[len(MAGIC) :]
         client_nonce = os.urandom(NONCE_BYTES)
-        sock.sendall(client_nonce + _mac(secret, b"client", identity, server_nonce, client_nonce))
         try:
+            sock.sendall(client_nonce + _mac(secret, b"client", identity, server_nonce, client_nonce))
             proof = _recv_exact(sock, TAG_BYTES, deadline)
+        except (ConnectionResetError, BrokenPipeError) as exc:  # a server refusing a secret reads it all first
+            raise NoSlot(str(exc)) from exc
         except ChannelError as exc:
             raise AuthenticationError(
                 f"server at {address} closed the connection after our proof: wrong cluster "
                 f"secret, or it is not the {endpoint} (or not a sparkdl server)"
             ) from exc
+        if proof == BUSY:
+            raise NoSlot("the server evicted this connection to admit another")
         if not hmac.compare_digest(proof, _mac(secret, b"server", identity, client_nonce, server_nonce)):
             raise AuthenticationError(f"server at {address} did not prove the cluster secret for {endpoint}")
         return Channel(sock, _mac(secret, b"session", identity, server_nonce, client_nonce), is_server=False)
@@ -376,7 +395,7 @@ class ChannelServer:
         self._channels: set[Channel] = set()
         self._serving: set[threading.Thread] = set()  # one per connection, until its handler returns
         self._lock = threading.Lock()
-        self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
+        self._admission = Admission(MAX_HANDSHAKES, MAX_HANDSHAKES_PER_SOURCE)
         self.rejected = 0  #: connections refused or failing the handshake
         self._rejections = RejectionLog(name, logger)
         self._address: tuple[str, int] = tuple(self._listener.getsockname()[:2])  # still known once closed
@@ -393,7 +412,7 @@ class ChannelServer:
         serve is refused, and running out of descriptors or memory only pauses it."""
         while not self._stopping.is_set():
             try:
-                sock, _ = self._listener.accept()
+                sock, peer = self._listener.accept()
             except OSError as exc:
                 if self._stopping.is_set():
                     return
@@ -401,10 +420,8 @@ class ChannelServer:
                     self._refuse(None, f"cannot accept a connection ({exc.strerror}); retrying")
                     self._stopping.wait(ACCEPT_RETRY_S)
                 continue  # e.g. ECONNABORTED: that connection is gone, the next may come
-            if not self._handshakes.acquire(blocking=False):
-                self._refuse(sock, f"more than {MAX_HANDSHAKES} connections are handshaking")
-                continue
-            thread = threading.Thread(target=self._serve, args=(sock,), name=f"{self._name}-conn", daemon=True)
+            pending = self._admission.admit(sock, peer[0])
+            thread = threading.Thread(target=self._serve, args=(pending,), name=f"{self._name}-conn", daemon=True)
             with self._lock:
                 self._serving.add(thread)
             try:
@@ -412,8 +429,8 @@ class ChannelServer:
             except RuntimeError as exc:  # no thread to spare: refuse this one, keep serving
                 with self._lock:
                     self._serving.discard(thread)
-                self._handshakes.release()
-                self._refuse(sock, f"no thread to serve it ({exc})")
+                self._admission.settle(pending)
+                self._refuse(sock, f"no thread to serve it ({exc})")  # closed before its hello: the client retries
 
     def _refuse(self, sock: socket.socket | None, reason: str) -> None:
         with self._lock:
@@ -422,21 +439,24 @@ class ChannelServer:
         if sock is not None:
             sock.close()
 
-    def _serve(self, sock: socket.socket) -> None:
+    def _serve(self, pending: Pending) -> None:
         try:
-            self._serve_connection(sock)
+            self._serve_connection(pending)
         finally:
             with self._lock:
                 self._serving.discard(threading.current_thread())
 
-    def _serve_connection(self, sock: socket.socket) -> None:
+    def _serve_connection(self, pending: Pending) -> None:
+        sock = pending.sock
         try:
-            channel = _server_handshake(sock, self._secret, self.endpoint)
+            channel = _server_handshake(sock, self._secret, self.endpoint, lambda: self._admission.settle(pending))
         except (OSError, ChannelError) as exc:
-            self._refuse(sock, f"rejected a connection: {exc}")
+            if self._admission.settle(pending):
+                say_busy(sock)
+                self._refuse(sock, f"evicted an unauthenticated connection from {pending.source} to admit a newer one")
+            else:
+                self._refuse(sock, f"rejected a connection: {exc}")
             return
-        finally:
-            self._handshakes.release()
         with self._lock:
             stopping = self._stopping.is_set()
             full = not stopping and len(self._channels) >= MAX_CHANNELS
@@ -462,14 +482,10 @@ class ChannelServer:
         """Stop accepting, close every open channel and wait (``CLOSE_JOIN_S`` in all) for the
         threads serving them: a handler ends once its channel is closed."""
         self._stopping.set()
-        try:
+        with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept() on Linux
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError):
             self._listener.close()
-        except OSError:
-            pass
         with self._lock:
             channels = list(self._channels)
         for channel in channels:

@@ -42,10 +42,13 @@ class ProtocolError(ChannelError):
 class Message:
     """One message type: subclasses set ``TYPE`` (the wire tag) and declare their fields.
 
-    A field whose default is None is optional: left out of the wire form when None.
+    A field whose default is None is optional: left out of the wire form when None. Every number
+    field is a count, id, port, size, seed or duration: parse refuses a negative or non-finite one,
+    an int outside 64 bits, and a field named in ``POSITIVE`` that is zero.
     """
 
     TYPE: ClassVar[str] = ""
+    POSITIVE: ClassVar[frozenset[str]] = frozenset({"timeout"})  #: number fields that must be > 0
 
     def wire(self) -> dict[str, Any]:
         """The JSON object sent on a channel."""
@@ -69,6 +72,7 @@ class Message:
                         f"{cls.TYPE!r} message: field {spec.name!r} must be {_describe(spec.type)}, "
                         f"got {type(value).__name__}"
                     )
+                _check_number(cls, spec.name, value)
                 values[spec.name] = value
             elif spec.default is MISSING and spec.default_factory is MISSING:
                 raise ProtocolError(f"{cls.TYPE!r} message: field {spec.name!r} is missing")
@@ -88,7 +92,7 @@ def _conforms(value: Any, kind: Any) -> bool:
     if kind is type(None):
         return value is None
     if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
     if kind is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if origin in (list, tuple):
@@ -97,6 +101,23 @@ def _conforms(value: Any, kind: Any) -> bool:
     if origin is dict or kind is dict:
         return isinstance(value, dict) and all(isinstance(key, str) for key in value)
     return isinstance(value, kind)
+
+
+def _check_number(cls: type[Message], name: str, value: Any) -> None:
+    """Raise ProtocolError when a number field's ``value`` is out of its range (see ``Message``)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    problem = None
+    if isinstance(value, float) and not math.isfinite(value):
+        problem = "must be a finite number"
+    elif isinstance(value, int) and not -(2**63) <= value < 2**63:
+        problem = "must fit in 64 bits"  # numpy and Arrow hold counts as int64
+    elif name in cls.POSITIVE and value <= 0:
+        problem = "must be positive"
+    elif value < 0:
+        problem = "must not be negative"
+    if problem:
+        raise ProtocolError(f"{cls.TYPE!r} message: field {name!r} {problem}, got {value!r}")
 
 
 def _describe(kind: Any) -> str:
@@ -283,6 +304,8 @@ class Plan(Message):
     shuffle: bool = False
     seed: int = 0  # of the per-epoch shuffle
     node: int = 0  # the node's index among the data nodes
+    deterministic: bool = False  # epoch 1 too is read in the seeded order, from the cache
+    first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
     timeout: float | None = None
 
 
@@ -297,6 +320,7 @@ class Train(Message):
     split: str = "train"
     qname: str = "input"
     timeout: float | None = None
+    attempt: int = 0  # Spark's attempt number of the feeding task (retries and speculative copies)
 
 
 @dataclass(frozen=True)

@@ -107,9 +107,12 @@ def resumable_fit(args, ctx):
     import tensorflow as tf
 
     _, model, dataset = nf.mwms_classifier(rows=256, hidden=8)
+    fit_epochs = args["epochs"]
     if args.get("from_feed"):  # InputMode.SPARK: rows of 8 floats "x" and an int label "y"
         feed = ctx.get_data_feed()
-        _record(args, f"plan-attempt{ctx.attempt}-node{ctx.executor_id}", epochs=feed.num_epochs)
+        fit_epochs = feed.num_epochs  # what the feed says to give fit, as a user would
+        record = {"epochs": feed.num_epochs, "first_epoch": feed.first_epoch}
+        _record(args, f"plan-attempt{ctx.attempt}-node{ctx.executor_id}", **record)
         dataset = feed.as_dataset(64, features="x", label="y")
     crash_after = args["crash_after_epoch"]
     backup_dir = args["backup_dir"]
@@ -133,7 +136,7 @@ def resumable_fit(args, ctx):
     # BackupAndRestore must run before Observe (and the driver's progress report) at each epoch
     # end, so the backup exists first.
     callbacks = [ctx.backup_and_restore(backup_dir), ctx.progress_callback(), Observe()]
-    model.fit(dataset, epochs=args["epochs"], verbose=0, callbacks=callbacks)
+    model.fit(dataset, epochs=fit_epochs, verbose=0, callbacks=callbacks)
     _record(args, f"done-attempt{ctx.attempt}-node{ctx.executor_id}")
 
 

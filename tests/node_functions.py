@@ -406,10 +406,13 @@ def fit_from_feed(args, ctx):
         validation_data=validation,
         epochs=args["epochs"],
         steps_per_epoch=fit_steps,
+        validation_freq=args.get("validation_freq", 1),
         verbose=0,
         callbacks=callbacks,
     )
     np.savez(Path(args["out"]) / f"weights{ctx.executor_id}.npz", *model.get_weights())
+    # Stay up until cluster.train has returned, when asked: its return must not wait for map_fun's.
+    train_returned = wait_for_file(args["train_returned"], 120) if args.get("train_returned") else None
     _write(
         args,
         ctx,
@@ -418,6 +421,7 @@ def fit_from_feed(args, ctx):
             "keras_steps": CountBatches.seen,
             "loss": [float(v) for v in history.history["loss"]],
             "val_loss": [float(v) for v in history.history.get("val_loss", [])],
+            "train_returned_first": train_returned,
         },
     )
 

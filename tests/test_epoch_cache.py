@@ -12,10 +12,10 @@ import pytest
 
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.columns import FeedDataError
-from sparkdl.feed.plan import balanced_plan
 
 import node_functions as nf
 from conftest import read_json_files
+from feed_shares import planned_labels
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -37,16 +37,6 @@ def labelled_rdd(sc, sizes, start=0):
             yield ([float(row % 7), 1.0, -1.0, 0.5], float(row))
 
     return sc.parallelize(range(len(sizes)), len(sizes)).mapPartitionsWithIndex(rows)
-
-
-def planned_labels(sizes, nodes, start=0):
-    """Each node's multiset of labels per epoch under the balanced, striped plan."""
-    plan = balanced_plan(list(sizes), nodes)
-    shares = [Counter() for _ in range(nodes)]
-    for partition, offset in enumerate(plan.partition_offsets):
-        for node, rows in plan.assignments(partition, 0, sizes[partition]).items():
-            shares[node].update(float(start + offset + r) for r in rows)
-    return shares
 
 
 def feeding_jobs(sc, cluster) -> int:
@@ -141,6 +131,23 @@ def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, execu
     # Every row of every epoch trained: under MWMS each worker steps through every piece of each batch.
     assert chief["steps_per_epoch"] == math.ceil(math.ceil(537 / executors) / 32)
     assert chief["keras_steps"] == chief["steps_per_epoch"] * executors * epochs
+
+
+def test_keras_skipping_validation_epochs_does_not_hold_up_train(sc2, spark, tmp_path):
+    """validation_freq=2 over 3 epochs: Keras never reads epoch 3's validation rows; train() returns
+    when fit ends (ctx.progress_callback), while map_fun is still running."""
+    frame = spark.createDataFrame(labelled_rdd(sc2, [60, 40]), "x array<float>, y double")
+    validation = spark.createDataFrame(labelled_rdd(sc2, [20], start=1000), "x array<float>, y double")
+    flag = tmp_path / "train-returned"
+    args = {"out": str(tmp_path), "batch": 16, "epochs": 3, "validation": True, "validation_freq": 2}
+    args.update(progress_callback=True, train_returned=str(flag))
+    cluster = TFCluster.run(sc2, nf.fit_from_feed, args, 2, input_mode=SPARK)
+    history = cluster.train(frame, num_epochs=3, validation_data=validation)
+    flag.touch()
+    cluster.shutdown(timeout=200)
+    assert [node["train_returned_first"] for node in read_json_files(tmp_path).values()] == [True, True]
+    assert len(history["loss"]) == 3
+    assert np.isnan(history["val_loss"]).tolist() == [True, False, True], "validated after epoch 2 only"
 
 
 def test_validation_that_differs_from_the_training_data_is_rejected_before_any_job(sc2, spark, tmp_path):

@@ -134,8 +134,8 @@ def watch_queue(server):
     state = {"peak": 0, "frame": 0, "full": threading.Event()}
     put = queue.put
 
-    def tracking_put(item, nbytes=0):
-        put(item, nbytes)
+    def tracking_put(item, nbytes=0, timeout=None):
+        put(item, nbytes, timeout)
         state["frame"] = max(state["frame"], nbytes)
         state["peak"] = max(state["peak"], queue.nbytes)
         if queue.nbytes >= queue.max_bytes:
@@ -240,6 +240,26 @@ def test_the_driver_hears_once_when_a_run_is_read_in_full(make_server, secret):
     assert events == [("feed_consumed", 1)]
     send_end(server, secret)
     assert feed.next_batch(6) == [] and events == [("feed_consumed", 1)]
+
+
+def test_a_run_whose_validation_epochs_were_skipped_still_ends(make_server, secret):
+    """Keras' validation_freq=2 reads no validation rows in some epochs: once fit ends (the progress
+    callback's on_train_end), cluster.train must return."""
+    events = []
+    server = make_server()
+    server.notify = lambda event: events.append(event.TYPE)
+    plan = {"type": "plan", "qname": "input", "session": 1, "epochs": 2, "rows_per_epoch": 5, "validation_rows": 3}
+    driver_send(server, secret, plan)
+    tgt = target(secret, server)
+    for epoch in (0, 1):
+        feed_rows(tgt, labelled(5), session=1, epoch=epoch)
+        header_plan = balanced_plan([3], 1)
+        feeder.feed_training_partition(tgt, 1, epoch, 0, header_plan, feeder.rdd_batches(labelled(3)), "validation")
+    feed = DataFeed(server, feed_timeout=10)
+    assert len(feed.next_batch(10)) == 10  # every training row; no validation row read
+    assert events == [], "Keras may still validate the last epoch"
+    server.fit_ended()
+    assert events == ["feed_consumed"]
 
 
 def test_runs_never_mix_without_plans(server, secret):

@@ -71,7 +71,7 @@ def test_optional_fields_left_unset_stay_off_the_wire_and_required_ones_stay_on(
         ({"type": "started"}, "field 'pid' is missing"),
         ({"type": "started", "pid": "7"}, "field 'pid' must be int"),
         ({"type": "started", "pid": True}, "field 'pid' must be int"),
-        ({"type": "stop", "grace_s": float("nan")}, "field 'grace_s' must be float"),
+        ({"type": "stop", "grace_s": float("nan")}, "field 'grace_s' must be a finite number"),
         ({"type": "log", "lines": ["ok", 3]}, "field 'lines' must be list[str]"),
         ({"type": "progress", "metrics": {1: 2}}, "field 'metrics' must be dict"),
         ({"type": "started", "pid": 7, "cmd": "rm -rf /"}, "unknown fields ['cmd']"),
@@ -90,3 +90,59 @@ def test_a_message_of_another_type_than_expected_is_refused():
 def test_messages_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         protocol.Done(rows=1).rows = 2
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ('{"type": "stop", "grace_s": Infinity}', "field 'grace_s' must be a finite number, got inf"),
+        ('{"type": "stop", "grace_s": NaN}', "field 'grace_s' must be a finite number, got nan"),
+        ('{"type": "train", "session": 1, "timeout": -Infinity}', "field 'timeout' must be a finite number"),
+        ('{"type": "plan", "session": 1, "epochs": 1, "rows_per_epoch": 1, "timeout": 0}', "'timeout' must be positi"),
+        ('{"type": "cache_seal", "session": 1, "timeout": -5.0}', "field 'timeout' must be positive, got -5.0"),
+        ('{"type": "done", "rows": -1}', "field 'rows' must not be negative, got -1"),
+        ('{"type": "train", "session": -1}', "field 'session' must not be negative"),
+        ('{"type": "train", "session": 1, "epoch": -2}', "field 'epoch' must not be negative"),
+        ('{"type": "train", "session": 1, "partition": -3}', "field 'partition' must not be negative"),
+        ('{"type": "train", "session": 1, "attempt": -1}', "field 'attempt' must not be negative"),
+        ('{"type": "infer", "partition": -1}', "field 'partition' must not be negative"),
+        ('{"type": "plan", "session": 1, "epochs": -1, "rows_per_epoch": 1}', "field 'epochs' must not be"),
+        ('{"type": "plan", "session": 1, "epochs": 1, "rows_per_epoch": 1, "seed": -7}', "'seed' must not be"),
+        ('{"type": "plan", "session": 1, "epochs": 1, "rows_per_epoch": 1, "cache_max_bytes": -1}', "must not be"),
+        ('{"type": "started", "pid": 9223372036854775808}', "field 'pid' must fit in 64 bits, got 9223372036854775808"),
+        ('{"type": "ack", "rows": -9223372036854775809}', "field 'rows' must fit in 64 bits"),
+        ('{"type": "feed_ready", "port": 1e400}', "field 'port' must be int"),  # 1e400 parses as inf: a float
+        ('{"type": "stop", "grace_s": 1e400}', "field 'grace_s' must be a finite number, got inf"),
+        ('{"type": "stop", "grace_s": -1.0}', "field 'grace_s' must not be negative"),
+    ],
+)
+def test_a_number_out_of_range_is_refused_naming_the_field(text, problem):
+    """Python's json reads NaN, Infinity and integers of any size: parse refuses what no peer of
+    sparkdl sends (every number on the wire is a count, id, size, seed or duration)."""
+    with pytest.raises(protocol.ProtocolError, match=problem.replace("(", r"\(")):
+        protocol.parse(json.loads(text))
+
+
+def test_numbers_at_the_edges_of_their_range_are_accepted():
+    assert protocol.parse({"type": "started", "pid": 2**63 - 1}) == protocol.Started(pid=2**63 - 1)
+    assert protocol.parse({"type": "done", "rows": 0}) == protocol.Done(rows=0)
+    assert protocol.parse({"type": "stop", "grace_s": 0}) == protocol.Stop(grace_s=0)
+    assert protocol.parse({"type": "train", "session": 0, "timeout": 1e-3}).timeout == 1e-3
+    assert protocol.parse({"type": "ack", "rows": None}) == protocol.Ack()
+    # free-form payloads are not numbers of the protocol: a diverged loss is news, not an attack
+    assert protocol.parse(json.loads('{"type": "progress", "metrics": {"loss": NaN}}')).metrics["loss"] != 0
+
+
+def test_a_node_keeps_every_field_of_a_training_plan():
+    """A new ``cluster.train`` option is one field of ``Plan`` and ``SessionPlan``: nothing copies it by hand."""
+    from dataclasses import fields
+
+    from sparkdl.feed.session import SessionPlan
+
+    plan = protocol.Plan(
+        session=2, epochs=3, rows_per_epoch=7, validation_rows=1, cache=True, cache_max_bytes=9, shuffle=True,
+        seed=4, node=1, deterministic=True, first_epoch=1,
+    )  # fmt: skip
+    session = SessionPlan.from_message(plan)
+    assert {f.name for f in fields(SessionPlan)} == {f.name for f in fields(protocol.Plan)} - {"qname", "timeout"}
+    assert all(getattr(session, f.name) == getattr(plan, f.name) for f in fields(SessionPlan))

@@ -91,10 +91,12 @@ def test_spark_mode_relaunch_feeds_only_the_epochs_not_yet_completed(sc2, tmp_pa
 
     assert cluster.restarts == 1
     for node in (0, 1):
-        assert _read(tmp_path, f"plan-attempt0-node{node}")["epochs"] == epochs
-        # Epochs 0..2 were completed and backed up: the relaunch is fed epochs 3..5 only.
-        assert _read(tmp_path, f"plan-attempt1-node{node}")["epochs"] == epochs - crash_after - 1
+        plans = [_read(tmp_path, f"plan-attempt{attempt}-node{node}") for attempt in (0, 1)]
+        assert [(plan["epochs"], plan["first_epoch"]) for plan in plans] == [(epochs, 0), (epochs, crash_after + 1)]
+        # Epochs 0..2 were completed and backed up: the relaunch is fed epochs 3..5 only, and
+        # fit(epochs=feed.num_epochs) resumed by Keras at epoch 3 runs exactly those.
         assert _read(tmp_path, f"start-attempt1-node{node}")["epoch"] == crash_after + 1
+        assert _read(tmp_path, f"epoch-attempt1-node{node}")["epoch"] == epochs - 1
         assert (tmp_path / f"done-attempt1-node{node}.json").exists()
     assert len(history["loss"]) == epochs and all(np.isfinite(history["loss"]))
 

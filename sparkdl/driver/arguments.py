@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
+import re
 
 from .. import roles as roles_mod
+
+#: A queue name as it may appear in the nodes' file names: no path separator, no leading dot.
+_QNAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
 
 
 class InputMode:
@@ -46,6 +52,43 @@ def validate_limits(
         raise ValueError(f"keep_node_files_days must be positive days or None, got {keep_node_files_days!r}")
     if num_gpus is not None and (not isinstance(num_gpus, int) or num_gpus < 0):
         raise ValueError(f"num_gpus must be a non-negative integer or None, got {num_gpus!r}")
+
+
+def check_feed_arguments(qname, feed_timeout, seed=None) -> None:
+    """Raise ValueError naming the first of ``cluster.train``'s or ``cluster.inference``'s feed
+    arguments that cannot work: checked on the driver, where the message reaches the user."""
+    check_qname(qname)
+    check_feed_timeout(feed_timeout)
+    check_seed(seed)
+
+
+def check_qname(qname) -> None:
+    """``qname`` names files on the nodes (``{qname}-run{session}``): 1 to 64 of ``A-Za-z0-9_.-``,
+    not starting with a dot, so that it can never leave its directory or hide."""
+    if not isinstance(qname, str) or not _QNAME.fullmatch(qname):
+        raise ValueError(
+            f"qname must be 1 to 64 of the characters A-Z a-z 0-9 _ . - not starting with '.', got {qname!r}"
+        )
+
+
+def check_feed_timeout(feed_timeout) -> None:
+    """``feed_timeout`` is a positive, finite number of seconds (the nodes refuse any other)."""
+    if not _is_number(feed_timeout) or not math.isfinite(feed_timeout) or feed_timeout <= 0:
+        raise ValueError(f"feed_timeout must be a positive, finite number of seconds, got {feed_timeout!r}")
+
+
+def check_seed(seed) -> None:
+    """``seed`` is None (a new one per call) or an integer in ``[0, 2**63)``: the nodes' int64."""
+    if seed is not None and not (_is_integer(seed) and 0 <= seed < 2**63):
+        raise ValueError(f"seed must be None or an integer from 0 to 2**63 - 1, got {seed!r}")
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy ints too
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def verbose_logs(verbose: bool | None) -> bool:

@@ -144,6 +144,7 @@ class TFCluster:
         cache_max_bytes: int | None = None,
         shuffle: bool = True,
         seed: int | None = None,
+        deterministic: bool = False,
     ) -> dict[str, list[float]]:
         """Feed an RDD or DataFrame to the chief and workers ``num_epochs`` times (InputMode.SPARK).
 
@@ -163,6 +164,11 @@ class TFCluster:
         ``shuffle`` gives each node its rows in a new order every epoch, within its own share:
         epoch 1 as Spark delivers it with each arriving frame permuted, later epochs a full
         permutation of the node's share, reproducible with ``seed`` (None: a new seed per call).
+        ``deterministic=True`` makes epoch 1 reproducible too: each node reads it, like the later
+        epochs, from its cache in an order set by ``seed`` and the data alone, so its training starts
+        once its whole share of epoch 1 has arrived (it needs ``cache``; a share that does not fit
+        fails the call). Every row reaches its node exactly once per epoch whatever Spark does
+        (task retries, speculative copies, lost executors): see docs/reliability.md.
 
         Raises ClusterError with the node's traceback as soon as a node fails, NodeStalled
         when a node reads nothing for ``feed_timeout`` seconds (naming it, with its Python
@@ -186,6 +192,7 @@ class TFCluster:
             cache_max_bytes,
             shuffle,
             seed,
+            deterministic=deterministic,
             show_progress=self.progress,
             history=self._history,
             history_reports=reports_before + num_epochs,
@@ -201,7 +208,8 @@ class TFCluster:
                     raise
                 # The relaunched nodes resume from their last completed epoch: feed only the rest.
                 done = self._history.reports - reports_before
-                run = replace(run, num_epochs=max(1, num_epochs - max(0, done)))
+                done = min(max(0, done), num_epochs - 1)
+                run = replace(run, num_epochs=num_epochs - done, first_epoch=done)
                 logger.info(
                     "sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id, run.num_epochs
                 )

@@ -53,9 +53,10 @@ def feed_epoch(
         def feed(batches):
             from pyspark import TaskContext
 
-            partition = TaskContext.get().partitionId()
+            task = TaskContext.get()
+            partition, attempt = task.partitionId(), task.attemptNumber()
             rows, skipped = feed_training_partition(
-                target, session, epoch, partition, plan, batches, split, shuffle_seed
+                target, session, epoch, partition, plan, batches, split, shuffle_seed, attempt
             )
             yield pa.RecordBatch.from_pydict({"rows": [rows], "skipped": [skipped]})
 
@@ -63,7 +64,12 @@ def feed_epoch(
     else:
 
         def feed_rdd(index, rows):
-            yield feed_training_partition(target, session, epoch, index, plan, rdd_batches(rows), split, shuffle_seed)
+            from pyspark import TaskContext
+
+            attempt = TaskContext.get().attemptNumber()
+            yield feed_training_partition(
+                target, session, epoch, index, plan, rdd_batches(rows), split, shuffle_seed, attempt
+            )
 
         results = data.mapPartitionsWithIndex(feed_rdd).collect()
     skipped = 0

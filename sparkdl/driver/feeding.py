@@ -28,6 +28,7 @@ from ..feed.feeder import FeedError, FeedTarget
 from ..feed.plan import balanced_plan
 from ..feed.wire import TRAIN_SPLIT, VALIDATION_SPLIT
 from ..roles import COLLECTIVE_ROLES
+from .arguments import check_feed_arguments
 from .coordinator import CAUSE_WAIT_S, Coordinator, NodeState
 from .feed_jobs import count_rows, feed_epoch, infer_frame, infer_frame_to_frame, infer_rdd
 from .history import TrainingHistory
@@ -64,6 +65,8 @@ class TrainingRun:
     cache_max_bytes: int | None = None
     shuffle: bool = True
     seed: int | None = None  # None: a new one per call
+    deterministic: bool = False  # epoch 1 read from the nodes' caches in the seeded order too
+    first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
     show_progress: bool = False
     history: TrainingHistory | None = None  # where the chief's epoch reports arrive
     history_reports: int = 0  # how many reports ``history`` holds once this call's epochs are all in
@@ -129,10 +132,15 @@ class ClusterFeeder:
         lines once it holds ``history_reports`` epoch reports (the chief reports an epoch after
         its validation, so shortly after the rows were read).
         """
+        check_feed_arguments(run.qname, run.feed_timeout, run.seed)
         self.spark.require_frames(run.data, "cluster.train")
         if run.validation_data is not None:
             self.spark.require_frames(run.validation_data, "cluster.train(validation_data=...)")
         self._check_train_arguments(run.data, run.num_epochs, run.validation_data, run.cache_max_bytes)
+        if run.deterministic and not run.cache:
+            raise ValueError(
+                "cluster.train(deterministic=True) reads epoch 1 from the nodes' caches: it needs cache=True"
+            )
         self.qnames.add(run.qname)
         with contextlib.ExitStack() as pinned:
             # With AQE, pinning a shuffled frame already runs its shuffle: do it as a watched job.
@@ -145,7 +153,7 @@ class ClusterFeeder:
                     run,
                     data=pin(run.data),
                     validation_data=pin(run.validation_data) if run.validation_data is not None else None,
-                    cache=run.cache and run.num_epochs > 1,
+                    cache=run.cache and (run.num_epochs > 1 or run.deterministic),
                     seed=secrets.randbits(63) if run.seed is None else int(run.seed),
                 )
             )
@@ -201,6 +209,8 @@ class ClusterFeeder:
                     shuffle=bool(run.shuffle),
                     seed=run.seed,
                     node=index,
+                    deterministic=run.deterministic,
+                    first_epoch=run.first_epoch,
                 ),
                 min(run.feed_timeout, 60),
                 [node],
@@ -249,6 +259,12 @@ class ClusterFeeder:
                             progress.epoch_done(epoch)
                         if epoch == 0 and run.cache:
                             replaying = self._settle_cache(nodes, run.qname, session, run.feed_timeout)
+                            if run.deterministic and not replaying:
+                                raise FeedError(
+                                    "cluster.train(deterministic=True): not every node could cache its share of "
+                                    "epoch 1 (its log says why); raise cache_max_bytes, free disk space, or train "
+                                    "with deterministic=False"
+                                )
                 self._await_read(nodes, run.qname, session)
                 if run.history is not None:
                     self._await_epoch_reports(run.history, run.history_reports, nodes[0])
@@ -343,6 +359,7 @@ class ClusterFeeder:
         schema; under Spark Connect a DataFrame input and ``result_schema`` are required. ``run``
         names this call in the nodes' reports of answered partitions (the driver's progress).
         """
+        check_feed_arguments(qname, feed_timeout)
         self.spark.require_frames(data, "cluster.inference")
         target = self._target(feed_timeout, qname, run)
         count = len(target.addresses)
@@ -396,12 +413,15 @@ class ClusterFeeder:
 
         thread = self.spark.thread(body, "sparkdl-feed-job")
         thread.start()
-        self._coordinator.wait_until(lambda c: "done" in outcome or bool(c.failures), None)
-        if self._coordinator.failures:
-            logger.debug("sparkdl: a node failed during '%s'; cancelling the feeding job", description)
+        # ends on the job's end, a node's failure, or the cluster closing (abort, shutdown)
+        self._coordinator.wait_until(lambda c: "done" in outcome or bool(c.failures) or bool(c.aborted), None)
+        if self._coordinator.failures or ("done" not in outcome and self._coordinator.aborted):
+            logger.debug("sparkdl: cancelling the feeding job '%s'", description)
             self.spark.cancel(self.job_group)
             thread.join(60)
             logger.debug("sparkdl: the feeding job ended")
+            if not self._coordinator.failures:
+                raise FeedError(f"{description}: the cluster was stopped ({self._coordinator.aborted})")
             raise self._node_failed(description)
         if "error" in outcome:
             error = outcome["error"]

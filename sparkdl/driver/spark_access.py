@@ -19,7 +19,10 @@ RDD input                       fed as is                                   reje
 ==============================  ==========================================  =====================================
 
 ``SPARKDL_DRIVER_HOST`` overrides the address the nodes are told to reach the coordinator at
-(a client behind NAT, or with several interfaces).
+(a client behind NAT, or with several interfaces), and ``SPARKDL_DRIVER_BIND_ADDRESS`` the address
+it listens on (by default the advertised one, or ``spark.driver.bindAddress`` with a
+SparkContext): a client behind NAT advertises its public address and binds ``0.0.0.0`` or its
+local one, which the public one is not.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ logger = logging.getLogger(__name__)
 
 #: The environment variable that overrides the coordinator's advertised address.
 DRIVER_HOST_ENV = "SPARKDL_DRIVER_HOST"
+#: The environment variable that overrides the address the coordinator binds (listens on).
+DRIVER_BIND_ENV = "SPARKDL_DRIVER_BIND_ADDRESS"
 
 
 class SparkAccess:
@@ -156,7 +161,7 @@ class ClassicSpark(SparkAccess):
         # (e.g. 0.0.0.0 in a Kubernetes driver pod, where the advertised name is a service).
         host = os.environ.get(DRIVER_HOST_ENV) or self.conf("spark.driver.host") or socket.gethostname()
         advertise = _resolve(host)
-        return self.conf("spark.driver.bindAddress") or advertise, advertise
+        return _bind_address(advertise, self.conf("spark.driver.bindAddress")), advertise
 
     def set_job_tag(self, tag: str, description: str) -> None:
         self._sc.setJobGroup(tag, description, interruptOnCancel=True)
@@ -211,7 +216,8 @@ class ConnectSpark(SparkAccess):
         # reach the Connect server, which is the network the cluster is on.
         host = os.environ.get(DRIVER_HOST_ENV)
         advertise = _resolve(host) if host else _route_toward(_connect_server_host(self._spark))
-        return advertise, advertise
+        # The server's spark.driver.bindAddress is about its own JVM, not this client: not read.
+        return _bind_address(advertise), advertise
 
     def set_job_tag(self, tag: str, description: str) -> None:
         del description  # Connect tags carry no description
@@ -267,6 +273,12 @@ def is_connect(obj: Any) -> bool:
     """Whether ``obj`` (a session or a DataFrame) belongs to Spark Connect: told by its type, never
     by global state (a process with a local Connect server also holds a classic SparkContext)."""
     return type(obj).__module__.startswith("pyspark.sql.connect")
+
+
+def _bind_address(advertise: str, spark_bind: str | None = None) -> str:
+    """Where the coordinator listens: ``SPARKDL_DRIVER_BIND_ADDRESS``, else Spark's bind address
+    (classic only), else the advertised address (one interface, never all of them by default)."""
+    return os.environ.get(DRIVER_BIND_ENV) or spark_bind or advertise
 
 
 def _resolve(host: str) -> str:

@@ -1,8 +1,9 @@
 """The node-side epoch cache: a training run's rows kept on the executor's disk after epoch 1.
 
 While the first epoch of a ``cluster.train`` call streams in, the node's feed server appends
-every Arrow IPC frame it receives to a file in the node's private directory (one file per split
-and Spark partition, so no two feeder threads share a file). If the driver then confirms that
+every Arrow IPC frame it receives to a file in the node's private cache directory, under Spark's
+local directory (``node/launch.py``; one file per split and Spark partition, so no two feeder
+threads share a file). If the driver then confirms that
 every node holds its whole share, epochs 2..N are served from these files instead of new Spark
 jobs: each file is memory-mapped (nothing is loaded), its frames decode zero-copy into numpy
 views, and rows are copied out a window (``WINDOW_BYTES``) at a time in file order. The pages a
@@ -14,8 +15,12 @@ is the same run after run for the same data, so a seeded per-epoch permutation o
 reproducible whatever order Spark's tasks delivered the first epoch in.
 
 Bounded: a run's cache stops (files deleted, one log line) once it would pass its byte limit or
-leave less than ``MIN_FREE_BYTES`` free on the disk; the driver then feeds that run from Spark
-every epoch, as without a cache.
+leave less than ``MIN_FREE_BYTES`` free on the disk, or a write fails (a full disk, a quota);
+the driver then feeds that run from Spark every epoch, as without a cache.
+
+pyspark.ml Vectors are cached as Spark sent them (sparse ones stay sparse on disk) and, as in
+epoch 1, handed to ``map_fun`` dense; a replay makes sparse ones dense only for the rows it
+gathers (:class:`_SparseVectors`), never for the whole cached share at once.
 """
 
 from __future__ import annotations
@@ -28,9 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from ..arrow_numpy import VECTOR_FIELDS
 from . import aligned
-from .columns import batch_to_columns
+from .columns import column_to_numpy
 from .elements import RowLayout
 from .wire import decode_batch
 
@@ -120,11 +128,15 @@ class RunCache:
         self._remove_files()
 
     def seal(self, rows_per_epoch: dict[str, int]) -> str | None:
-        """Close the files once epoch 1 is in; returns why the cache is incomplete, or None."""
+        """Close the files once epoch 1 is in; returns why the cache is incomplete, or None.
+
+        Closing flushes what is still buffered, so a full disk or quota may show only here: the
+        cache is then dropped with a warning and the run fed from Spark, as for any write error.
+        """
         with self._lock:
-            for part in self._files.values():
-                if not part.handle.closed:
-                    part.handle.close()
+            errors = [error for error in map(_close, self._files.values()) if error]
+            if errors and self.failure is None:
+                self._fail(errors[0])
             if self.failure is None:
                 for split, rows in rows_per_epoch.items():
                     if rows and self.rows.get(split, 0) != rows:
@@ -146,14 +158,73 @@ class RunCache:
 
     def _remove_files(self) -> None:
         for part in self._files.values():
-            if not part.handle.closed:
-                part.handle.close()
+            _close(part)  # a file that cannot be flushed is deleted all the same
             part.path.unlink(missing_ok=True)  # mapped pages stay readable until unmapped
         self._files.clear()
         for replay in self._replays.values():
             replay.close()
         self._replays.clear()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _close(part: _PartitionFile) -> str | None:
+    """Close ``part``'s file (flushing it); why that failed, or None."""
+    try:
+        part.handle.close()  # a no-op when already closed
+    except OSError as exc:
+        return f"writing {part.path} failed: {exc}"
+    return None
+
+
+class _SparseVectors:
+    """A cached frame's column of pyspark.ml Vectors, some sparse: Arrow over the mapped file,
+    made dense (as ``batch_to_columns`` makes it in epoch 1) only for the rows asked for.
+
+    Dense, one frame of sparse vectors can take many times its bytes on disk (a one-hot vector
+    of size 2^18 is 2 MiB), and a replay holds every frame of the node's share at once. Quacks
+    like the numpy columns :class:`CacheReplay` holds for the rest: ``shape``, ``dtype``,
+    ``itemsize``, ``nbytes`` and indexing by an array of row numbers.
+    """
+
+    dtype = np.dtype(np.float64)
+    itemsize = dtype.itemsize
+
+    def __init__(self, array: pa.StructArray, name: str):
+        self._array = array
+        self._name = name
+        sizes = np.where(
+            array.field("type").to_numpy(zero_copy_only=False) == 0,
+            array.field("size").to_numpy(zero_copy_only=False),
+            np.diff(array.field("values").offsets.to_numpy()),
+        )
+        self.shape = (len(array), int(max(sizes.max(initial=0), 0)))  # epoch 1's width for this frame
+        self.nbytes = array.nbytes
+
+    @staticmethod
+    def holds(array: pa.Array) -> bool:
+        """Whether ``array`` is a column of Vectors with at least one sparse vector."""
+        return (
+            pa.types.is_struct(array.type)
+            and {f.name for f in array.type} == VECTOR_FIELDS
+            and pc.any(pc.equal(array.field("type"), 0)).as_py() is True
+        )
+
+    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
+        dense = column_to_numpy(self._array.take(pa.array(rows)), self._name)
+        if dense.shape[1] == self.shape[1]:
+            return dense
+        padded = np.zeros((len(dense), self.shape[1]), self.dtype)  # these rows are narrower than the frame's
+        padded[:, : dense.shape[1]] = dense
+        return padded
+
+
+def _frame_columns(batch: pa.RecordBatch) -> dict:
+    """A cached frame's columns: numpy (views over the mapping where Arrow's layout allows), and
+    :class:`_SparseVectors` for Vector columns holding sparse vectors."""
+    columns = {}
+    for name, array in zip(batch.schema.names, batch.columns):
+        columns[name] = _SparseVectors(array, name) if _SparseVectors.holds(array) else column_to_numpy(array, name)
+    return RowLayout.of(batch.schema).shaped(columns)  # RDD shapes only: never a Vector column
 
 
 class CacheReplay:
@@ -169,7 +240,7 @@ class CacheReplay:
 
     def __init__(self, parts: list[_PartitionFile], window_bytes: int = WINDOW_BYTES):
         self._maps: list[mmap.mmap] = []
-        self.columns: list[dict[str, np.ndarray]] = []
+        self.columns: list[dict[str, np.ndarray | _SparseVectors]] = []
         self.names: list[str] = []
         self.layout: RowLayout | None = None  # how the cached elements were shaped (next_batch)
         sizes = []
@@ -182,7 +253,7 @@ class CacheReplay:
             view = memoryview(mapped)
             for offset, length in part.frames:
                 batch = decode_batch(view[offset : offset + length])
-                self.columns.append(batch_to_columns(batch))
+                self.columns.append(_frame_columns(batch))
                 self.names = batch.schema.names
                 self.layout = self.layout or RowLayout.of(batch.schema)
                 sizes.append(batch.num_rows)

@@ -23,7 +23,8 @@ from .cache import epoch_order
 from .columns import FeedDataError
 from .elements import RowLayout
 from .queues import END, END_PARTITION, Chunk, Columns, join_columns, join_slices
-from .server import FeedServer, SessionPlan
+from .server import FeedServer
+from .session import SessionPlan
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
 
 logger = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class DataFeed:
         if not isinstance(results, np.ndarray) and callable(getattr(results, "numpy", None)):
             results = results.numpy()  # a tf.Tensor: its rows, as numpy
         results = results if isinstance(results, np.ndarray) else list(results)
+        if not len(results):  # an empty batch's answer (TensorFlowOnSpark's examples send one at the end)
+            return
         self._check_result_count(len(results))
         start = 0
         while start < len(results):
@@ -151,9 +154,18 @@ class DataFeed:
 
     @property
     def num_epochs(self) -> int:
-        """Epochs the current (or next) ``cluster.train`` call feeds; after a relaunch that
-        resumes, the epochs not yet completed."""
-        return self._current_plan().epochs
+        """The ``epochs`` to give ``model.fit`` for the current (or next) ``cluster.train`` call:
+        the call's epoch count. After a relaunch that resumes (``max_restarts`` with
+        ``ctx.backup_and_restore`` and ``ctx.progress_callback``), Keras restarts at the first
+        epoch not completed (:attr:`first_epoch`) and runs up to this one: exactly the epochs fed."""
+        plan = self._current_plan()
+        return plan.first_epoch + plan.epochs
+
+    @property
+    def first_epoch(self) -> int:
+        """The first epoch (0-based) the current ``cluster.train`` call feeds: 0, or after a
+        relaunch that resumes, the first epoch the earlier attempt did not complete."""
+        return self._current_plan().first_epoch
 
     def steps_per_epoch(self, batch_size: int, split: str = TRAIN_SPLIT) -> int:
         """Batches ``as_dataset(batch_size, split=split)`` yields per epoch of the next ``cluster.train`` call.
@@ -243,7 +255,7 @@ class DataFeed:
 
         def one_iteration():
             left = rows_per_epoch
-            if all_epochs:
+            if all_epochs:  # every epoch fed (after a resuming relaunch, those not completed)
                 left = plan.total_rows(split) - self._server.rows_read_of(self.qname_in, session, split)
             while left > 0:
                 columns, _, count = self._read_run(session, split, min(block_rows, left))
@@ -334,7 +346,10 @@ class DataFeed:
             if item == END:
                 self._stopped = True
             elif not isinstance(item, Chunk) or (item.session or 0) < self._session:
-                self._queue.get(0)  # a marker, or rows of a run cut short
+                if item is self._chunks.get(TRAIN_SPLIT):
+                    self._chunks[TRAIN_SPLIT] = None  # the rest of the chunk being read: a run cut short
+                else:
+                    self._queue.get(0)  # a marker, or rows of a run cut short
             else:  # rows that came without a plan (a feeder driven by hand): read them unbounded
                 self._session = item.session or self._session
                 return self._session
@@ -365,6 +380,8 @@ class DataFeed:
     def _read_run(self, session: int, split: str, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
         """Up to ``max_rows`` rows of ``split`` of training run ``session``, never past its plan."""
         plan = self._server.known_plan(self.qname_in, session)
+        if split == TRAIN_SPLIT and session > 1:  # the last run's validation rows will not be read now
+            self._server.release_run(self.qname_in, session - 1)
         if plan is None:  # rows fed without a plan: one open-ended epoch
             plan = SessionPlan(session, rows_per_epoch=1 << 62, epochs=1)
         per_epoch = plan.split_rows(split)
@@ -376,7 +393,8 @@ class DataFeed:
         while count < max_rows and not self._stopped and not self._server.terminated.is_set():
             epoch, offset = divmod(done + count, per_epoch)
             wanted = min(max_rows - count, per_epoch - offset)
-            if epoch and plan.cache and self._server.replay_decision(self.qname_in, session, self.feed_timeout):
+            from_cache = (epoch or plan.deterministic) and plan.cache
+            if from_cache and self._server.replay_decision(self.qname_in, session, self.feed_timeout):
                 replay = self._server.run_cache(self.qname_in, session).replay(split)
                 columns, piece_layout, got = (
                     replay.take(self._epoch_order(plan, split, epoch, replay.rows), offset, wanted),

@@ -78,7 +78,8 @@ class _NodeLink:
 
     def __init__(self, target: FeedTarget, node: int, header: protocol.Train | protocol.Infer, partition: int):
         self.label = target.labels[node]
-        self.partition = partition
+        attempt = getattr(header, "attempt", 0)
+        self.partition = f"{partition} (attempt {attempt})" if attempt else partition  # as error messages name it
         self.timeout = target.feed_timeout
         self.rows = 0
         try:
@@ -167,17 +168,22 @@ def feed_training_partition(
     batches: Iterable[pa.RecordBatch],
     split: str = TRAIN_SPLIT,
     shuffle_seed: int | None = None,
+    attempt: int = 0,
 ) -> tuple[int, int]:
     """Send this partition's rows to their nodes per the plan, interleaved frame by frame.
 
     With ``shuffle_seed``, each frame's rows go out in a permuted order (seeded by the seed,
     epoch, partition and frame: the same data gives the same order). Returns ``(rows read,
     bitmask of nodes skipped)``: a node that terminated its feed or whose feed server is gone
-    is skipped, and the driver decides whether that is an error.
+    is skipped, and the driver decides whether that is an error. ``attempt`` is Spark's attempt
+    number of this task: a node accepts each row once whichever attempts send it (``ledger.py``),
+    so a retried or speculative attempt sends the partition from its first row again.
     """
     links: dict[int, _NodeLink] = {}
     skipped: set[int] = set()
-    header = protocol.Train(session=session, epoch=epoch, partition=partition, split=split, qname=target.qname)
+    header = protocol.Train(
+        session=session, epoch=epoch, partition=partition, split=split, qname=target.qname, attempt=attempt
+    )
     offset = 0
     expected_rows = plan.partition_rows[partition]
     try:

@@ -1,7 +1,7 @@
 """The node's bounded queues of fed rows, the chunks of rows they hold, and joining slices of chunks.
 
 A ``BoundedQueue`` holds at most ``max_bytes`` of received rows: ``put`` blocks while it is
-full, which stops the feed server reading its socket, which backs TCP up to the feeding task
+full (up to its ``timeout``), which stops the feed server reading its socket, which backs TCP up to the feeding task
 (backpressure). Readers wait with :func:`wait_with_heartbeat`, which keeps telling the driver
 that the node is alive (waiting for data is not a stall).
 """
@@ -68,10 +68,15 @@ class BoundedQueue:
         self._dropping = False
         self._cond = threading.Condition()
 
-    def put(self, item, nbytes: int = 0) -> None:
-        """Append, waiting while the queue holds ``max_bytes`` or more (markers never wait)."""
+    def put(self, item, nbytes: int = 0, timeout: float | None = None) -> None:
+        """Append, waiting while the queue holds ``max_bytes`` or more (markers never wait); raises
+        TimeoutError if it stays full for ``timeout`` seconds (None: as long as it takes)."""
         with self._cond:
-            self._cond.wait_for(lambda: self._bytes < self.max_bytes or self._dropping or nbytes == 0)
+            if not self._cond.wait_for(lambda: self._bytes < self.max_bytes or self._dropping or nbytes == 0, timeout):
+                raise TimeoutError(
+                    f"the queue stayed full ({self._bytes} of {self.max_bytes} bytes) for {timeout} s: "
+                    "nobody is reading it"
+                )
             if self._dropping and nbytes:
                 return
             self._items.append((item, nbytes))

@@ -19,79 +19,24 @@ import logging
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from .. import protocol
-from ..channel import Channel, ChannelServer, ChannelTimeout, Endpoint
+from ..channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
 from .cache import RunCache
 from .columns import FeedDataError, batch_to_columns
 from .elements import RowLayout
+from .ledger import DeliveryConflict, DeliveryLedger
 from .queues import END, END_PARTITION, BoundedQueue, Chunk, wait_with_heartbeat
+from .session import RunState, SessionPlan
 from .streams import FIRST_MESSAGE_TIMEOUT_S, InferenceStream, send_notice, stream_timeout
-from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch
+from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch, encode_batch
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class SessionPlan:
-    """What one ``cluster.train`` call (a training run, numbered ``session``) gives this node."""
-
-    session: int
-    rows_per_epoch: int
-    epochs: int
-    validation_rows: int = 0  # validation rows per epoch (0: no validation data)
-    cache: bool = False  # keep epoch 1 on disk and, if the driver agrees, replay it
-    cache_max_bytes: int | None = None
-    shuffle: bool = False  # permute the cached rows every epoch
-    seed: int = 0
-    node: int = 0  # this node's position among the data nodes (for the permutation)
-
-    @classmethod
-    def from_message(cls, message: protocol.Plan) -> "SessionPlan":
-        """The plan in a driver's ``Plan`` message."""
-        return cls(
-            message.session,
-            message.rows_per_epoch,
-            message.epochs,
-            message.validation_rows,
-            message.cache,
-            message.cache_max_bytes,
-            message.shuffle,
-            message.seed,
-            message.node,
-        )
-
-    def split_rows(self, split: str) -> int:
-        """Rows per epoch of ``split``."""
-        return self.rows_per_epoch if split == TRAIN_SPLIT else self.validation_rows
-
-    def total_rows(self, split: str = TRAIN_SPLIT) -> int:
-        """Rows of ``split`` over the whole call (every epoch)."""
-        return self.split_rows(split) * self.epochs
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        """The splits this run feeds."""
-        return (TRAIN_SPLIT, VALIDATION_SPLIT) if self.validation_rows else (TRAIN_SPLIT,)
-
-
-@dataclass
-class _Run:
-    """The server's state of one training run: plan, rows read, the first rows' schema, cache."""
-
-    plan: SessionPlan
-    cache: RunCache | None
-    read: dict[str, int] = field(default_factory=dict)
-    example: dict[str, np.ndarray] | None = None  # the first training row, as columns (the schema)
-    names: list[str] | None = None
-    replay: bool | None = None  # the driver's decision (None: not yet told)
-    consumed: bool = False
 
 
 class FeedServer:
@@ -119,7 +64,8 @@ class FeedServer:
         self.terminated = threading.Event()
         self._cache_dir = Path(cache_dir) if cache_dir else Path(tempfile.mkdtemp(prefix="sparkdl-feed-cache-"))
         self._queues: dict[tuple[str, str], BoundedQueue] = {}
-        self._runs: dict[tuple[str, int], _Run] = {}
+        self._runs: dict[tuple[str, int], RunState] = {}
+        self._ledger = DeliveryLedger()  # which rows of each fed partition this node accepted (exactly once)
         self._ended = False
         self._cond = threading.Condition()
         self._inference_turn = threading.Lock()  # one inference partition at a time per node
@@ -209,7 +155,7 @@ class FeedServer:
             return run.example, run.names
 
     def count_read(self, qname: str, session: int, rows: int, split: str = TRAIN_SPLIT) -> None:
-        """Count ``rows`` of ``split`` of training run ``session`` as read; when every split of the
+        """Count ``rows`` of ``split`` of training run ``session`` as read; once every split of the
         run is read in full, delete its cache and tell the driver (``cluster.train`` returns once
         every data node has read all of its rows)."""
         with self._cond:
@@ -217,16 +163,43 @@ class FeedServer:
             if run is None:
                 return
             run.read[split] = run.read.get(split, 0) + rows
-            done = not run.consumed and all(run.read.get(s, 0) >= run.plan.total_rows(s) for s in run.plan.splits)
-            run.consumed = run.consumed or done
-        if done:
-            if run.cache is not None:
-                run.cache.drop()
-            self.notify(
-                protocol.FeedConsumed(
-                    qname=qname, session=session, rows_read=self.rows_read, rows_received=self.rows_received
-                )
-            )
+            consumed = not run.consumed and all(run.read.get(s, 0) >= run.plan.total_rows(s) for s in run.plan.splits)
+        if consumed:
+            self._consumed(qname, session, run)
+
+    def fit_ended(self) -> None:
+        """``model.fit`` returned (``ctx.progress_callback``'s ``on_train_end``): a run whose training
+        rows are all read is over even if some validation epochs were not read (Keras'
+        ``validation_freq`` skips them), so ``cluster.train`` returns instead of waiting on them."""
+        with self._cond:
+            done = [
+                (key, run)
+                for key, run in self._runs.items()
+                if not run.consumed and run.read.get(TRAIN_SPLIT, 0) >= run.plan.total_rows(TRAIN_SPLIT)
+            ]
+        for (qname, session), run in done:
+            self._consumed(qname, session, run)
+
+    def _consumed(self, qname: str, session: int, run: RunState) -> None:
+        with self._cond:
+            if run.consumed:
+                return
+            run.consumed = True
+        self.release_run(qname, session)
+        read, received = self.rows_read, self.rows_received
+        self.notify(protocol.FeedConsumed(qname=qname, session=session, rows_read=read, rows_received=received))
+
+    def release_run(self, qname: str, session: int) -> None:
+        """Forget a training run that will be read no more: delete its cache; later streams for it
+        (a straggling speculative attempt) deliver nothing."""
+        with self._cond:
+            run = self._runs.get((qname, session))
+            if run is None or run.released:
+                return
+            run.released = True
+        self._ledger.close_run(qname, session)
+        if run.cache is not None:
+            run.cache.drop()
 
     def replay_decision(self, qname: str, session: int, timeout: float | None) -> bool:
         """Whether epochs 2..N of ``session`` come from the node's cache (waits for the driver)."""
@@ -296,23 +269,26 @@ class FeedServer:
         if message.split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
             raise protocol.ProtocolError(f"unknown split {message.split!r}")
         try:
-            self._receive(
-                channel,
-                self.queue(message.qname, message.split),
-                timeout,
-                session=message.session,
-                epoch=message.epoch,
-                split=message.split,
-                partition=message.partition,
-                qname=message.qname,
-            )
-        except ChannelTimeout:
+            self._receive_training(channel, message, timeout)
+        except (ChannelTimeout, TimeoutError) as exc:  # the task went silent, or map_fun stopped reading
+            where = f"partition {message.partition} (training run {message.session}, attempt {message.attempt})"
             why = (
-                f"the feeding task of partition {message.partition} (training run {message.session}) sent "
-                f"nothing for {timeout:g} s (feed_timeout): the node dropped it"
+                f"the feeding task of {where} sent nothing for {timeout:g} s (feed_timeout): the node dropped it"
+                if isinstance(exc, ChannelTimeout)
+                else f"map_fun read none of the queued rows for {timeout:g} s (feed_timeout): the node dropped {where}"
             )
             logger.warning("sparkdl: %s", why)
             send_notice(channel, why)
+        except ChannelError as exc:  # e.g. Spark killed a speculative copy that lost the race
+            logger.info(
+                "sparkdl: the stream of partition %d (training run %d, epoch %d, %s, attempt %d) ended early: %s",
+                message.partition,
+                message.session,
+                message.epoch + 1,
+                message.split,
+                message.attempt,
+                exc,
+            )
 
     def _on_infer(self, channel: Channel, message: protocol.Infer, timeout: float) -> None:
         with self._inference_turn:  # released however the stream ends, within its timeout
@@ -340,11 +316,11 @@ class FeedServer:
 
     def _add_plan(self, qname: str, plan: SessionPlan) -> None:
         cache = None
-        if plan.cache and plan.epochs > 1:
+        if plan.cache and (plan.epochs > 1 or plan.deterministic):
             label = f"training run {plan.session}" + (f" of queue {qname!r}" if qname != "input" else "")
             cache = RunCache(self._cache_dir / f"{qname}-run{plan.session}", plan.cache_max_bytes, label)
         with self._cond:
-            self._runs[(qname, plan.session)] = _Run(plan, cache)
+            self._runs[(qname, plan.session)] = RunState(plan, cache)
             self._cond.notify_all()
 
     def _seal(self, qname: str, session: int) -> str | None:
@@ -362,7 +338,7 @@ class FeedServer:
         if not run.replay and run.cache is not None:
             run.cache.drop()
 
-    def _check_schema(self, run: _Run, split: str, columns: dict[str, np.ndarray], names: list[str]) -> None:
+    def _check_schema(self, run: RunState, split: str, columns: dict[str, np.ndarray], names: list[str]) -> None:
         """Record the run's first training row; reject validation rows that do not match it."""
         with self._cond:
             if run.example is None and split == TRAIN_SPLIT:
@@ -386,45 +362,40 @@ class FeedServer:
                     f"training column is {want.dtype}{list(want.shape[1:])}"
                 )
 
-    def _receive(
-        self,
-        channel: Channel,
-        queue: BoundedQueue,
-        timeout: float,
-        session: int | None = None,
-        stream: InferenceStream | None = None,
-        epoch: int = 0,
-        split: str = TRAIN_SPLIT,
-        partition: int = 0,
-        qname: str = "input",
-    ) -> int | None:
-        """Queue a feeder's data frames until its ``done``; returns the row count (None if cut short).
-        Each frame must arrive within ``timeout`` (``ChannelTimeout``); waiting for queue space is
-        not counted (backpressure holds the feeder, not the reverse)."""
-        run = None
-        if session is not None:
-            with self._cond:
-                run = self._runs.get((qname, session))
-        cache = run.cache if run is not None and epoch == 0 else None
-        rows = 0
+    def _receive_training(self, channel: Channel, message: protocol.Train, timeout: float) -> None:
+        """Queue (and, in epoch 1, cache) a training stream's rows that this node does not hold yet.
+
+        Rows are numbered by their position in the stream; the partition's slot in the ledger
+        (``ledger.py``) admits only rows past what an earlier or concurrent attempt delivered, so
+        a retried or speculative feeding task adds no row twice and delivers the ones missing.
+        """
+        qname, session, split = message.qname, message.session, message.split
+        with self._cond:
+            run = self._runs.get((qname, session))
+        cache = run.cache if run is not None and message.epoch == 0 else None
+        # deterministic: epoch 1 is read from the cache, in the seeded order, once it holds the whole share
+        queue = None if cache is not None and run.plan.deterministic else self.queue(qname, split)
+        slot = self._ledger.slot((qname, session, message.epoch, split, message.partition), message.attempt)
+        position = 0
         while True:
             frame = channel.recv_any(timeout)
             if isinstance(frame, dict):
-                protocol.parse(frame, protocol.Done)
+                done = protocol.parse(frame, protocol.Done)
                 if self.terminated.is_set():
                     channel.send(protocol.Terminated().wire())
-                    return None
-                if stream is not None:
-                    queue.put(END_PARTITION)
-                    stream.expected = rows
-                    stream.maybe_complete()
-                else:
-                    channel.send(protocol.Ack(rows).wire())
-                return rows
+                    return
+                try:
+                    with slot.lock:
+                        slot.finish(message.attempt, done.rows)
+                except DeliveryConflict as exc:
+                    channel.send(protocol.Rejected(self._conflict(message, exc)).wire())
+                    return
+                channel.send(protocol.Ack(position).wire())
+                return
             if self.terminated.is_set():
                 channel.send(protocol.Terminated().wire())
                 self._drain(channel)
-                return None
+                return
             try:
                 batch = decode_batch(frame)
                 columns = batch_to_columns(batch)
@@ -433,12 +404,72 @@ class FeedServer:
             except (FeedDataError, ValueError) as exc:
                 channel.send(protocol.Rejected(str(exc)).wire())
                 self._drain(channel)
+                return
+            with slot.lock:  # held until the rows are queued: a racing attempt waits, in order
+                try:
+                    start, stop = slot.admit(position, batch.num_rows)
+                except DeliveryConflict as exc:
+                    channel.send(protocol.Rejected(self._conflict(message, exc)).wire())
+                    self._drain(channel)
+                    return
+                if start < stop:
+                    if start:  # part of the frame was delivered by another attempt
+                        batch = batch.slice(start)
+                        columns = {n: c[start:] for n, c in columns.items()}
+                        frame = encode_batch(batch)
+                    if cache is not None:
+                        cache.append(split, message.partition, frame, batch.num_rows)
+                    if queue is not None:  # bounded; twice the feeder's own limit, so its clearer error comes first
+                        queue.put(
+                            Chunk(
+                                columns, batch.schema.names, batch.num_rows, session, layout=RowLayout.of(batch.schema)
+                            ),
+                            nbytes=len(frame),
+                            timeout=2 * timeout,
+                        )
+                    with self._cond:  # several feeders may deliver at once
+                        self.rows_received += batch.num_rows
+            position += stop
+
+    def _conflict(self, message: protocol.Train, exc: DeliveryConflict) -> str:
+        """A rejection naming the partition and attempt whose rows differ from an earlier attempt's."""
+        return (
+            f"partition {message.partition}, attempt {message.attempt} (training run {message.session}, epoch "
+            f"{message.epoch + 1}, {message.split}) does not match the rows an earlier attempt delivered: {exc}. The "
+            "data is not deterministic between Spark tasks: cache() or checkpoint() it before cluster.train()."
+        )
+
+    def _receive(self, channel: Channel, queue: BoundedQueue, timeout: float, stream: InferenceStream) -> int | None:
+        """Queue an inference feeder's data frames until its ``done``; returns the row count (None if
+        cut short). Each frame must arrive within ``timeout`` (``ChannelTimeout``); waiting for queue
+        space is not counted (backpressure holds the feeder, not the reverse)."""
+        rows = 0
+        while True:
+            frame = channel.recv_any(timeout)
+            if isinstance(frame, dict):
+                protocol.parse(frame, protocol.Done)
+                if self.terminated.is_set():
+                    channel.send(protocol.Terminated().wire())
+                    return None
+                queue.put(END_PARTITION)
+                stream.expected = rows
+                stream.maybe_complete()
+                return rows
+            if self.terminated.is_set():
+                channel.send(protocol.Terminated().wire())
+                self._drain(channel)
                 return None
-            if cache is not None:
-                cache.append(split, partition, frame, batch.num_rows)
+            try:
+                batch = decode_batch(frame)
+                columns = batch_to_columns(batch)
+            except (FeedDataError, ValueError) as exc:
+                channel.send(protocol.Rejected(str(exc)).wire())
+                self._drain(channel)
+                return None
             queue.put(
-                Chunk(columns, batch.schema.names, batch.num_rows, session, stream, layout=RowLayout.of(batch.schema)),
+                Chunk(columns, batch.schema.names, batch.num_rows, None, stream, layout=RowLayout.of(batch.schema)),
                 nbytes=len(frame),
+                timeout=2 * timeout,  # bounded; twice the feeder's own limit, so its clearer error comes first
             )
             rows += batch.num_rows
             with self._cond:  # several feeders may deliver at once

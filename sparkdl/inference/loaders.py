@@ -117,20 +117,90 @@ def _layer_name(tensor: Any, index: int) -> str:
     return getattr(layer, "name", None) or f"output_{index}"
 
 
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _is_hdf5(local: str) -> bool:
+    """Whether HDF5's signature is where HDF5 looks for it: offset 0, 512, 1024, 2048... (a user
+    block of any size may come first, which is how a file can be both HDF5 and something else)."""
+    with open(local, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        offset = 0
+        while offset + len(_HDF5_SIGNATURE) <= size:
+            handle.seek(offset)
+            if handle.read(len(_HDF5_SIGNATURE)) == _HDF5_SIGNATURE:
+                return True
+            offset = max(512, offset * 2)
+    return False
+
+
+def _is_hdf5_file(path: str, local: str) -> bool:
+    """Whether the local model file is HDF5; ModelLoadError if it is a zip archive too.
+
+    Keras picks its loader from the file's content as well as its name (tf-keras reads any HDF5
+    file as .h5), so a file that is both could pass the checks of one format and load as the other.
+    """
+    hdf5 = os.path.isfile(local) and _is_hdf5(local)
+    if hdf5 and zipfile.is_zipfile(local):
+        raise ModelLoadError(
+            f"model {path!r} is both a zip archive and an HDF5 file: refusing a file whose format is "
+            "ambiguous; save the model again as a .keras or .h5 file"
+        )
+    return hdf5
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing repeated keys (JSON readers differ on which one wins)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise ValueError(f"repeated keys in {sorted(key for key, _ in pairs)}")
+    return data
+
+
+def _is_lambda(class_name: Any) -> bool:
+    """``Lambda``, also module-qualified (``keras.layers.Lambda``) or registered (``pkg>Lambda``)."""
+    return isinstance(class_name, str) and re.split(r"[.>]", class_name.strip())[-1] == "Lambda"
+
+
+def _has_lambda(config: Any) -> bool:
+    """Whether any object of a parsed model config (nested models, wrapped layers...) is a Lambda."""
+    pending = [config]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, dict):
+            if _is_lambda(node.get("class_name")) or _is_lambda(node.get("registered_name")):
+                return True
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return False
+
+
 def _refuse_code_in_h5(path: str, local: str) -> None:
-    """Raise ModelLoadError if the ``.h5`` file's model config holds a ``Lambda`` layer.
+    """Raise ModelLoadError if the ``.h5`` file's model config holds a ``Lambda`` layer, or is
+    not JSON that says for sure that it does not.
 
     tf-keras rebuilds an .h5 model by calling its layers, so a Lambda layer's marshalled Python
-    runs during the load: Keras' safe mode covers ``.keras`` files only.
+    runs during the load: Keras' safe mode covers ``.keras`` files only. The config is parsed as
+    tf-keras parses it (JSON escapes and spacing included) and walked whole.
     """
     import h5py
 
     with h5py.File(local, "r") as handle:
         config = handle.attrs.get("model_config")
-    if isinstance(config, bytes):
-        config = config.decode("utf-8", errors="replace")
-    layers = re.findall(r'"class_name":\s*"(Lambda)"', config or "")
-    if layers:
+    if config is None:
+        return  # weights only: tf-keras builds no model from it
+    try:
+        text = config.decode("utf-8") if isinstance(config, bytes) else config
+        if not isinstance(text, str):
+            raise ValueError(f"a {type(config).__name__}, not text")
+        parsed = json.loads(text, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError included
+        raise ModelLoadError(
+            f"model {path!r}: its model_config is not valid JSON ({str(exc)[:200]}), so whether it holds "
+            "code cannot be checked. Load it only if you trust who wrote the file: pass safe_mode=False"
+        ) from exc
+    if _has_lambda(parsed):
         raise ModelLoadError(
             f"model {path!r} has a Lambda layer: its Python code would run while the .h5 file "
             "loads. Load it only if you trust who wrote the file: pass safe_mode=False"
@@ -138,14 +208,13 @@ def _refuse_code_in_h5(path: str, local: str) -> None:
 
 
 def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedModel:
-    module = _keras_module_for(path)
     local = _local(path) if not _is_remote(path) else path
-    if path.endswith((".h5", ".hdf5")):
-        if safe_mode:
-            _refuse_code_in_h5(path, local)
-        options = {}
-    else:
-        options = {"safe_mode": safe_mode}
+    # Before any Keras code: the format as the file's bytes say it, whatever its name.
+    hdf5 = not _is_remote(path) and _is_hdf5_file(path, local)
+    if safe_mode and (hdf5 or path.endswith((".h5", ".hdf5"))):
+        _refuse_code_in_h5(path, local)
+    module = _keras_module_for(path)
+    options = {} if path.endswith((".h5", ".hdf5")) else {"safe_mode": safe_mode}
     with tf.device(device):
         try:
             model = module.models.load_model(local, compile=False, **options)

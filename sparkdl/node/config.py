@@ -68,7 +68,8 @@ class NodeConfig:
     log_dir: str | None  # TensorBoard's log directory (ctx.log_dir), final
     gpus: str | None  # CUDA_VISIBLE_DEVICES chosen for the node
     working_dir: str
-    node_dir: str  # the node's private directory (logs, status, epoch cache)
+    node_dir: str  # the node's private directory (logs, status)
+    cache_dir: str  # its epoch caches' private directory, under Spark's local directory (launch.feed_cache_dir)
     pythonpath: str
 
     @property

@@ -166,6 +166,10 @@ class NodeContext:
             def on_epoch_end(self, epoch, logs=None):
                 ctx.report_progress(force=True, step=self.step, epoch=epoch, epoch_end=True, **_scalars(logs))
 
+            def on_train_end(self, logs=None):
+                if ctx._feed_server is not None:  # validation epochs Keras skipped hold no train() call
+                    ctx._feed_server.fit_ended()
+
         return SparkdlProgress()
 
     def backup_and_restore(self, backup_dir: str, **kwargs: Any):

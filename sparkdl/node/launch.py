@@ -35,43 +35,81 @@ READY = "READY"
 FAILED = "FAILED"
 
 
-def user_root() -> Path:
-    """``$TMPDIR/sparkdl-$USER``: this user's private (0700) directory for sparkdl's node files.
+#: Where Spark names its local (spill) directories for an executor's Python worker, in order:
+#: YARN's container directories, then the list Spark itself sets in every Python worker (its block
+#: manager's directories under ``spark.local.dir``, ``SPARK_LOCAL_DIRS`` or the cluster manager's).
+SPARK_LOCAL_DIR_VARIABLES = ("LOCAL_DIRS", "SPARK_LOCAL_DIRS")
+
+
+def spark_local_dir() -> Path:
+    """The first existing, writable directory Spark names for local data on this executor
+    (:data:`SPARK_LOCAL_DIR_VARIABLES`, each a comma-separated list), else ``$TMPDIR``.
+
+    Spark's local directories are where the cluster's operators put disk for spills, and they are
+    cleaned up for us (Spark deletes its block manager's directories when the executor stops,
+    YARN its container directories when the application ends); ``$TMPDIR`` is often small (a
+    root file system, a memory-backed /tmp).
+    """
+    for variable in SPARK_LOCAL_DIR_VARIABLES:
+        for entry in map(str.strip, os.environ.get(variable, "").split(",")):
+            if entry and os.path.isdir(entry) and os.access(entry, os.W_OK | os.X_OK):
+                return Path(entry)
+    return Path(tempfile.gettempdir())
+
+
+def user_root(base: str | os.PathLike | None = None) -> Path:
+    """``<base>/sparkdl-$USER`` (base: ``$TMPDIR``): this user's private (0700) directory for
+    sparkdl's node files there.
 
     Raises PermissionError when another user owns it (on a shared host nobody may plant or
     read another user's node files).
     """
-    root = Path(tempfile.gettempdir()) / f"sparkdl-{getpass.getuser()}"
+    root = Path(base if base is not None else tempfile.gettempdir()) / f"sparkdl-{getpass.getuser()}"
     root.mkdir(mode=0o700, exist_ok=True)
     info = root.lstat()
     if root.is_symlink() or info.st_uid != os.getuid():
+        setting = "TMPDIR" if base is None else "Spark's local directories"
         raise PermissionError(
-            f"{root} is not a directory owned by this user (uid {os.getuid()}); remove it or point TMPDIR elsewhere"
+            f"{root} is not a directory owned by this user (uid {os.getuid()}); remove it or point {setting} elsewhere"
         )
     if info.st_mode & 0o077:
         root.chmod(0o700)
     return root
 
 
-def cluster_dir(cluster_id: str) -> Path:
-    """This user's private directory for one cluster's files on this host (created if missing)."""
-    path = user_root() / cluster_id
+def cache_root() -> Path:
+    """This user's private directory for epoch caches: in Spark's local directory (see :func:`spark_local_dir`)."""
+    return user_root(spark_local_dir())
+
+
+def cluster_dir(cluster_id: str, root: Path | None = None) -> Path:
+    """This user's private directory for one cluster's files on this host (created if missing);
+    ``root``: a :func:`user_root` (default: the one in ``$TMPDIR``)."""
+    path = (root or user_root()) / cluster_id
     path.mkdir(exist_ok=True, mode=0o700)
     return path
 
 
-def node_dir(cluster_id: str, role: NodeRole, attempt: int = 0) -> Path:
-    """A private per-user, per-cluster, per-node (and per-relaunch) directory for logs and status."""
+def node_dir(cluster_id: str, role: NodeRole, attempt: int = 0, root: Path | None = None) -> Path:
+    """A private per-user, per-cluster, per-node (and per-relaunch) directory for logs and status
+    (under ``root``, a :func:`user_root`; default: the one in ``$TMPDIR``)."""
     name = f"node{role.node_number}-{role.job_name}{role.task_index}" + (f"-attempt{attempt}" if attempt else "")
-    path = cluster_dir(cluster_id) / name
+    path = cluster_dir(cluster_id, root) / name
     path.mkdir(exist_ok=True, mode=0o700)
     return path
 
 
-def feed_cache_dir(node_directory: str | os.PathLike) -> Path:
-    """Where a node keeps the epoch caches of its training runs (``feed/cache.py``); the
-    supervisor removes it when the TF process ends, however it ended."""
-    return Path(node_directory) / "feed-cache"
+def feed_cache_dir(cluster_id: str, role: NodeRole, attempt: int = 0) -> Path:
+    """Where a node keeps the epoch caches of its training runs (``feed/cache.py``): its node
+    directory under :func:`cache_root`, not the one holding its logs, since a cache can be as big
+    as the node's share of the data. The supervisor removes it when the TF process ends."""
+    return node_dir(cluster_id, role, attempt, cache_root()) / "feed-cache"
+
+
+def prune_node_files(keep_days: float | None, current: str) -> None:
+    """Prune earlier clusters' files (see :func:`prune_old_clusters`) from both places they live."""
+    for root in dict.fromkeys((user_root(), cache_root())):  # one root when Spark names no local dir
+        prune_old_clusters(root, keep_days, current)
 
 
 def prune_old_clusters(root: Path, keep_days: float | None, current: str) -> list[str]:
@@ -117,7 +155,8 @@ def node_config(
 ) -> NodeConfig:
     """The supervisor's configuration of node ``node_number`` on this host (creates its directory)."""
     settings = spec.settings
-    directory = node_dir(spec.cluster_id, settings.roles[node_number], spec.attempt)
+    role = settings.roles[node_number]
+    directory = node_dir(spec.cluster_id, role, spec.attempt)
     env = dict(settings.env)
     env.update(keras_policy.node_keras_env(settings.env, os.environ))
     if gpus is not None:
@@ -137,6 +176,7 @@ def node_config(
         gpus=gpus,
         working_dir=os.getcwd(),
         node_dir=str(directory),
+        cache_dir=str(feed_cache_dir(spec.cluster_id, role, spec.attempt)),
         # The node's processes import what this task can (sparkdl, addPyFile'd modules, test helpers).
         pythonpath=os.pathsep.join(p for p in sys.path if p),
     )
@@ -156,7 +196,7 @@ def launch_node(
     """
     settings = spec.settings
     role = settings.roles[node_number]
-    prune_old_clusters(user_root(), settings.keep_node_files_days, spec.cluster_id)
+    prune_node_files(settings.keep_node_files_days, spec.cluster_id)
     label = f"{role.label} on host {os.uname().nodename}"
     assignment = gpus.select_gpus(
         settings.num_gpus,

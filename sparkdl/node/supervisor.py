@@ -29,7 +29,7 @@ from ..channel import Channel, ChannelError, Endpoint, connect
 from . import keras_policy, watchdog
 from .config import NodeConfig, ProcessConfig
 from .console import console_lines
-from .launch import FAILED, READY, feed_cache_dir
+from .launch import FAILED, READY
 from .logs import NodeLog, log_tail
 from .ports import reserve_port
 
@@ -347,7 +347,7 @@ class Supervisor:
             os.killpg(self.child.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        shutil.rmtree(feed_cache_dir(self.node_dir), ignore_errors=True)  # however the node ended
+        shutil.rmtree(self.cfg.cache_dir, ignore_errors=True)  # however the node ended
         if self.tensorboard is not None:
             self.tensorboard.terminate()
         self.node_log.finish()  # every line in the file and at the driver before the end is reported

@@ -24,7 +24,6 @@ from .. import protocol
 from . import keras_policy, watchdog
 from .config import ProcessConfig
 from .context import NodeContext
-from .launch import feed_cache_dir
 
 
 def _status_writer(fd: int):
@@ -106,7 +105,7 @@ def main() -> int:
                 launch.secret,
                 config.host,
                 launch.settings.feed_queue_bytes,
-                cache_dir=feed_cache_dir(config.node.node_dir),
+                cache_dir=config.node.cache_dir,
                 endpoint=Endpoint.feed(launch.cluster_id, config.node.node_number),
             )
         ctx = NodeContext.from_config(config, tmp_socket, _status_writer(config.status_fd), feed_server)

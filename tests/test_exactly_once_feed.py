@@ -1,0 +1,153 @@
+"""Exactly-once delivery on the node, over real sockets: the rows of one partition sent by several
+attempts of its feeding task (a retry after a failure part-way, two speculative copies at once)
+reach the reader once each, in partition order, and the epoch cache holds each once."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from sparkdl import protocol
+from sparkdl.channel import Endpoint, connect, new_secret
+from sparkdl.feed import feeder
+from sparkdl.feed.columns import FeedDataError
+from sparkdl.feed.data_feed import DataFeed
+from sparkdl.feed.feeder import FeedTarget
+from sparkdl.feed.ledger import DeliveryConflict, PartitionSlot
+from sparkdl.feed.plan import balanced_plan
+from sparkdl.feed.server import FeedServer
+
+pytestmark = pytest.mark.timeout(120)
+
+ROWS, NODES, BATCH_ROWS = 5000, 2, 500
+
+
+class FlakySource(Exception):
+    """What a source failing part-way raises (a lost executor looks the same to the node)."""
+
+
+@pytest.fixture
+def secret():
+    return new_secret()
+
+
+@pytest.fixture
+def nodes(secret):
+    servers = [FeedServer(secret, "127.0.0.1", endpoint=Endpoint.feed("exactly-once", n)) for n in range(NODES)]
+    yield servers
+    for server in servers:
+        server.terminated.set()
+        server.close()
+
+
+def tell(server, secret, message: protocol.Message) -> protocol.Message:
+    """Send a driver message to a node's feed server; its reply."""
+    with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
+        channel.send(message.wire())
+        return protocol.parse(channel.recv(10), protocol.Ack, protocol.CacheStatus)
+
+
+def batches(fail_after: int | None = None, barrier: threading.Barrier | None = None):
+    """The partition's rows (column ``id``) in BATCH_ROWS batches; raises after ``fail_after`` rows."""
+    for start in range(0, ROWS, BATCH_ROWS):
+        if fail_after is not None and start >= fail_after:
+            raise FlakySource(f"failing after {start} rows")
+        if barrier is not None:
+            barrier.wait(30)  # two attempts step through the partition side by side
+        yield pa.RecordBatch.from_pydict({"id": np.arange(start, start + BATCH_ROWS, dtype=np.int64)})
+
+
+def feed(secret, servers, plan, source, attempt: int, epoch: int = 0):
+    target = FeedTarget(
+        secret,
+        tuple(s.address for s in servers),
+        tuple(s.endpoint for s in servers),
+        tuple(f"worker:{i}" for i in range(len(servers))),
+        30.0,
+        "input",
+    )
+    return feeder.feed_training_partition(target, 1, epoch, 0, plan, source, shuffle_seed=3, attempt=attempt)
+
+
+def read_all(server) -> list[int]:
+    return [int(row[0]) for row in DataFeed(server, feed_timeout=10).next_batch(ROWS)]
+
+
+def planned_share(plan, node: int) -> list[int]:
+    return sorted(plan.assignments(0, 0, ROWS)[node].tolist())
+
+
+def send_plans(secret, servers, plan, epochs=1, cache=False):
+    for index, server in enumerate(servers):
+        message = protocol.Plan(
+            session=1, epochs=epochs, rows_per_epoch=plan.rows_per_node, cache=cache, shuffle=True, seed=3, node=index
+        )
+        assert isinstance(tell(server, secret, message), protocol.Ack)
+
+
+def test_a_retry_after_a_partial_stream_adds_no_row_and_misses_none(secret, nodes):
+    plan = balanced_plan([ROWS], NODES)
+    send_plans(secret, nodes, plan, epochs=2, cache=True)
+    with pytest.raises(FlakySource):
+        feed(secret, nodes, plan, batches(fail_after=3000), attempt=0)
+    assert feed(secret, nodes, plan, batches(), attempt=1) == (ROWS, 0)
+    for index, server in enumerate(nodes):
+        status = tell(server, secret, protocol.CacheSeal(1))
+        assert status.problem is None, "the cache holds the node's share exactly once"
+        got = DataFeed(server, feed_timeout=10).next_batch(plan.rows_per_node)  # epoch 1, from the queue
+        assert sorted(int(row[0]) for row in got) == planned_share(plan, index)
+        assert server.rows_received == plan.rows_per_node, "no surplus row was ever queued"
+
+
+def test_two_attempts_at_once_deliver_each_row_once_in_partition_order(secret, nodes):
+    plan = balanced_plan([ROWS], NODES)
+    send_plans(secret, nodes, plan)
+    lockstep = threading.Barrier(2)
+    results = [None, None]
+
+    def attempt(number: int) -> None:
+        results[number] = feed(secret, nodes, plan, batches(barrier=lockstep), attempt=number)
+
+    threads = [threading.Thread(target=attempt, args=(n,), daemon=True) for n in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert results == [(ROWS, 0), (ROWS, 0)], "both copies end quietly: the loser's rows were surplus"
+    for index, server in enumerate(nodes):
+        got = read_all(server)
+        assert sorted(got) == planned_share(plan, index)
+        # frames are permuted within themselves (shuffle_seed) but never interleaved across attempts
+        assert [row // BATCH_ROWS for row in got] == sorted(row // BATCH_ROWS for row in got)
+
+
+def test_an_attempt_whose_rows_differ_fails_naming_node_partition_and_attempt(secret, nodes):
+    plan = balanced_plan([ROWS], NODES)
+    send_plans(secret, nodes, plan)
+    with pytest.raises(FlakySource):
+        feed(secret, nodes, plan, batches(fail_after=3000), attempt=0)
+    short_plan = balanced_plan([2000], NODES)  # the retry's data has fewer rows than were delivered
+    with pytest.raises(FeedDataError, match=r"node worker:0 rejected partition 0 \(attempt 2\).*attempt 2"):
+        feed(secret, nodes, short_plan, (b for b in batches() if b["id"][0].as_py() < 2000), attempt=2)
+
+
+def test_a_slot_admits_only_rows_past_its_watermark():
+    slot = PartitionSlot()
+    assert slot.admit(0, 10) == (0, 10)
+    assert slot.admit(0, 4) == (4, 4), "a retry's first rows were delivered already"
+    assert slot.admit(4, 10) == (6, 10), "the retry's frame straddles the watermark: only its tail is new"
+    assert slot.accepted == 14
+    with pytest.raises(DeliveryConflict):
+        slot.admit(20, 5)  # a stream never skips rows
+    with pytest.raises(DeliveryConflict, match="attempt 3 sent 12 rows"):
+        slot.finish(3, 12)
+
+
+def test_empty_results_for_an_empty_batch_are_accepted(nodes):
+    feed_ = DataFeed(nodes[0], train_mode=False, feed_timeout=5)
+    feed_.batch_results([])  # TensorFlowOnSpark's own test does this at the end of the feed
+    with pytest.raises(ValueError, match="more results than rows"):
+        feed_.batch_results([1.0])

@@ -1,0 +1,62 @@
+"""``cluster.train``'s and ``cluster.inference``'s feed arguments are checked on the driver before
+anything runs: a ``qname`` becomes part of file names on the nodes, a ``seed`` and a
+``feed_timeout`` travel in control messages that the nodes refuse out of range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparkdl.driver import arguments
+from sparkdl.driver.feeding import ClusterFeeder, TrainingRun
+
+
+@pytest.mark.parametrize("seed", [None, 0, 7, 2**63 - 1, np.int64(3)])
+def test_a_seed_is_none_or_a_non_negative_64_bit_integer(seed):
+    arguments.check_feed_arguments("input", 600, seed)
+
+
+@pytest.mark.parametrize("seed", [-1, True, False, 1.5, 2.0, "7", 2**63])
+def test_any_other_seed_is_refused_naming_seed(seed):
+    with pytest.raises(ValueError, match=r"^seed must be .*got"):
+        arguments.check_feed_arguments("input", 600, seed)
+
+
+@pytest.mark.parametrize("qname", ["input", "Q_2", "a.b-c", "x" * 64, "0", "_"])
+def test_a_file_name_safe_qname_is_accepted(qname):
+    arguments.check_feed_arguments(qname, 600)
+
+
+@pytest.mark.parametrize(
+    "qname",
+    ["", ".", "..", ".hidden", "../etc", "a/b", "a\\b", "a b", "a\nb", "a\x00b", "é", "x" * 65, None, 3, b"input"],
+)
+def test_a_qname_that_could_leave_its_file_name_is_refused_naming_qname(qname):
+    with pytest.raises(ValueError, match=r"^qname must be .*got"):
+        arguments.check_feed_arguments(qname, 600)
+
+
+@pytest.mark.parametrize("feed_timeout", [0, -1, float("nan"), float("inf"), True, "600", None])
+def test_a_feed_timeout_must_be_positive_and_finite(feed_timeout):
+    with pytest.raises(ValueError, match=r"^feed_timeout must be .*got"):
+        arguments.check_feed_arguments("input", feed_timeout)
+
+
+@pytest.mark.parametrize(
+    "run, problem",
+    [
+        (TrainingRun(data=None, num_epochs=1, feed_timeout=600, seed=-1), "seed"),
+        (TrainingRun(data=None, num_epochs=1, feed_timeout=600, qname="../../tmp/x"), "qname"),
+        (TrainingRun(data=None, num_epochs=1, feed_timeout=0), "feed_timeout"),
+    ],
+)
+def test_cluster_train_checks_its_arguments_before_anything_else(run, problem):
+    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, cluster_id="c")  # never reached
+    with pytest.raises(ValueError, match=f"^{problem} must be"):
+        feeder.train(run)
+
+
+def test_cluster_inference_checks_qname_before_anything_else():
+    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, cluster_id="c")
+    with pytest.raises(ValueError, match="^qname must be"):
+        feeder.inference(None, 600, "a/b")

@@ -93,6 +93,13 @@ SECTIONS = (
                 ("--consume", "graph", "--parts", "b", "--cache_epochs", "2", *QUICK_TRAIN_FEED),
                 "graph-mode read",
             ),
+            Run(
+                "train_feed_exactly_once",
+                "train_feed.py",
+                ("--parts", "abe"),
+                ("--parts", "e", "--cache_epochs", "2", *QUICK_TRAIN_FEED),
+                "exactly-once feed, deterministic epoch 1",
+            ),
         ),
     ),
     Section(

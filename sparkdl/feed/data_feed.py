@@ -63,6 +63,7 @@ class DataFeed:
         self._stopped = False
         self._session = 1  # the training run (cluster.train call) next_batch reads
         self._order: tuple[tuple, np.ndarray] | None = None  # the current epoch's permutation
+        self._released = 0  # training runs up to this one were released (read no more)
 
     # -- TensorFlowOnSpark API --
 
@@ -154,17 +155,15 @@ class DataFeed:
 
     @property
     def num_epochs(self) -> int:
-        """The ``epochs`` to give ``model.fit`` for the current (or next) ``cluster.train`` call:
-        the call's epoch count. After a relaunch that resumes (``max_restarts`` with
-        ``ctx.backup_and_restore`` and ``ctx.progress_callback``), Keras restarts at the first
-        epoch not completed (:attr:`first_epoch`) and runs up to this one: exactly the epochs fed."""
+        """The ``epochs`` to give ``model.fit`` for the current (or next) ``cluster.train`` call. After
+        a relaunch that resumes (``ctx.backup_and_restore``), Keras restarts at :attr:`first_epoch`
+        and runs up to this one: exactly the epochs fed."""
         plan = self._current_plan()
         return plan.first_epoch + plan.epochs
 
     @property
     def first_epoch(self) -> int:
-        """The first epoch (0-based) the current ``cluster.train`` call feeds: 0, or after a
-        relaunch that resumes, the first epoch the earlier attempt did not complete."""
+        """The first epoch (0-based) the current ``cluster.train`` call feeds (> 0 after a resuming relaunch)."""
         return self._current_plan().first_epoch
 
     def steps_per_epoch(self, batch_size: int, split: str = TRAIN_SPLIT) -> int:
@@ -380,8 +379,9 @@ class DataFeed:
     def _read_run(self, session: int, split: str, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
         """Up to ``max_rows`` rows of ``split`` of training run ``session``, never past its plan."""
         plan = self._server.known_plan(self.qname_in, session)
-        if split == TRAIN_SPLIT and session > 1:  # the last run's validation rows will not be read now
+        if split == TRAIN_SPLIT and session - 1 > self._released:  # the last run's validation is over
             self._server.release_run(self.qname_in, session - 1)
+            self._released = session - 1
         if plan is None:  # rows fed without a plan: one open-ended epoch
             plan = SessionPlan(session, rows_per_epoch=1 << 62, epochs=1)
         per_epoch = plan.split_rows(split)

@@ -13,9 +13,10 @@ import pytest
 from sparkdl import channel as ch
 from sparkdl.channel import AuthenticationError, ChannelError, ChannelServer, Endpoint, connect, new_secret
 
+from raw_peers import read_hello
+
 pytestmark = pytest.mark.timeout(60)
 
-HELLO_BYTES = len(ch.MAGIC) + ch.NONCE_BYTES
 ENDPOINT = Endpoint("test-cluster", "node0", "echo")
 
 
@@ -65,12 +66,7 @@ def echo(secret):
 def raw_client(address):
     """A plain socket that has read the server's hello."""
     sock = socket.create_connection(address, timeout=5)
-    hello = b""
-    while len(hello) < HELLO_BYTES:
-        chunk = sock.recv(HELLO_BYTES - len(hello))
-        assert chunk, "server closed before sending its hello"
-        hello += chunk
-    assert hello.startswith(ch.MAGIC)
+    read_hello(sock)
     return sock
 
 

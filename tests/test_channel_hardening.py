@@ -16,10 +16,12 @@ import time
 
 import psutil
 import pytest
-from test_channel import HELLO_BYTES, closed_by_peer
+from test_channel import closed_by_peer
 
 from sparkdl import channel as ch
 from sparkdl.channel import ChannelError, ChannelServer, Endpoint, connect, new_secret
+
+from raw_peers import HELLO_BYTES, Relay, read_hello
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -203,18 +205,6 @@ def recv_all(sock: socket.socket, timeout: float = 5.0) -> bytes:
     return data
 
 
-def read_hello(sock: socket.socket) -> bytes:
-    """The server's hello, read from a raw socket."""
-    sock.settimeout(5)
-    hello = b""
-    while len(hello) < HELLO_BYTES:
-        chunk = sock.recv(HELLO_BYTES - len(hello))
-        assert chunk, "closed before the hello"
-        hello += chunk
-    assert hello.startswith(ch.MAGIC)
-    return hello
-
-
 @contextlib.contextmanager
 def idle_flood(address, count=FLOOD_SIZE, source="127.0.0.1"):
     """``count`` connections from ``source`` that never say a word, held open until the block ends."""
@@ -282,35 +272,17 @@ def test_a_flood_from_one_address_leaves_another_address_its_slot(monkeypatch):
     assert proof == ch._mac(secret, b"server", identity, client_nonce, server_nonce)
 
 
-class Front:
-    """A listener that turns away its first ``refuse`` connections (``how``: closed before the
-    hello, or told BUSY after it), then splices every later one onto ``upstream``."""
+class Front(Relay):
+    """A relay that turns away its first ``refuse`` connections (``how``: closed before the hello,
+    or told BUSY after it), then splices every later one onto ``upstream``."""
 
     def __init__(self, upstream, refuse: int, how: str):
-        self.upstream, self.refuse, self.how = upstream, refuse, how
-        self.connections = 0
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = self.listener.getsockname()[:2]
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.refuse, self.how = refuse, how
+        super().__init__(upstream)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            self.connections += 1
-            self.sockets.append(client)
-            if self.connections <= self.refuse:
-                self._turn_away(client)
-                continue
-            server = socket.create_connection(self.upstream, timeout=10)
-            self.sockets.append(server)
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
-
-    def _turn_away(self, client: socket.socket) -> None:
+    def intercept(self, client: socket.socket) -> bool:
+        if self.connections > self.refuse:
+            return False
         if self.how == "busy":
             client.settimeout(5)
             client.sendall(ch.MAGIC + os.urandom(ch.NONCE_BYTES))
@@ -319,23 +291,7 @@ class Front:
                 answer += client.recv(ch.NONCE_BYTES + ch.TAG_BYTES - len(answer))
             client.sendall(ch.BUSY)
         client.close()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-    def close(self) -> None:
-        self.listener.close()
-        for sock in self.sockets:
-            sock.close()
+        return True
 
 
 @pytest.mark.parametrize("how", ["closed", "busy"])

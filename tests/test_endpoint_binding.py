@@ -8,8 +8,6 @@ feed servers and a real TCP relay on 127.0.0.1.
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 
 import pytest
@@ -18,48 +16,9 @@ from test_node_feed import feed_rows, labelled, make_server, secret, target  # n
 from sparkdl.channel import AuthenticationError, Endpoint, connect
 from sparkdl.feed.feeder import FeedError, FeedTarget
 
+from raw_peers import Relay
+
 pytestmark = pytest.mark.timeout(60)
-
-
-class Relay:
-    """A man in the middle: accepts connections and splices each onto ``upstream``, byte for byte."""
-
-    def __init__(self, upstream: tuple[str, int]):
-        self.upstream = upstream
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.address = self.listener.getsockname()[:2]
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return  # closed
-            server = socket.create_connection(self.upstream, timeout=10)
-            self.sockets += [client, server]
-            for source, sink in ((client, server), (server, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while data := source.recv(65536):
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.listener.close()
-        for sock in self.sockets:
-            sock.close()
 
 
 def wait_until(condition, timeout: float = 10.0) -> bool:

@@ -33,8 +33,6 @@ class PartitionSlot:
     """What this node accepted of one partition, for one epoch and split."""
 
     accepted: int = 0  # rows accepted so far (the watermark)
-    finished_by: int | None = None  # the attempt whose stream ended first with every row (Done)
-    attempts: set[int] = field(default_factory=set)  # attempts that streamed to this slot
     closed: bool = False  # the run was read in full: a late attempt's rows are all surplus
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -53,13 +51,12 @@ class PartitionSlot:
         return start, rows
 
     def finish(self, attempt: int, rows: int) -> None:
-        """An attempt's stream ended with ``rows`` rows in all (its ``Done``)."""
+        """Check an attempt's stream that ended with ``rows`` rows in all (its ``Done``): fewer
+        than were delivered means the data changed between attempts."""
         if not self.closed and rows < self.accepted:
             raise DeliveryConflict(
                 f"attempt {attempt} sent {rows} rows, but an earlier attempt delivered {self.accepted}"
             )
-        if self.finished_by is None:
-            self.finished_by = attempt
 
 
 class DeliveryLedger:
@@ -70,14 +67,12 @@ class DeliveryLedger:
         self._closed: set[tuple[str, int]] = set()  # training runs read in full
         self._lock = threading.Lock()
 
-    def slot(self, key: SlotKey, attempt: int) -> PartitionSlot:
-        """The slot of ``key`` (created on first use), noting that ``attempt`` streams to it."""
+    def slot(self, key: SlotKey) -> PartitionSlot:
+        """The slot of ``key`` (created on first use)."""
         with self._lock:
             if key[:2] in self._closed:
                 return PartitionSlot(closed=True)
-            slot = self._slots.setdefault(key, PartitionSlot())
-            slot.attempts.add(attempt)
-            return slot
+            return self._slots.setdefault(key, PartitionSlot())
 
     def close_run(self, qname: str, session: int) -> None:
         """A training run was read in full: forget its slots; streams that still come for it
@@ -86,8 +81,3 @@ class DeliveryLedger:
             self._closed.add((qname, session))
             for key in [k for k in self._slots if k[:2] == (qname, session)]:
                 del self._slots[key]
-
-    def accepted(self, qname: str, session: int, epoch: int, split: str) -> int:
-        """Rows accepted for one epoch and split of a run, over every partition."""
-        with self._lock:
-            return sum(s.accepted for k, s in self._slots.items() if k[:4] == (qname, session, epoch, split))

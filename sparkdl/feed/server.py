@@ -375,7 +375,7 @@ class FeedServer:
         cache = run.cache if run is not None and message.epoch == 0 else None
         # deterministic: epoch 1 is read from the cache, in the seeded order, once it holds the whole share
         queue = None if cache is not None and run.plan.deterministic else self.queue(qname, split)
-        slot = self._ledger.slot((qname, session, message.epoch, split, message.partition), message.attempt)
+        slot = self._ledger.slot((qname, session, message.epoch, split, message.partition))
         position = 0
         while True:
             frame = channel.recv_any(timeout)

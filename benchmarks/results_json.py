@@ -16,6 +16,7 @@ without this directory on their path.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 
@@ -53,3 +54,32 @@ def write_results(
             default=_plain,
         )
     )
+
+
+def print_report(
+    header: str,
+    table: list[tuple[str, float, str]],
+    ratios: dict[str, float],
+    notes: list[str] | tuple[str, ...] = (),
+    digits=lambda unit: 0,
+) -> None:
+    """Print a run's results for a person: ``header``, the table (``digits(unit)`` decimals per
+    value), the ratios and the notes."""
+    print(f"\n{header}")
+    width = max(len(name) for name, _, _ in table)
+    for name, value, unit in table:
+        print(f"{name.ljust(width)}  {value:>12,.{digits(unit)}f} {unit}")
+    print("\nratios")
+    for name, value in ratios.items():
+        print(f"  {name}: {value:.2f}")
+    for note in notes:
+        print(f"note: {note}")
+
+
+def finish(opts, header: str, table, ratios, notes=(), raw=None, digits=lambda unit: 0, **config) -> None:
+    """Print the report and, with ``--json`` (``opts.json``), write it: the config is every option,
+    the machine's cores, the master (local-cluster[2,1,1024] unless ``config`` says otherwise) and ``config``."""
+    print_report(header, table, ratios, notes, digits)
+    if opts.json:
+        settings = {**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]", **config}
+        write_results(opts.json, config=settings, table=table, ratios=ratios, notes=notes, raw=raw)

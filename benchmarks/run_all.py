@@ -103,6 +103,17 @@ SECTIONS = (
         ),
     ),
     Section(
+        "stream_train",
+        (
+            Run(
+                "stream_train",
+                "stream_train.py",
+                (),
+                ("--files", "4", "--rows_per_file", "200", "--runs", "1", "--landings", "3"),
+            ),
+        ),
+    ),
+    Section(
         "feed_throughput",
         (Run("feed_throughput", "feed_throughput.py", (), ("--rows", "4000", "--tfos_rows", "1000", "--runs", "1")),),
     ),

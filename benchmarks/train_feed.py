@@ -543,30 +543,19 @@ def report(
         raw["e"] = ordered["raw"]
     notes += [f"driver: {message}" for message in cache_log.refused]
 
-    print(
-        f"\nlocal-cluster[2,1,1024], {os.cpu_count()} cores, 2 TF nodes, {opts.rows} rows x {FEATURES} float32 "
-        f"+ label, {opts.partitions} partitions, global batch {opts.batch}, (a) {opts.epochs} epochs, (b)/(c) "
-        f"{opts.cache_epochs} epochs, (d) {opts.tfos_rows} rows, medians of {opts.runs} runs"
-    )
-    width = max(len(name) for name, _, _ in table)
-    for name, value, unit in table:
-        print(f"{name.ljust(width)}  {value:>12,.{1 if unit in ('s', 'MiB') else 0}f} {unit}")
-    print("\nratios")
-    for name, value in ratios.items():
-        print(f"  {name}: {value:.2f}")
-    for note in notes:
-        print(f"note: {note}")
-    if opts.json:
-        from results_json import write_results  # here: executors import this module without it
+    from results_json import finish  # here: executors import this module without it
 
-        write_results(
-            opts.json,
-            config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},
-            table=table,
-            ratios=ratios,
-            notes=notes,
-            raw=raw,
-        )
+    finish(
+        opts,
+        f"local-cluster[2,1,1024], {os.cpu_count()} cores, 2 TF nodes, {opts.rows} rows x {FEATURES} float32 "
+        f"+ label, {opts.partitions} partitions, global batch {opts.batch}, (a) {opts.epochs} epochs, (b)/(c) "
+        f"{opts.cache_epochs} epochs, (d) {opts.tfos_rows} rows, medians of {opts.runs} runs",
+        table,
+        ratios,
+        notes,
+        raw,
+        lambda unit: 1 if unit in ("s", "MiB") else 0,
+    )
 
 
 if __name__ == "__main__":

@@ -41,6 +41,9 @@ NOT_CONSTRUCTED_BY_USERS = frozenset(
         "sparkdl.driver.cluster.TFCluster",
         "sparkdl.node.context.NodeContext",
         "sparkdl.feed.data_feed.DataFeed",
+        "sparkdl.feed.micro_batches.MicroBatch",
+        "sparkdl.node.stream_checkpoint.StreamCheckpoint",
+        "sparkdl.driver.streaming.StreamingTraining",
     }
 )
 
@@ -77,6 +80,30 @@ SECTIONS = (
     Section("sparkdl.TFNode", "Node helpers", intro="`from sparkdl import TFNode`."),
     Section("sparkdl.TFParallel", "Independent nodes", intro="`from sparkdl import TFParallel`."),
     Section("sparkdl.inference", "Inference", intro="`from sparkdl.inference import ...`."),
+    Section(
+        "sparkdl.model_versions",
+        "Versioned models (train and serve)",
+        intro="`from sparkdl.model_versions import publish_version, ModelVersions`: TF Serving's "
+        "`base/<version>/` layout, published atomically, scored with the newest version.",
+    ),
+    Section(
+        "sparkdl.feed.micro_batches",
+        "Streaming micro-batches (node side)",
+        names=("MicroBatch",),
+        intro="What `feed.micro_batches(checkpoint)` yields inside a node (`cluster.train_stream`).",
+    ),
+    Section(
+        "sparkdl.node.stream_checkpoint",
+        "Streaming checkpoints (node side)",
+        names=("StreamCheckpoint",),
+        intro="What `ctx.stream_checkpoint(directory, model=model)` returns: the model and its last micro-batch.",
+    ),
+    Section(
+        "sparkdl.driver.streaming",
+        "Streaming training (driver)",
+        names=("StreamingTraining",),
+        intro="What `cluster.train_stream(df, checkpoint_location)` returns.",
+    ),
     Section(
         "sparkdl.ml",
         "Spark ML pipeline stages",

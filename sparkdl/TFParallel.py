@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .driver.cluster import run as _run_cluster
+from .driver.run import run as _run_cluster
 
 
 def run(

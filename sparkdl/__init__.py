@@ -7,7 +7,7 @@ sparkdl never imports TensorFlow: only the node processes do, after their enviro
 
 from . import TFCluster, TFNode, TFParallel
 from ._version import __version__
-from .driver.cluster import InputMode
+from .driver.arguments import InputMode
 from .errors import (
     ClusterError,
     NodeFailure,

@@ -29,9 +29,10 @@ import os
 from typing import Any, Callable
 
 from pyspark.ml import Estimator, Model
+from pyspark.ml.param import TypeConverters
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
-from .inference import Predictor
+from .inference import ModelVersions, Predictor
 from .params import (
     HasBatchSize,
     HasClusterSize,
@@ -58,16 +59,36 @@ from .params import (
     HasValidationIndicatorCol,
     Namespace,
     TFParams,
+    _mixin,
+    _optional,
 )
 
 logger = logging.getLogger(__name__)
+
+
+_HasModelVersions = _mixin(
+    "HasModelVersions",
+    (
+        "refresh_seconds",
+        "When set, export_dir is a versioned model directory (base/<integer version>/): score with its "
+        "newest version, looking for a newer one at most this often (seconds)",
+        _optional(TypeConverters.toFloat),
+    ),
+    (
+        "version_column",
+        "With refresh_seconds: a column naming the version that scored each row",
+        _optional(TypeConverters.toString),
+    ),
+)
 
 
 class _SharedParams(TFParams, HasInputMapping, HasOutputMapping, HasBatchSize, HasModelDir, HasExportDir):
     """Params of both stages (a fitted TFEstimator copies them to its TFModel)."""
 
 
-class TFModel(Model, _SharedParams, HasSignatureDefKey, HasTagSet, DefaultParamsReadable, DefaultParamsWritable):
+class TFModel(
+    Model, _SharedParams, HasSignatureDefKey, HasTagSet, _HasModelVersions, DefaultParamsReadable, DefaultParamsWritable
+):
     """A Spark ML Model scoring DataFrames with an exported TensorFlow model.
 
     ``export_dir`` (else ``model_dir``) names a SavedModel directory or a ``.keras`` file readable
@@ -75,6 +96,12 @@ class TFModel(Model, _SharedParams, HasSignatureDefKey, HasTagSet, DefaultParams
     ``{model output: column}`` (empty: every output, a single one as ``prediction``);
     ``signature_def_key`` picks the SavedModel signature (default ``serving_default``) and
     ``tag_set`` its comma-separated tags. ``transform`` appends the output columns.
+
+    Train and serve: with ``refresh_seconds`` set, ``export_dir`` is a versioned model directory
+    (``base/<integer version>/``, see :mod:`sparkdl.model_versions`) and ``transform`` scores with
+    its newest version, looking for a newer one at most every ``refresh_seconds`` per Python
+    worker (also inside a running streaming query); ``version_column`` then appends a ``long``
+    column naming the version that scored each row.
     """
 
     def __init__(self, tf_args: Any = None, tf_argv: list[str] | None = None, **params: Any):
@@ -89,6 +116,8 @@ class TFModel(Model, _SharedParams, HasSignatureDefKey, HasTagSet, DefaultParams
             export_dir=None,
             signature_def_key=None,
             tag_set=None,
+            refresh_seconds=None,
+            version_column=None,
         )
         if params:
             self._set(**params)
@@ -102,13 +131,15 @@ class TFModel(Model, _SharedParams, HasSignatureDefKey, HasTagSet, DefaultParams
         if not mapping:
             raise ValueError("TFModel needs input_mapping: {DataFrame column: model input name}")
         tags = self.getOrDefault("tag_set")
+        refresh = self.getOrDefault("refresh_seconds")
         return Predictor(
-            location,
+            ModelVersions(location, refresh) if refresh is not None else location,
             input_mapping=dict(sorted(mapping.items())),
             output_mapping=dict(self.getOrDefault("output_mapping")) or None,
             batch_size=self.getOrDefault("batch_size"),
             signature=self.getOrDefault("signature_def_key") or "serving_default",
             tags=[t.strip() for t in tags.split(",")] if tags else None,
+            version_column=self.getOrDefault("version_column"),
         )
 
     def _transform(self, dataset):
@@ -170,7 +201,7 @@ class TFEstimator(
         self.export_fn = export_fn
         self.args = tf_args
         self.argv = tf_argv
-        from .driver.cluster import InputMode
+        from .driver.arguments import InputMode
 
         self._setDefault(
             input_mapping={},
@@ -200,7 +231,7 @@ class TFEstimator(
             self._set(**params)
 
     def _fit(self, dataset):
-        from .driver import cluster as cluster_mod
+        from .driver import run as run_module
 
         if self.train_fn is None:
             raise ValueError("TFEstimator needs train_fn (a function train_fn(args, ctx))")
@@ -212,7 +243,7 @@ class TFEstimator(
                 "tfrecord_dir is not supported: use InputMode.SPARK (the DataFrame is fed to the "
                 "nodes) or let train_fn read files itself in InputMode.TENSORFLOW"
             )
-        spark_mode = args.input_mode == cluster_mod.InputMode.SPARK
+        spark_mode = args.input_mode == run_module.InputMode.SPARK
         columns = sorted(self.getOrDefault("input_mapping"))
         if spark_mode:
             if not columns:
@@ -228,7 +259,7 @@ class TFEstimator(
         spark = dataset.sparkSession  # classic or Spark Connect: TFCluster.run takes either
         logger.info("sparkdl TFEstimator: training with %s", args)
         argv = self._argv()
-        cluster = cluster_mod.run(
+        cluster = run_module.run(
             spark,
             self.train_fn,
             argv or args,

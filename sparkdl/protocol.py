@@ -10,7 +10,7 @@ Control plane: the node's supervisor and the driver's coordinator (one channel p
 
     supervisor -> coordinator   Register, then Started, Log, NodeWarning, TensorBoard, the node's
                                 events (Progress, Serving, FeedReady, FeedTerminated,
-                                FeedConsumed, Inferred: written by the TF process, relayed by its
+                                FeedConsumed, StreamPosition, Inferred: written by the TF process, relayed by its
                                 supervisor) and finally Exited
     coordinator -> supervisor   ClusterSpec (or Abort) after registration; Stop, Stall
 
@@ -237,6 +237,16 @@ class FeedConsumed(Message):
 
 
 @dataclass(frozen=True)
+class StreamPosition(Message):
+    """The node's model holds every micro-batch of stream ``qname`` up to ``batch_id`` (None: none
+    yet): sent when ``feed.micro_batches()`` starts (after a restore) and after each batch."""
+
+    TYPE: ClassVar[str] = "stream_position"
+    qname: str
+    batch_id: int | None = None
+
+
+@dataclass(frozen=True)
 class Inferred(Message):
     """The node answered one inference partition in full (the driver's progress counts it)."""
 
@@ -248,7 +258,7 @@ class Inferred(Message):
 
 
 #: What a TF process may report through its supervisor (``NodeContext.report``).
-NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, Inferred)
+NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, StreamPosition, Inferred)
 
 
 # -- control plane: coordinator -> supervisor --
@@ -306,6 +316,7 @@ class Plan(Message):
     node: int = 0  # the node's index among the data nodes
     deterministic: bool = False  # epoch 1 too is read in the seeded order, from the cache
     first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
+    batch_id: int | None = None  # the Structured Streaming micro-batch this run is (train_stream)
     timeout: float | None = None
 
 

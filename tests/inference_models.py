@@ -103,6 +103,18 @@ def scalar_model(seed: int = 0):
     return model
 
 
+def scale_model(factor: float):
+    """Input ``x`` of one float32 value per row, output ``y = factor * x``: a model version whose
+    predictions say which version it is."""
+    import keras
+
+    x = keras.Input((1,), name="x")
+    dense = keras.layers.Dense(1, name="y")
+    model = keras.Model(x, dense(x), name="scale")
+    dense.set_weights([np.array([[factor]], dtype="float32"), np.zeros(1, dtype="float32")])
+    return model
+
+
 def tf_keras_mlp(seed: int = 0):
     """The MLP built with tf-keras (Keras 2), for the SavedModel/.keras compatibility tests."""
     import tf_keras

@@ -66,6 +66,7 @@ Not generated yet: this placeholder stays.
 <!-- generated: feed_throughput -->
 <!-- end generated -->
 <!-- generated: feed_memory --><!-- end generated -->
+<!-- generated: stream_train --><!-- end generated -->
 
 Closing prose.
 """

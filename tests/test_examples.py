@@ -133,3 +133,55 @@ def test_pipeline_example_fits_saves_loads_and_transforms(tmp_path):
     assert (tmp_path / "export" / "saved_model.pb").exists()
     assert (tmp_path / "pipeline_model" / "stages").is_dir()
     assert _accuracy(stdout) > 0.85
+
+
+def test_mnist_streaming_example_trains_from_a_dstream(tmp_path):
+    stdout = _run(
+        [
+            sys.executable,
+            str(ROOT / "examples/mnist_streaming/mnist_spark_streaming.py"),
+            "--files",
+            "2",
+            "--steps",
+            "30",
+            "--batch_interval",
+            "1",
+            "--images_labels",
+            str(tmp_path / "stream"),
+            "--export_dir",
+            str(tmp_path / "export"),
+        ],
+        tmp_path,
+    )
+    # The nodes ended their feed after 30 batches each; shutdown(ssc) stopped the stream and returned.
+    assert "trained on 2 TF nodes from a DStream (30 batches of 32 rows per node)" in stdout
+    assert sorted(p.name for p in (tmp_path / "stream").iterdir())[:1] == ["part-00000.csv"]
+    assert (tmp_path / "export" / "saved_model.pb").exists()
+    assert _accuracy(stdout) > 0.8
+
+
+def test_streaming_example_trains_from_landing_files_and_scores_with_each_new_version(tmp_path):
+    stdout = _run(
+        [
+            sys.executable,
+            str(ROOT / "examples/streaming/train_and_serve.py"),
+            "--files",
+            "2",
+            "--work_dir",
+            str(tmp_path),
+        ],
+        tmp_path,
+    )
+    landed = re.findall(
+        r"landed (part-\d+)\.parquet: micro-batch (\d+) trained; (\d+) held-out rows scored by "
+        r"version \[(\d+)\]: accuracy ([0-9.]+)",
+        stdout,
+    )
+    # each landing is trained as its own micro-batch, and the next scoring batch uses the version it published
+    assert [(name, int(batch), int(version)) for name, batch, _, version, _ in landed] == [
+        ("part-0000", 0, 1),
+        ("part-0001", 1, 2),
+    ], stdout
+    assert sum(int(rows) for _, _, rows, _, _ in landed) == 360  # every held-out row scored once
+    assert float(landed[-1][4]) > 0.7
+    assert sorted(os.listdir(tmp_path / "exports")) == ["1", "2"]

@@ -304,6 +304,34 @@ def test_multi_input_multi_output_and_scalars(spark, models):
     np.testing.assert_allclose(scalar["y"].to_numpy(), expected.ravel(), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.timeout(240)
+def test_input_mapping_in_any_order_feeds_each_input_by_name(spark, models, tmp_path):
+    # y = 2a + b: a mapping listing b before a must still give 12 (not 21) for a=1, b=10.
+    from sparkdl.ml import TFModel
+
+    df = spark.createDataFrame([(i, float(i), 10.0 * i) for i in (1, 2, 3)], "id long, a double, b double")
+    expected = [12.0, 24.0, 36.0]
+    exported = str(tmp_path / "scalar_export")  # a SavedModel: its inputs are fed by keyword
+    models["scalar"].export(exported, verbose=False)
+
+    results = {}
+
+    def check(frame, form, column="y"):
+        results[form] = frame.toPandas().sort_values("id")[column].tolist()
+
+    for kind, path in (("keras", models["paths"]["scalar"]), ("saved_model", exported)):
+        predictor = Predictor(path, input_mapping={"b": "b", "a": "a"}, output_mapping="y", keep_columns=["id"])
+        check(predictor.transform(df), f"mapInArrow {kind}")
+        check(predictor.transform(df, arrow=False), f"mapInPandas {kind}")
+    udf = predict_batch_udf(model=models["paths"]["scalar"], input_names=["b", "a"])
+    check(df.select("id", udf("b", "a").alias("y")), "predict_batch_udf")
+    # TFModel sorts its mapping by column: w (-> b) comes before x (-> a).
+    tf_model = TFModel(input_mapping={"x": "a", "w": "b"}, export_dir=models["paths"]["scalar"])
+    check(tf_model.transform(df.toDF("id", "x", "w")), "TFModel", "prediction")
+    wrong = {form: got for form, got in results.items() if not np.allclose(got, expected, rtol=1e-6)}
+    assert not wrong, f"expected {expected}, got {wrong}"
+
+
 @pytest.mark.timeout(120)
 def test_empty_partitions_and_empty_frames(spark, models):
     images, _ = im.digits_28(3)

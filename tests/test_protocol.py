@@ -23,6 +23,7 @@ EXAMPLES = [
     protocol.FeedReady(port=4000),
     protocol.FeedTerminated(),
     protocol.FeedConsumed(qname="input", session=2, rows_read=10, rows_received=12),
+    protocol.StreamPosition(qname="input", batch_id=7),
     protocol.Inferred(run="r", stage=3, partition=None, rows=5),
     protocol.ClusterSpec({"worker": ["h:1", "h:2"]}),
     protocol.Abort("too late"),

@@ -301,7 +301,7 @@ class _FakeFrame:
 
 
 def test_estimator_params_reach_tfcluster(monkeypatch):
-    from sparkdl.driver import cluster as cluster_mod
+    from sparkdl.driver import run as run_module
     from sparkdl.ml import TFEstimator
 
     record = {}
@@ -310,7 +310,7 @@ def test_estimator_params_reach_tfcluster(monkeypatch):
         record["run"] = (tf_args, num_executors, kwargs)
         return _FakeCluster(record)
 
-    monkeypatch.setattr(cluster_mod, "run", fake_run)
+    monkeypatch.setattr(run_module, "run", fake_run)
     estimator = (
         TFEstimator(lambda args, ctx: None, {"lr": 0.5})
         .setInputMapping({"x": "x"})

@@ -1,11 +1,11 @@
-"""The driver side of a TensorFlow cluster on Spark: reserve executors, start nodes, shut down.
+"""``TFCluster``: a running TensorFlow cluster on Spark, as the driver sees and drives it.
 
-``run()`` validates the request, checks that Spark can host it, starts one node per executor
-through a (barrier) Spark job running in a background thread, and returns a ``TFCluster``
-once every node has registered. ``TFCluster.shutdown()`` waits for the training nodes, stops
-the servers (ps, evaluator), and raises ``ClusterError`` with each failed node's role, index,
-host and remote traceback. Every piece of state belongs to the ``TFCluster`` object, so a
-failed cluster leaves nothing behind for the next one.
+``run()`` (``driver/run.py``) builds one; ``_start`` launches one node per executor through a
+(barrier) Spark job in a background thread and returns once every node has registered.
+``train``/``train_stream``/``inference`` feed it (InputMode.SPARK). ``shutdown()`` waits for the
+training nodes, stops the servers (ps, evaluator), and raises ``ClusterError`` with each failed
+node's role, index, host and remote traceback. Every piece of state belongs to the ``TFCluster``
+object, so a failed cluster leaves nothing behind for the next one.
 """
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from .. import roles as roles_mod
 from ..errors import ClusterError, ShutdownTimeout
-from ..node.config import NodeSettings
-from . import preflight, scheduling
-from .arguments import InputMode, validate_layout, validate_limits, verbose_logs
+from . import dstreams
+from .arguments import InputMode, check_feed_arguments
 from .attempt import ClusterAttempt, ClusterRequest
 from .console import NodeOutputPrinter
 from .coordinator import CAUSE_WAIT_S
 from .feeding import TrainingRun
 from .history import TrainingHistory
 from .progress import InferenceProgress, progress_enabled
-from .spark_access import SparkAccess, spark_access
+from .spark_access import SparkAccess
+from .streaming import StreamingTraining, start_stream_training
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,8 @@ class TFCluster:
         self._printer = NodeOutputPrinter() if request.settings.stream_logs else None
         self._history = TrainingHistory()  # the chief's epoch logs, kept across relaunches
         self._attempt = self._new_attempt(0)
+        self._streams: list[StreamingTraining] = []  # train_stream's queries: shutdown stops them
+        self._dstream_feed = None  # train(dstream)'s DStreamFeed (driver/dstreams.py), once it is called
         self._closed = False
 
     def _new_attempt(self, number: int) -> ClusterAttempt:
@@ -181,6 +183,10 @@ class TFCluster:
         """
         self._require_spark_mode("train")
         num_epochs = num_epochs or 1
+        if dstreams.is_dstream(dataRDD):  # TensorFlowOnSpark's Spark Streaming: every RDD as it arrives
+            return dstreams.train_dstream(self, dataRDD, num_epochs, feed_timeout, qname)
+        if getattr(dataRDD, "isStreaming", False):
+            raise TypeError("cluster.train got a streaming DataFrame: train on it with cluster.train_stream(df, ...)")
         reports_before = self._history.reports
         run = TrainingRun(
             dataRDD,
@@ -216,6 +222,39 @@ class TFCluster:
         if self._printer is not None:
             self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
         return self.history
+
+    def train_stream(
+        self,
+        df,
+        checkpoint_location: str | None = None,
+        *,
+        trigger: dict | None = None,
+        query_name: str | None = None,
+        feed_timeout: float = 600,
+        qname: str = "input",
+        shuffle: bool = True,
+        seed: int | None = None,
+    ) -> StreamingTraining:
+        """Train on a streaming DataFrame (Structured Streaming) until stopped; returns the running query.
+
+        Each micro-batch is fed to the chief and workers as one training run, read in ``map_fun``
+        with ``for batch in feed.micro_batches(ctx.stream_checkpoint(dir, model=model)):
+        model.fit(batch.as_dataset(...))``; the next starts once every node has trained and saved it.
+        ``checkpoint_location`` is the query's (HDFS or any Hadoop path): with it and
+        ``ctx.stream_checkpoint`` a restarted application trains each micro-batch exactly once
+        (docs/reliability.md). ``trigger`` is ``DataStreamWriter.trigger``'s keywords (e.g.
+        ``{"processingTime": "10 seconds"}``). The handle behaves like a ``StreamingQuery``
+        (``status``, ``lastProgress``, ``stop()``, ``awaitTermination()``) and raises a node's failure
+        (``ClusterError`` with its traceback), which stops the query; ``shutdown()`` stops it too.
+        """
+        self._require_spark_mode("train_stream")
+        check_feed_arguments(qname, feed_timeout, seed)
+        stream = start_stream_training(
+            self, df, checkpoint_location=checkpoint_location, trigger=trigger, query_name=query_name,
+            feed_timeout=feed_timeout, qname=qname, shuffle=shuffle, seed=seed,
+        )  # fmt: skip
+        self._streams.append(stream)
+        return stream
 
     def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input", *, result_schema=None):
         """An RDD with one result per input row, in input order partition by partition (lazy).
@@ -258,13 +297,16 @@ class TFCluster:
         training nodes before stopping everything and raising ShutdownTimeout. Raises
         ClusterError naming each failed node (role, index, host, traceback); with
         ``max_restarts``, a failure in InputMode.TENSORFLOW relaunches the cluster first, as
-        long as relaunches are left. ``ssc`` is accepted for TensorFlowOnSpark compatibility;
-        streaming is not supported.
+        long as relaunches are left. ``ssc``: a StreamingContext whose DStream ``train`` was
+        given (TensorFlowOnSpark's streaming): waits until the nodes end their feed
+        (``DataFeed.terminate()`` or ``map_fun`` returning), then stops ``ssc`` gracefully
+        (leaving the SparkContext running) before the rest of the shutdown.
         """
-        if ssc is not None:
-            raise NotImplementedError("Spark Streaming contexts are not supported by sparkdl")
+        if ssc is not None:  # stops ssc; raises a failed stream batch's error (which may have closed the cluster)
+            dstreams.await_dstream_end(self, ssc, grace_secs, timeout)
         if self._closed:
             return
+        self._stop_streams()
         try:
             while True:
                 try:
@@ -354,135 +396,16 @@ class TFCluster:
         if self._closed:
             return
         self._closed = True
+        self._stop_streams()
         self._attempt.abort(reason)
         self._close_displays()
+
+    def _stop_streams(self) -> None:
+        for stream in self._streams:
+            stream.stop()
 
     def _close_displays(self) -> None:
         if self._inference_progress is not None:
             self._inference_progress.close()
         if self._printer is not None:
             self._printer.close(timeout=10)  # the nodes' last lines, before shutdown returns
-
-
-def run(
-    sc: Any,
-    map_fun: Callable[[Any, Any], Any],
-    tf_args: Any,
-    num_executors: int,
-    num_ps: int = 0,
-    tensorboard: bool = False,
-    input_mode: int = InputMode.TENSORFLOW,
-    log_dir: str | None = None,
-    driver_ps_nodes: bool = False,
-    master_node: str | None = "chief",
-    reservation_timeout: float = 600,
-    queues: Any = None,
-    eval_node: bool = False,
-    release_port: bool = True,
-    *,
-    num_gpus: int | None = None,
-    env: dict[str, str] | None = None,
-    use_barrier: bool = True,
-    executor_wait_timeout: float = 30.0,
-    set_tf_config: bool = True,
-    feed_queue_bytes: int = 64 * 1024 * 1024,
-    stall_timeout: float | None = None,
-    max_restarts: int = 0,
-    progress: bool | None = None,
-    log_to_driver: bool = True,
-    verbose: bool | None = None,
-    keep_node_files_days: float | None = 7,
-) -> TFCluster:
-    """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
-
-    ``sc`` is a SparkContext, a SparkSession, or a Spark Connect session (no SparkContext): under
-    Connect the nodes launch as a barrier ``mapInArrow``, ``train``/``inference`` take DataFrames
-    only, and the coordinator runs in this (the client's) process, which the executors must reach
-    (docs/deployment.md, "Spark Connect").
-
-    Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
-    then the ``master_node`` ('chief', 'master' or None), then an evaluator if ``eval_node``,
-    then workers. ``tf_args`` (argparse Namespace, dict or argv list) reaches ``map_fun`` as is.
-    ``tensorboard`` starts TensorBoard on the chief (or worker 0) logging ``log_dir`` (default:
-    a per-cluster directory next to the node's log).
-    ``release_port=False`` keeps each node's TF port reserved in ``ctx.tmp_socket`` until
-    ``ctx.release_port()``. ``queues`` is accepted for compatibility and ignored.
-
-    sparkdl additions: ``num_gpus`` per node (default: Spark's GPU resources, else one GPU if
-    nvidia-smi finds any, else CPU); ``env`` extra environment for the TF processes (nodes run
-    with ``TF_USE_LEGACY_KERAS=1`` unless ``env`` or the executor environment says otherwise);
-    ``use_barrier`` gang-schedules the nodes with Spark's barrier mode; ``set_tf_config=False``
-    leaves TF_CONFIG unset (independent nodes, see ``TFParallel``); ``feed_queue_bytes``
-    bounds each node's queue of fed data (InputMode.SPARK backpressure).
-
-    Reliability: ``stall_timeout`` stops a chief/worker that reports no progress for that many
-    seconds and raises NodeStalled naming it, with its Python stacks (progress: reading the
-    feed or waiting for it, ``ctx.heartbeat()``, ``ctx.report_progress()``, or Keras's
-    ``ctx.progress_callback()``; default None: off, though ``cluster.train`` always applies
-    its ``feed_timeout`` this way). ``max_restarts`` relaunches the whole cluster up to that
-    many times after a node fails (``ctx.attempt`` counts relaunches); pair it with
-    ``ctx.backup_and_restore(dir)`` so training resumes from the last epoch.
-
-    What the driver shows: ``progress`` (default on unless ``SPARKDL_PROGRESS=0``) displays
-    ``cluster.train``'s rows, epochs, partitions and the chief's step/loss (from
-    ``ctx.progress_callback()``), and the partitions and rows scored by each action on an RDD
-    from ``cluster.inference``; ``log_to_driver`` prints each node's stdout/stderr (and Python
-    logging) on the driver's stdout prefixed ``[role:index]``, leaving out TensorFlow's C++ and
-    INFO chatter unless ``verbose`` (default: ``SPARKDL_VERBOSE=1`` in the environment) asks for
-    every line.
-    Either way each node's full log stays in the file named by ``cluster_info[i]['log_path']``,
-    under ``$TMPDIR/sparkdl-$USER/<cluster id>/`` on its host; a starting node removes the
-    directories of this user's earlier clusters on that host once nothing in them has changed
-    for ``keep_node_files_days`` (None keeps them for good).
-
-    Returns once every node has registered; raises PreflightError or ReservationTimeout
-    (naming the missing nodes) otherwise.
-    """
-    del queues  # sparkdl has no multiprocessing-manager queues
-    validate_layout(map_fun, num_executors, num_ps, input_mode, master_node, eval_node)
-    validate_limits(
-        reservation_timeout, driver_ps_nodes, num_ps, stall_timeout, max_restarts, keep_node_files_days, num_gpus
-    )
-    template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
-    node_roles = roles_mod.roles_from_template(template)
-    first_spark_node = num_ps if driver_ps_nodes else 0
-    spark_nodes = num_executors - first_spark_node
-    feeds = input_mode == InputMode.SPARK
-    spark = spark_access(sc)
-    layout = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
-    if not spark.connect:  # a Connect client cannot count executors: Spark's barrier check waits for slots
-        preflight.wait_for_executors(
-            spark.count_executors, spark_nodes, layout, executor_wait_timeout, one_node_per_executor=feeds
-        )
-    # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
-    launch_plan = scheduling.plan_launch(spark, spark_nodes, num_gpus) if feeds else None
-
-    from pyspark import cloudpickle
-
-    chief_like = template.get(master_node or "", []) or template.get("worker", [])[:1]
-    settings = NodeSettings(
-        fn=cloudpickle.dumps((map_fun, tf_args)),
-        roles=tuple(node_roles),
-        feeds=feeds,
-        set_tf_config=set_tf_config,
-        release_port=release_port,
-        reservation_timeout=float(reservation_timeout),
-        tensorboard_node=chief_like[0] if tensorboard and chief_like else None,
-        log_dir=log_dir,
-        num_gpus=num_gpus,
-        feed_queue_bytes=int(feed_queue_bytes),
-        stream_logs=bool(log_to_driver),
-        verbose_logs=verbose_logs(verbose),
-        env=dict(env or {}),
-        keep_node_files_days=keep_node_files_days,
-    )
-    request = ClusterRequest(
-        settings=settings,
-        first_spark_node=first_spark_node,
-        use_barrier=use_barrier,
-        stall_timeout=stall_timeout,
-        launch_profile=launch_plan.profile if launch_plan else None,
-    )
-    cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
-    cluster._start()
-    return cluster

@@ -52,6 +52,7 @@ class NodeState:
     feed_port: int = 0  # its feed server's port (InputMode.SPARK)
     feed_terminated: bool = False  # map_fun called DataFeed.terminate()
     feed_consumed: dict = field(default_factory=dict)  # qname -> the last cluster.train session read in full
+    stream_position: dict = field(default_factory=dict)  # qname -> last micro-batch its model holds (-1: none)
     pid: int = 0  # the TF process
     supervisor_pid: int = 0
     anchor_pid: int = 0  # the Spark task (or executor JVM) the node lives and dies with
@@ -111,6 +112,7 @@ class Coordinator:
             protocol.FeedReady: self._on_feed_ready,
             protocol.FeedTerminated: self._on_feed_terminated,
             protocol.FeedConsumed: self._on_feed_consumed,
+            protocol.StreamPosition: self._on_stream_position,
             protocol.Inferred: self._on_inferred,
             protocol.NodeWarning: self._on_warning,
             protocol.Log: self._on_log,
@@ -236,6 +238,11 @@ class Coordinator:
         with self._state_change():
             node.feed_consumed[message.qname] = max(node.feed_consumed.get(message.qname, 0), message.session)
             node.metrics.update(rows_read=message.rows_read, rows_received=message.rows_received)
+            node.last_progress = time.monotonic()
+
+    def _on_stream_position(self, node: NodeState, message: protocol.StreamPosition) -> None:
+        with self._state_change():
+            node.stream_position[message.qname] = -1 if message.batch_id is None else message.batch_id
             node.last_progress = time.monotonic()
 
     def _on_inferred(self, node: NodeState, message: protocol.Inferred) -> None:

@@ -67,6 +67,7 @@ class TrainingRun:
     seed: int | None = None  # None: a new one per call
     deterministic: bool = False  # epoch 1 read from the nodes' caches in the seeded order too
     first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
+    batch_id: int | None = None  # the Structured Streaming micro-batch this run is (empty: no run)
     show_progress: bool = False
     history: TrainingHistory | None = None  # where the chief's epoch reports arrive
     history_reports: int = 0  # how many reports ``history`` holds once this call's epochs are all in
@@ -121,7 +122,7 @@ class ClusterFeeder:
 
     # -- training --
 
-    def train(self, run: TrainingRun) -> None:
+    def train(self, run: TrainingRun) -> int:
         """Feed ``run.data`` (and ``run.validation_data``) ``run.num_epochs`` times, balanced over
         the data nodes; blocks until every data node has read its rows (or ended its feed).
 
@@ -130,7 +131,8 @@ class ClusterFeeder:
         each node's rows every epoch (seeded by ``seed``). ``show_progress`` displays rows
         fed/read, epochs, partitions and the chief's metrics, and ends with ``history``'s epoch
         lines once it holds ``history_reports`` epoch reports (the chief reports an epoch after
-        its validation, so shortly after the rows were read).
+        its validation, so shortly after the rows were read). Returns the rows planned per epoch
+        (0 for an empty micro-batch of a stream, which feeds nothing).
         """
         check_feed_arguments(run.qname, run.feed_timeout, run.seed)
         self.spark.require_frames(run.data, "cluster.train")
@@ -148,7 +150,7 @@ class ClusterFeeder:
                 lambda: pinned.enter_context(stable_partitions(frame)),  # noqa: E731
                 "sparkdl: pin the partitions of a shuffled DataFrame",
             )
-            self._train(
+            return self._train(
                 replace(
                     run,
                     data=pin(run.data),
@@ -177,9 +179,11 @@ class ClusterFeeder:
         if isinstance(data, DataFrame):
             check_same_columns(data.schema, validation_data.schema if validation_data is not None else None)
 
-    def _train(self, run: TrainingRun) -> None:
+    def _train(self, run: TrainingRun) -> int:
         is_frame = isinstance(run.data, DataFrame)
         counts = self._run_job(lambda: count_rows(run.data), "sparkdl: count rows per partition")
+        if sum(counts) == 0 and run.batch_id is not None:
+            return 0  # an empty micro-batch: nothing to train
         if sum(counts) == 0:
             raise FeedDataError(
                 f"cluster.train got an empty {'DataFrame' if is_frame else 'RDD'}: there is nothing to feed"
@@ -211,6 +215,7 @@ class ClusterFeeder:
                     node=index,
                     deterministic=run.deterministic,
                     first_epoch=run.first_epoch,
+                    batch_id=run.batch_id,
                 ),
                 min(run.feed_timeout, 60),
                 [node],
@@ -254,7 +259,7 @@ class ClusterFeeder:
                             )
                             if self._check_skipped(nodes, skipped, description):
                                 logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
-                                return
+                                return plan.total_rows
                         if progress:
                             progress.epoch_done(epoch)
                         if epoch == 0 and run.cache:
@@ -268,6 +273,7 @@ class ClusterFeeder:
                 self._await_read(nodes, run.qname, session)
                 if run.history is not None:
                     self._await_epoch_reports(run.history, run.history_reports, nodes[0])
+            return plan.total_rows
         finally:
             self._coordinator.feed_timeout = None
 
@@ -389,8 +395,9 @@ class ClusterFeeder:
                 try:
                     # The node may finish (and close) as soon as it sees the end: no ack needed.
                     self._tell_nodes(protocol.End(qname), timeout, [node], need_ack=False)
-                except (OSError, ChannelError) as exc:
-                    logger.warning("sparkdl: could not tell %s that the feed ended: %s", node.role.label, exc)
+                except (OSError, ChannelError) as exc:  # expected of a node that ended its feed and is finishing
+                    level = logging.DEBUG if node.feed_terminated else logging.WARNING
+                    logger.log(level, "sparkdl: could not tell %s that the feed ended: %s", node.role.label, exc)
 
     # -- job watching --
 

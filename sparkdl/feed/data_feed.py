@@ -5,8 +5,8 @@ each split (training, and validation when given). The first epoch is read from t
 server's queues as Spark streams it in; later epochs come from the node's epoch cache when the
 driver chose to replay it (a fresh permutation each epoch with ``shuffle``), else from the
 queues again. The reader never reads past a run's planned rows, so every node reads the same
-number of rows per epoch and ``model.fit`` under MultiWorkerMirroredStrategy never waits on a
-node that ran out.
+number of rows per epoch (MultiWorkerMirroredStrategy never waits on a node that ran out).
+A streaming query's micro-batches are runs too, walked by ``micro_batches.py``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from . import aligned
 from .cache import epoch_order
 from .columns import FeedDataError
 from .elements import RowLayout
+from .micro_batches import read_micro_batches
 from .queues import END, END_PARTITION, Chunk, Columns, join_columns, join_slices
 from .server import FeedServer
 from .session import SessionPlan
@@ -153,6 +154,12 @@ class DataFeed:
 
     # -- sparkdl additions --
 
+    def micro_batches(self, checkpoint=None):
+        """``cluster.train_stream``'s micro-batches in order (``MicroBatch``: ``batch_id``, ``as_dataset``)
+        until the feed ends. One counts as trained once the loop body for it returns: ``checkpoint``
+        (``ctx.stream_checkpoint``) then saves the model with its id; batches it holds are skipped."""
+        return read_micro_batches(self, checkpoint)
+
     @property
     def num_epochs(self) -> int:
         """The ``epochs`` to give ``model.fit`` for the current (or next) ``cluster.train`` call. After
@@ -178,13 +185,9 @@ class DataFeed:
         return -(-self._split_rows(plan, split, "steps_per_epoch") // batch_size)
 
     def keras_steps_per_epoch(self, batch_size: int, strategy=None) -> int:
-        """``model.fit``'s ``steps_per_epoch`` for ``as_dataset(batch_size, all_epochs=True)`` under ``strategy``.
-
-        Keras steps through one batch per step, except under MultiWorkerMirroredStrategy: there it
-        treats each batch as the global batch, splits it across the workers, and every worker steps
-        through each of the pieces, so an epoch takes ``steps_per_epoch(batch_size)`` times the
-        number of workers (``strategy``: the strategy the model was built under; None: none).
-        """
+        """``model.fit``'s ``steps_per_epoch`` for ``as_dataset(batch_size, all_epochs=True)`` under ``strategy``
+        (the model's; None: none): ``steps_per_epoch(batch_size)``, times the number of workers under
+        MultiWorkerMirroredStrategy, where Keras splits each (global) batch and steps through every piece."""
         batches = self.steps_per_epoch(batch_size)
         if strategy is None:
             return batches
@@ -268,14 +271,11 @@ class DataFeed:
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
         options.autotune.enabled = False
-        # The generator hands over blocks of whole batches (about BLOCK_BYTES each): its Python
-        # step, which needs the GIL, then runs once per block, not once per batch, and TensorFlow
-        # cuts the blocks into batches in C++ (under MultiWorkerMirroredStrategy a per-batch
-        # generator stalled every worker's step on each node's GIL: fit ran about 2x slower).
-        # A fixed prefetch overlaps reading with training without the autotuner, whose thread can
-        # hold up the end of fit() for up to a minute.
-        # With all_epochs the batch sizes cycle through one epoch's, so every epoch ends on its own
-        # (smaller) last batch, as Keras' steps_per_epoch expects.
+        # The generator yields blocks of whole batches (about BLOCK_BYTES): its GIL-bound Python step
+        # runs once per block and TensorFlow cuts batches in C++ (a per-batch generator made fit
+        # under MWMS about 2x slower). A fixed prefetch overlaps reading and training without the
+        # autotuner, which can hold up fit()'s end for a minute. With all_epochs the batch sizes
+        # cycle through one epoch's, so each epoch ends on its own last batch, as Keras expects.
         batch_sizes = _epoch_batch_sizes(rows_per_epoch, batch_size) if all_epochs else batch_size
         return (
             tf.data.Dataset.from_generator(one_iteration, output_signature=signature)

@@ -138,21 +138,17 @@ class FeedServer:
             return None if run is None else run.plan.total_rows(split) - run.read.get(split, 0)
 
     def example(self, qname: str, session: int, timeout: float | None) -> tuple[dict[str, np.ndarray], list[str]]:
-        """The first training row of ``session`` as columns, and the column names (waits for it)."""
+        """The first training row of ``session`` as columns, and the column names (waits for it;
+        EOFError when the feed ends first, or a later run's plan comes: the driver gave this one up)."""
         with self._cond:
-            ready = lambda: (
-                self._ended
-                or (
-                    (qname, session) in self._runs  # noqa: E731
-                    and self._runs[(qname, session)].example is not None
-                )
-            )
+            run = lambda: self._runs.get((qname, session))  # noqa: E731
+            given_up = lambda: any(q == qname and s > session for q, s in self._runs)  # noqa: E731
+            ready = lambda: self._ended or (run() is not None and run().example is not None) or given_up()  # noqa: E731
             if not wait_with_heartbeat(self._cond, ready, timeout, self.progress):
                 raise TimeoutError(f"no data arrived within {timeout} s")
-            run = self._runs.get((qname, session))
-            if run is None or run.example is None:
-                raise EOFError("the feed ended before any data arrived")
-            return run.example, run.names
+            if run() is None or run().example is None:
+                raise EOFError("the feed ended before any data arrived" if self._ended else "the run was given up")
+            return run().example, run().names
 
     def count_read(self, qname: str, session: int, rows: int, split: str = TRAIN_SPLIT) -> None:
         """Count ``rows`` of ``split`` of training run ``session`` as read; once every split of the

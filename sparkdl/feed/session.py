@@ -32,6 +32,7 @@ class SessionPlan:
     node: int = 0  # this node's position among the data nodes (for the permutation)
     deterministic: bool = False  # epoch 1 is cached, not queued, and read from the cache in the seeded order
     first_epoch: int = 0  # the absolute number of the first epoch fed (after a relaunch that resumes)
+    batch_id: int | None = None  # the Structured Streaming micro-batch this run is (cluster.train_stream)
 
     @classmethod
     def from_message(cls, message: protocol.Plan) -> "SessionPlan":

@@ -23,6 +23,12 @@ per Python worker and reused across tasks, batches and jobs while Spark keeps th
 reload it. See :mod:`sparkdl.inference.worker` for the cache and GPU rules and
 :mod:`sparkdl.inference.loaders` for the Keras rules.
 
+Train and serve: ``ModelVersions(base, refresh_seconds=30)`` in place of a model path scores
+with the newest version of a versioned model directory (``base/<integer version>/``, written by
+:func:`sparkdl.model_versions.publish_version`); each worker looks for a newer one at most every
+``refresh_seconds`` as a batch starts, so a running streaming query switches without a restart,
+and ``Predictor(..., version_column="model_version")`` says which version scored each row.
+
 Driver side: :mod:`.predictor` (the public forms) and :mod:`.planning` (the one plan builder,
 the signature probe). Executor side: :mod:`.scoring` (the functions Spark runs),
 :mod:`.worker` (devices, the model cache) and :mod:`.loaders`. Both: :mod:`.model` (model
@@ -30,6 +36,7 @@ sources and signatures) and :mod:`.columns` (batches to tensors and back, throug
 :mod:`sparkdl.arrow_numpy`).
 """
 
+from ..model_versions import ModelVersions
 from .columns import InferenceInputError
 from .model import ModelLoadError
 from .planning import read_signature
@@ -39,6 +46,7 @@ from .worker import CACHE_CAPACITY, cache_info, clear_cache
 
 __all__ = [
     "Predictor",
+    "ModelVersions",
     "ScoringPlan",
     "map_in_pandas",
     "map_in_arrow",

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import SparkDLError
+from ..model_versions import ModelVersions
 
 GPU_MODES = ("spark", "visible", "none")  #: the ``gpus=`` choices (see :mod:`.worker`)
 
@@ -61,6 +62,10 @@ class ModelSource:
     (default True) refuses model files that would run their own Python code when loaded: Keras'
     safe mode for ``.keras`` files, and for ``.h5`` files (whose tf-keras loader has no safe
     mode) any ``Lambda`` layer in the saved config; False is the opt-in for trusted files.
+
+    ``versions``: a versioned model directory (:class:`~sparkdl.model_versions.ModelVersions`,
+    whose ``base`` is then ``path``); executors score with its newest version
+    (:func:`.worker.newest_source` gives the source of that version's own path).
     """
 
     path: str | None = None
@@ -69,15 +74,20 @@ class ModelSource:
     tags: tuple[str, ...] | None = None
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     safe_mode: bool = True
+    versions: ModelVersions | None = None
 
     def __post_init__(self):
         if (self.path is None) == (self.make_predict_fn is None):
             raise ValueError("give exactly one of model (a path) or make_predict_fn")
+        if self.versions is not None and self.path != self.versions.base:
+            raise ValueError(f"a versioned source's path must be its base {self.versions.base!r}, got {self.path!r}")
         if self.make_predict_fn is not None and not callable(self.make_predict_fn):
             raise ValueError(f"make_predict_fn must be callable, got {type(self.make_predict_fn).__name__}")
 
     def describe(self) -> str:
         """A short human description for messages."""
+        if self.versions is not None:
+            return f"model versions in {self.path!r}"
         if self.path is not None:
             return f"model {self.path!r}"
         return f"make_predict_fn {getattr(self.make_predict_fn, '__qualname__', self.make_predict_fn)!r}"

@@ -249,14 +249,19 @@ def build_plan(
     pad_batches: Any = "auto",
     gpus: str = "spark",
     describe: Callable[[str], str] | None = None,
+    version_column: str | None = None,
 ) -> ScoringPlan:
     """The executors' plan, validated against the model's ``signature`` and, when given, the
     DataFrame's ``schema`` (the pandas UDF has none: its arguments' types are read at run time).
 
     ``pairs`` are ``(column, model input or None)``; ``keep`` columns pass through, first in
-    the result schema; ``describe`` names a column in errors (default: ``column 'name'``).
+    the result schema; ``describe`` names a column in errors (default: ``column 'name'``);
+    ``version_column`` (a versioned source only) is a ``long`` column after the outputs.
     """
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    if version_column is not None and source.versions is None:
+        raise ValueError("version_column needs a versioned model: model=ModelVersions(base, refresh_seconds=...)")
 
     model_inputs, model_outputs = model_tensors(signature)
     inputs = _resolve_inputs(list(pairs), model_inputs, input_shapes or {}, schema, describe or _column)
@@ -268,11 +273,15 @@ def build_plan(
                 f"keep_columns names {column!r}, which is not in the DataFrame; its columns are {schema.fieldNames()}"
             )
         fields.append(schema[column])
-    clash = sorted(set(keep) & {o.column for o in outputs})
-    if clash or len({o.column for o in outputs}) != len(outputs):
+    results = [o.column for o in outputs] + ([version_column] if version_column is not None else [])
+    clash = sorted(set(keep) & set(results))
+    if clash or len(set(results)) != len(results):
         raise InferenceInputError(
-            f"result column names collide: {clash or [o.column for o in outputs]}; rename them with output_mapping"
+            f"result column names collide: {clash or results}; rename them with output_mapping (or version_column)"
         )
     chunk, pad_to = _pad_to(pad_batches, batch_size, model_inputs)
     fields += [StructField(o.column, spark_type(o.spark_type), True) for o in outputs]
-    return ScoringPlan(source, inputs, outputs, tuple(keep), chunk, pad_to, gpus, StructType(fields).json())
+    if version_column is not None:
+        fields.append(StructField(version_column, LongType(), True))
+    schema = StructType(fields).json()
+    return ScoringPlan(source, inputs, outputs, tuple(keep), chunk, pad_to, gpus, schema, version_column)

@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..arrow_numpy import spark_type
+from ..model_versions import ModelVersions
 from .columns import InferenceInputError
 from .model import GPU_MODES, ModelSource
 from .planning import PAD_MODES, active_spark, build_plan, model_tensors, normalise_inputs, read_signature
@@ -56,15 +57,21 @@ class Predictor:
     model:
         A Keras ``.keras`` (or tf-keras ``.h5``) file, or a SavedModel directory
         (``model.export(path)``, ``tf.saved_model.save``, tf-keras ``model.save(dir)``), on a path
-        every executor can read.
+        every executor can read; or a versioned model directory,
+        ``ModelVersions(base, refresh_seconds=30)`` (:mod:`sparkdl.model_versions`): each Python
+        worker scores with the newest version in ``base``, looking for a newer one at most once
+        every ``refresh_seconds`` as a batch starts, also in a running streaming query. A new
+        version must keep the model's inputs and output names; the result schema is the one
+        planned when the job (or query) was planned, from the newest version then.
     make_predict_fn:
         Instead of ``model``: a function run once per worker that loads a model and returns
         ``predict(*arrays)`` returning an array, a tuple of arrays, or a dict of arrays (as for
         ``pyspark.ml.functions.predict_batch_udf``); then ``return_type`` is required.
     input_mapping:
-        ``{column: model input name}`` (TensorFlowOnSpark's form), a list of columns in the
-        model's input order (Keras: ``model.inputs``; SavedModel: input names sorted), or one
-        column name. Array columns are reshaped to the input's shape (784 values -> 28x28x1).
+        ``{column: model input name}`` (TensorFlowOnSpark's form; in any order: each input is
+        fed by its name), a list of columns in the model's input order (Keras: ``model.inputs``;
+        SavedModel: input names sorted), or one column name. Array columns are reshaped to the
+        input's shape (784 values -> 28x28x1).
     output_mapping:
         ``{model output name: column}``, a list of output names (columns named alike), or one
         column name for a single-output model; default: every output, a single one named
@@ -95,6 +102,9 @@ class Predictor:
         load (Keras' safe mode for ``.keras``; a ``Lambda`` layer in an ``.h5`` file). Pass False
         only for files from people you trust: a model path is code, so keep model directories
         writable by trusted users only.
+    version_column:
+        With ``ModelVersions``: the name of a ``long`` column, after the predictions, holding the
+        version that scored each row.
 
     Null values in input columns raise an error naming the column (nulls in float scalar columns
     reach pandas as NaN and are passed to the model in the mapInPandas form; the mapInArrow
@@ -103,7 +113,7 @@ class Predictor:
 
     def __init__(
         self,
-        model: str | None = None,
+        model: str | ModelVersions | None = None,
         *,
         make_predict_fn: Callable | None = None,
         input_mapping: Any = None,
@@ -117,9 +127,20 @@ class Predictor:
         pad_batches: Any = "auto",
         gpus: str = "spark",
         safe_mode: bool = True,
+        version_column: str | None = None,
     ):
-        if model is not None and not isinstance(model, str):
+        versions = model if isinstance(model, ModelVersions) else None
+        if versions is not None:
+            model = versions.base
+        elif model is not None and not isinstance(model, str):
             model = str(model)  # pathlib.Path
+        if version_column is not None and (
+            versions is None or not version_column or not isinstance(version_column, str)
+        ):
+            raise ValueError(
+                f"version_column (a column name, got {version_column!r}) needs a versioned model: "
+                "model=ModelVersions(base, refresh_seconds=...)"
+            )
         if not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if gpus not in GPU_MODES:
@@ -132,7 +153,9 @@ class Predictor:
             signature or "serving_default",
             tuple(tags) if tags else None,
             safe_mode=bool(safe_mode),
+            versions=versions,
         )
+        self.version_column = version_column
         self.input_pairs = normalise_inputs(input_mapping)
         self.output_mapping = output_mapping
         self.keep_columns = (keep_columns,) if isinstance(keep_columns, str) else tuple(keep_columns)
@@ -171,6 +194,7 @@ class Predictor:
             pad_batches=self.pad_batches,
             gpus=self.gpus,
             describe=describe,
+            version_column=self.version_column,
         )
 
     def output_schema(self, df):
@@ -207,24 +231,24 @@ class Predictor:
 
         full = self.plan(df)
         plan = replace(full, keep=())
-        clash = sorted(set(df.columns) & {o.column for o in plan.outputs})
+        results = full.output_schema().fields[len(full.keep) :]  # the outputs (and the version column)
+        clash = sorted(set(df.columns) & {f.name for f in results})
         if clash:
             raise InferenceInputError(
                 f"the DataFrame already has column(s) {clash}; choose other names in output_mapping"
             )
-        results = full.output_schema().fields[len(full.keep) :]
         if _arrow_passthrough(df.schema):
             schema = StructType(list(df.schema.fields) + results)
             plan = replace(plan, keep=tuple(df.columns), output_schema_json=schema.json())
             return df.mapInArrow(arrow_scorer(plan), schema)
         arguments = [F.col(f"`{p.column}`") for p in plan.inputs]
-        if len(plan.outputs) == 1:
+        if len(results) == 1:
             udf = pandas_udf(udf_scorer(plan, False, len(arguments)), results[0].dataType)
             return df.withColumn(plan.outputs[0].column, udf(*arguments))
         udf = pandas_udf(udf_scorer(plan, True, len(arguments)), StructType(results))
         hidden = "__sparkdl_predictions"
         scored = df.withColumn(hidden, udf(*arguments))
-        return scored.select("*", *[F.col(hidden)[o.column].alias(o.column) for o in plan.outputs]).drop(hidden)
+        return scored.select("*", *[F.col(hidden)[f.name].alias(f.name) for f in results]).drop(hidden)
 
     def __repr__(self) -> str:
         return (
@@ -233,7 +257,7 @@ class Predictor:
         )
 
 
-def map_in_pandas(df, model: str | None = None, **options) -> tuple[Callable, Any]:
+def map_in_pandas(df, model: str | ModelVersions | None = None, **options) -> tuple[Callable, Any]:
     """The iterator function and output schema to score ``df`` with ``df.mapInPandas``.
 
     ``options`` are :class:`Predictor`'s (``input_mapping``, ``output_mapping``,
@@ -246,7 +270,7 @@ def map_in_pandas(df, model: str | None = None, **options) -> tuple[Callable, An
     return Predictor(model, **options).map_in_pandas_fn(df)
 
 
-def map_in_arrow(df, model: str | None = None, **options) -> tuple[Callable, Any]:
+def map_in_arrow(df, model: str | ModelVersions | None = None, **options) -> tuple[Callable, Any]:
     """Like :func:`map_in_pandas`, for ``df.mapInArrow`` (Arrow batches, no pandas at all)."""
     return Predictor(model, **options).map_in_arrow_fn(df)
 
@@ -257,7 +281,7 @@ def predict_batch_udf(
     return_type: Any = None,
     batch_size: int = 1024,
     input_tensor_shapes: Any = None,
-    model: str | None = None,
+    model: str | ModelVersions | None = None,
     input_names: Sequence[str] | None = None,
     output_mapping: Any = None,
     signature: str = "serving_default",
@@ -277,7 +301,9 @@ def predict_batch_udf(
     ``return_type`` is derived from the model's signature (read with one small Spark job on the
     active session, or ``spark=``) and arguments feed the model's inputs in order (or
     ``input_names``). ``safe_mode=False`` loads model files that run code of their own (see
-    ``Predictor``). Several outputs come back as one struct column (``select("preds.*")``)::
+    ``Predictor``); ``model=ModelVersions(base, refresh_seconds)`` scores with the newest version
+    in a versioned directory (a version column needs ``Predictor``). Several outputs come back as
+    one struct column (``select("preds.*")``)::
 
         udf = predict_batch_udf(model="/models/digits.keras", batch_size=1024)
         df.withColumn("probabilities", udf("pixels"))

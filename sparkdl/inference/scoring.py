@@ -5,7 +5,10 @@ every form and hands Spark one of the functions made here: :func:`pandas_scorer`
 (``mapInPandas``), :func:`arrow_scorer` (``mapInArrow``) or :func:`udf_scorer` (a pandas UDF),
 plus :func:`probe_function`, the one-row job that reads a model's signature. On executors every
 batch is converted column-wise (:mod:`.columns`), split into ``batch_size`` chunks, scored by
-the worker's cached model (:mod:`.worker`) and converted back.
+the worker's cached model (:mod:`.worker`) and converted back. A versioned source
+(:class:`~sparkdl.model_versions.ModelVersions`) is re-resolved as each batch starts
+(:class:`TaskModel`), so a newer version takes over between two batches; ``version_column``
+then names the version that scored each row.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class ScoringPlan:
     pad_to: int | None
     gpus: str
     output_schema_json: str  # StructType.json(): executors rebuild it without a JVM
+    version_column: str | None = None  # a long column after the outputs: the version that scored the row
 
     def output_schema(self):
         """The result ``StructType``."""
@@ -71,8 +75,78 @@ def _normalise_result(result: Any, plan: ScoringPlan) -> dict[str, np.ndarray]:
     return {plan.outputs[0].tensor: np.asarray(result)}
 
 
+class TaskModel:
+    """The model one task scores with: looked up (cache or load) at its first batch; for a
+    versioned source, re-resolved at every batch (:func:`.worker.newest_source` lists the base at
+    most once every ``refresh_seconds``), switching when a newer version appears. ``version`` is
+    the version of the model :meth:`current` returned (None for an unversioned source)."""
+
+    def __init__(self, plan: ScoringPlan):
+        self.plan = plan
+        self.model: LoadedModel | None = None
+        self.version: int | None = None
+        self.path: str | None = None
+
+    def current(self) -> LoadedModel:
+        """The model to score the next batch with."""
+        source = self.plan.source
+        if source.versions is None:
+            if self.model is None:
+                self.model = worker.get_model(source, self.plan.gpus)
+            return self.model
+        version, resolved = worker.newest_source(source)
+        if self.model is None or resolved.path != self.path:
+            model = worker.get_model(resolved, self.plan.gpus)
+            _check_version(model, self.plan, resolved.path)
+            self.model, self.version, self.path = model, version, resolved.path
+        return self.model
+
+    def version_values(self, rows: int) -> np.ndarray:
+        """The version column's values for a batch of ``rows`` rows."""
+        return np.full(rows, self.version, dtype="int64")
+
+
+def _check_version(model: LoadedModel, plan: ScoringPlan, path: str) -> None:
+    """Refuse a model version that the plan (made from the version read when the job was planned)
+    cannot feed: another number of inputs, or outputs missing."""
+    if model.inputs is None:
+        return
+    names = [t.name for t in model.inputs]
+    outputs = [t.name for t in model.outputs or []]
+    missing = [o.tensor for o in plan.outputs if o.tensor not in outputs]
+    if len(names) != len(plan.inputs) or missing:
+        raise InferenceInputError(
+            f"model {path!r} has inputs {names} and outputs {outputs}, but this job was planned for "
+            f"inputs {[p.tensor for p in plan.inputs]} and outputs {[o.tensor for o in plan.outputs]}; "
+            "a new version must keep them (start the query again to plan for the new ones)"
+        )
+
+
+def feed_order(model: LoadedModel, plan: ScoringPlan) -> list[int] | None:
+    """The one rule for which array feeds which model input: for each of the model's inputs, in
+    the model's order, the index of the plan input (column or UDF argument) with its name.
+
+    ``input_mapping`` (a dict in any order, ``TFModel``'s mapping sorted by column) and
+    ``input_names`` may list the inputs in another order than the model, which takes them by
+    position. None (feed as listed) when nothing needs moving or the inputs have no usable names:
+    a ``make_predict_fn``, a single input, or names that are not the model's one for one.
+    """
+    if model.inputs is None or len(model.inputs) < 2:
+        return None
+    index = {p.tensor: i for i, p in enumerate(plan.inputs)}
+    names = [t.name for t in model.inputs]
+    if len(index) != len(plan.inputs) or sorted(index) != sorted(names):
+        return None
+    order = [index[name] for name in names]
+    return None if order == sorted(order) else order
+
+
 def score_arrays(model: LoadedModel, plan: ScoringPlan, arrays: list[np.ndarray], rows: int) -> dict[str, np.ndarray]:
-    """Run the model over ``rows`` rows of ``arrays`` in ``batch_size`` chunks; outputs by name."""
+    """Run the model over ``rows`` rows of ``arrays`` (in plan order, put in the model's input
+    order by :func:`feed_order`) in ``batch_size`` chunks; outputs by name."""
+    order = feed_order(model, plan)
+    if order is not None:
+        arrays = [arrays[i] for i in order]
     parts: list[dict[str, np.ndarray]] = []
     for start in range(0, rows, plan.batch_size):
         chunk = [array[start : start + plan.batch_size] for array in arrays]
@@ -93,17 +167,18 @@ def pandas_scorer(plan: ScoringPlan) -> Callable[[Iterator[pd.DataFrame]], Itera
     """The ``mapInPandas`` function: one cached model per worker, vectorised batches."""
 
     def score_partition(batches: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
-        model = None  # loaded lazily: an empty partition loads nothing
+        task = TaskModel(plan)  # loaded lazily: an empty partition loads nothing
         for frame in batches:
             rows = len(frame)
             if rows == 0:
                 continue
             # Data first: a bad batch fails before TensorFlow is even imported in a fresh worker.
             arrays = [cols.pandas_to_numpy(frame[p.column], p) for p in plan.inputs]
-            if model is None:
-                model = worker.get_model(plan.source, plan.gpus)
-            outputs = score_arrays(model, plan, arrays, rows)
-            yield cols.outputs_to_pandas(outputs, plan.outputs, rows, frame[list(plan.keep)] if plan.keep else None)
+            outputs = score_arrays(task.current(), plan, arrays, rows)
+            result = cols.outputs_to_pandas(outputs, plan.outputs, rows, frame[list(plan.keep)] if plan.keep else None)
+            if plan.version_column:
+                result[plan.version_column] = task.version_values(rows)
+            yield result
 
     return score_partition
 
@@ -118,18 +193,23 @@ def arrow_scorer(plan: ScoringPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
         from pyspark.sql.types import StructType
 
         result_fields = list(to_arrow_schema(StructType(plan.output_schema().fields[len(plan.keep) :])))
-        model = None
+        version_field = result_fields.pop() if plan.version_column else None
+        task = TaskModel(plan)
         for batch in batches:
             rows = batch.num_rows
             if rows == 0:
                 continue
             arrays = [cols.arrow_to_numpy(batch.column(p.column), p) for p in plan.inputs]
-            if model is None:
-                model = worker.get_model(plan.source, plan.gpus)
-            outputs = score_arrays(model, plan, arrays, rows)
+            outputs = score_arrays(task.current(), plan, arrays, rows)
             keep = batch.select(list(plan.keep)) if plan.keep else None
             schema = pa.schema((list(keep.schema) if keep is not None else []) + result_fields)
-            yield cols.outputs_to_arrow(outputs, plan.outputs, rows, schema, keep)
+            result = cols.outputs_to_arrow(outputs, plan.outputs, rows, schema, keep)
+            if version_field is not None:
+                result = pa.RecordBatch.from_arrays(
+                    [*result.columns, pa.array(task.version_values(rows), type=version_field.type)],
+                    schema=schema.append(version_field),
+                )
+            yield result
 
     return score_partition
 
@@ -154,7 +234,7 @@ def udf_scorer(plan: ScoringPlan, struct: bool, arity: int):
     """The SCALAR_ITER pandas UDF body (type hints tell PySpark which UDF kind this is)."""
 
     def score_task(batches):
-        model = None  # looked up (cache or load) at this task's first batch
+        task = TaskModel(plan)  # looked up (cache or load) at this task's first batch
         for batch_args in batches:
             args = batch_args if isinstance(batch_args, tuple) else (batch_args,)
             if len(args) != len(plan.inputs):
@@ -164,9 +244,9 @@ def udf_scorer(plan: ScoringPlan, struct: bool, arity: int):
                 )
             rows = len(args[0])
             arrays = [cols.pandas_to_numpy(series, _runtime_plan(p, series)) for series, p in zip(args, plan.inputs)]
-            if model is None:
-                model = worker.get_model(plan.source, plan.gpus)
-            frame = cols.outputs_to_pandas(score_arrays(model, plan, arrays, rows), plan.outputs, rows)
+            frame = cols.outputs_to_pandas(score_arrays(task.current(), plan, arrays, rows), plan.outputs, rows)
+            if plan.version_column:
+                frame[plan.version_column] = task.version_values(rows)
             yield frame if struct else frame.iloc[:, 0]
 
     if struct and arity == 1:

@@ -8,12 +8,16 @@ default), so a model loaded by one task is reused by every later task, batch and
 same worker runs. The cache holds up to :data:`CACHE_CAPACITY` models, least recently used out
 first. Its key is the model's location plus a fingerprint of its files (size and modification
 time of every file), the signature and the device, so overwriting a model at the same path makes
-the next task load the new one. What empties it: ``spark.python.worker.reuse=false`` (every task
-starts a fresh worker, so every task loads the model), Spark killing workers that stayed idle
-(about a minute, ``PythonWorkerFactory``'s idle timeout), an executor restart, or
-:func:`clear_cache`. Large models count against the executor's Python memory
-(``spark.executor.pyspark.memory`` / ``spark.executor.memoryOverhead``), times the number of
-concurrent tasks per executor, since each task slot has its own worker.
+the next task load the new one. A versioned model directory
+(:class:`~sparkdl.model_versions.ModelVersions`) is listed at most once every
+``refresh_seconds`` per worker (:func:`newest_source`); each version has its own path, so old
+and new versions are distinct entries under the same capacity. What empties the cache:
+``spark.python.worker.reuse=false`` (every task starts a fresh worker, so every task loads the
+model), Spark killing workers that stayed idle (about a minute, ``PythonWorkerFactory``'s idle
+timeout), an executor restart, or :func:`clear_cache`. Large models count against the
+executor's Python memory (``spark.executor.pyspark.memory`` /
+``spark.executor.memoryOverhead``), times the number of concurrent tasks per executor, since
+each task slot has its own worker.
 
 **Devices.** The first time a worker needs TensorFlow, it imports it with the GPUs Spark
 assigned to the task (``TaskContext.resources()['gpu']``, mapped with
@@ -39,6 +43,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any, Mapping
 
 from .. import gpus as gpus_mod
@@ -64,6 +69,7 @@ class _WorkerState:
         self.evictions = 0
         self.tf_setup: dict | None = None  # how this worker's TensorFlow was set up
         self.warned: set[str] = set()
+        self.versions: dict[str, tuple[float, tuple[int, str]]] = {}  # base: (listed at, newest)
 
 
 _WORKER = _WorkerState()
@@ -79,6 +85,7 @@ def cache_info() -> dict:
             "evictions": _WORKER.evictions,
             "capacity": CACHE_CAPACITY,
             "tf_setup": dict(_WORKER.tf_setup or {}),
+            "versions": {base: newest[0] for base, (_, newest) in _WORKER.versions.items()},
             "entries": [
                 {"key": repr(key), "loaded_s": round(seconds, 3), "tracing_count": model.tracing_count()}
                 for key, (model, seconds) in _WORKER.models.items()
@@ -87,9 +94,10 @@ def cache_info() -> dict:
 
 
 def clear_cache() -> None:
-    """Drop every cached model in this Python worker (counters are kept)."""
+    """Drop every cached model and version listing in this Python worker (counters are kept)."""
     with _WORKER.lock:
         _WORKER.models.clear()
+        _WORKER.versions.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,8 +266,29 @@ def _tensorflow_or_none(mode: str) -> tuple[Any, str | None]:
     return ensure_tensorflow(mode)
 
 
+def newest_source(source: ModelSource) -> tuple[int | None, ModelSource]:
+    """``(version, source)`` to score with now: for a versioned source, its newest version (the
+    base listed at most once every ``refresh_seconds`` in this worker) as a source of that
+    version's own path; any other source as it is, with version None."""
+    versions = source.versions
+    if versions is None:
+        return None, source
+    now = time.monotonic()
+    with _WORKER.lock:
+        seen = _WORKER.versions.get(versions.base)
+    if seen is None or now - seen[0] >= versions.refresh_seconds:
+        seen = (now, versions.newest())  # one listing; raises naming the base when it has none
+        with _WORKER.lock:
+            _WORKER.versions[versions.base] = seen
+    version, path = seen[1]
+    return version, replace(source, path=path, versions=None)
+
+
 def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
-    """The model for ``source`` on this task's device, from this worker's cache or loaded now."""
+    """The model for ``source`` on this task's device, from this worker's cache or loaded now
+    (a versioned source: its newest version, see :func:`newest_source`)."""
+    if source.versions is not None:
+        source = newest_source(source)[1]
     if source.path is not None:
         tf, device = ensure_tensorflow(gpus)
         digest = fingerprint(source.path)  # first: it says clearly when the path does not exist

@@ -183,6 +183,17 @@ class NodeContext:
 
         return tf.keras.callbacks.BackupAndRestore(backup_dir=self.absolute_path(backup_dir), **kwargs)
 
+    def stream_checkpoint(self, directory: str, max_to_keep: int = 3, **trackables: Any):
+        """A :class:`~sparkdl.node.stream_checkpoint.StreamCheckpoint` of ``trackables`` (e.g.
+        ``model=model``) in ``directory`` (qualified by :meth:`absolute_path`; shared storage every
+        node sees), restored from its newest checkpoint: pass it to ``feed.micro_batches(checkpoint)``
+        so the model and the last micro-batch it trained on are saved together (exactly once)."""
+        from .launch import cluster_dir
+        from .stream_checkpoint import StreamCheckpoint
+
+        scratch = tempfile.mkdtemp(prefix=f"stream-{self.job_name}{self.task_index}-", dir=cluster_dir(self.cluster_id))
+        return StreamCheckpoint(self.absolute_path(directory), self.is_chief, scratch, max_to_keep, **trackables)
+
     @property
     def is_chief(self) -> bool:
         """Whether this node writes what the cluster saves: the chief (or master), else worker 0."""

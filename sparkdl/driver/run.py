@@ -1,0 +1,143 @@
+"""``run()``: from TensorFlowOnSpark's arguments to a running cluster.
+
+Validates the request, checks that Spark can host it (preflight: slots, dynamic allocation,
+executors), plans the launch stage (stage-level scheduling), builds the ``NodeSettings`` every
+node gets, and starts a :class:`~sparkdl.driver.cluster.TFCluster`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Callable
+
+from .. import roles as roles_mod
+from ..node.config import NodeSettings
+from . import preflight, scheduling
+from .arguments import InputMode, validate_layout, validate_limits, verbose_logs
+from .attempt import ClusterRequest
+from .cluster import TFCluster
+from .spark_access import spark_access
+
+
+def run(
+    sc: Any,
+    map_fun: Callable[[Any, Any], Any],
+    tf_args: Any,
+    num_executors: int,
+    num_ps: int = 0,
+    tensorboard: bool = False,
+    input_mode: int = InputMode.TENSORFLOW,
+    log_dir: str | None = None,
+    driver_ps_nodes: bool = False,
+    master_node: str | None = "chief",
+    reservation_timeout: float = 600,
+    queues: Any = None,
+    eval_node: bool = False,
+    release_port: bool = True,
+    *,
+    num_gpus: int | None = None,
+    env: dict[str, str] | None = None,
+    use_barrier: bool = True,
+    executor_wait_timeout: float = 30.0,
+    set_tf_config: bool = True,
+    feed_queue_bytes: int = 64 * 1024 * 1024,
+    stall_timeout: float | None = None,
+    max_restarts: int = 0,
+    progress: bool | None = None,
+    log_to_driver: bool = True,
+    verbose: bool | None = None,
+    keep_node_files_days: float | None = 7,
+) -> TFCluster:
+    """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
+
+    ``sc`` is a SparkContext, a SparkSession, or a Spark Connect session (no SparkContext): under
+    Connect the nodes launch as a barrier ``mapInArrow``, ``train``/``inference`` take DataFrames
+    only, and the coordinator runs in this (the client's) process, which the executors must reach
+    (docs/deployment.md, "Spark Connect").
+
+    Arguments keep TensorFlowOnSpark's names and meanings: ``num_ps`` ps nodes come first,
+    then the ``master_node`` ('chief', 'master' or None), then an evaluator if ``eval_node``,
+    then workers. ``tf_args`` (argparse Namespace, dict or argv list) reaches ``map_fun`` as is.
+    ``tensorboard`` starts TensorBoard on the chief (or worker 0) logging ``log_dir`` (default:
+    a per-cluster directory next to the node's log).
+    ``release_port=False`` keeps each node's TF port reserved in ``ctx.tmp_socket`` until
+    ``ctx.release_port()``. ``queues`` is accepted for compatibility and ignored.
+
+    sparkdl additions: ``num_gpus`` per node (default: Spark's GPU resources, else one GPU if
+    nvidia-smi finds any, else CPU); ``env`` extra environment for the TF processes (nodes run
+    with ``TF_USE_LEGACY_KERAS=1`` unless ``env`` or the executor environment says otherwise);
+    ``use_barrier`` gang-schedules the nodes with Spark's barrier mode; ``set_tf_config=False``
+    leaves TF_CONFIG unset (independent nodes, see ``TFParallel``); ``feed_queue_bytes``
+    bounds each node's queue of fed data (InputMode.SPARK backpressure).
+
+    Reliability: ``stall_timeout`` stops a chief/worker that reports no progress for that many
+    seconds and raises NodeStalled naming it, with its Python stacks (progress: reading the
+    feed or waiting for it, ``ctx.heartbeat()``, ``ctx.report_progress()``, or Keras's
+    ``ctx.progress_callback()``; default None: off, though ``cluster.train`` always applies
+    its ``feed_timeout`` this way). ``max_restarts`` relaunches the whole cluster up to that
+    many times after a node fails (``ctx.attempt`` counts relaunches); pair it with
+    ``ctx.backup_and_restore(dir)`` so training resumes from the last epoch.
+
+    What the driver shows: ``progress`` (default on unless ``SPARKDL_PROGRESS=0``) displays
+    ``cluster.train``'s rows, epochs, partitions and the chief's step/loss (from
+    ``ctx.progress_callback()``), and the partitions and rows scored by each action on an RDD
+    from ``cluster.inference``; ``log_to_driver`` prints each node's stdout/stderr (and Python
+    logging) on the driver's stdout prefixed ``[role:index]``, leaving out TensorFlow's C++ and
+    INFO chatter unless ``verbose`` (default: ``SPARKDL_VERBOSE=1`` in the environment) asks for
+    every line.
+    Either way each node's full log stays in the file named by ``cluster_info[i]['log_path']``,
+    under ``$TMPDIR/sparkdl-$USER/<cluster id>/`` on its host; a starting node removes the
+    directories of this user's earlier clusters on that host once nothing in them has changed
+    for ``keep_node_files_days`` (None keeps them for good).
+
+    Returns once every node has registered; raises PreflightError or ReservationTimeout
+    (naming the missing nodes) otherwise.
+    """
+    del queues  # sparkdl has no multiprocessing-manager queues
+    validate_layout(map_fun, num_executors, num_ps, input_mode, master_node, eval_node)
+    validate_limits(
+        reservation_timeout, driver_ps_nodes, num_ps, stall_timeout, max_restarts, keep_node_files_days, num_gpus
+    )
+    template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
+    node_roles = roles_mod.roles_from_template(template)
+    first_spark_node = num_ps if driver_ps_nodes else 0
+    spark_nodes = num_executors - first_spark_node
+    feeds = input_mode == InputMode.SPARK
+    spark = spark_access(sc)
+    layout = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
+    if not spark.connect:  # a Connect client cannot count executors: Spark's barrier check waits for slots
+        preflight.wait_for_executors(
+            spark.count_executors, spark_nodes, layout, executor_wait_timeout, one_node_per_executor=feeds
+        )
+    # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
+    launch_plan = scheduling.plan_launch(spark, spark_nodes, num_gpus) if feeds else None
+
+    from pyspark import cloudpickle
+
+    chief_like = template.get(master_node or "", []) or template.get("worker", [])[:1]
+    settings = NodeSettings(
+        fn=cloudpickle.dumps((map_fun, tf_args)),
+        roles=tuple(node_roles),
+        feeds=feeds,
+        set_tf_config=set_tf_config,
+        release_port=release_port,
+        reservation_timeout=float(reservation_timeout),
+        tensorboard_node=chief_like[0] if tensorboard and chief_like else None,
+        log_dir=log_dir,
+        num_gpus=num_gpus,
+        feed_queue_bytes=int(feed_queue_bytes),
+        stream_logs=bool(log_to_driver),
+        verbose_logs=verbose_logs(verbose),
+        env=dict(env or {}),
+        keep_node_files_days=keep_node_files_days,
+    )
+    request = ClusterRequest(
+        settings=settings,
+        first_spark_node=first_spark_node,
+        use_barrier=use_barrier,
+        stall_timeout=stall_timeout,
+        launch_profile=launch_plan.profile if launch_plan else None,
+    )
+    cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
+    cluster._start()
+    return cluster

@@ -1,0 +1,114 @@
+"""Reading a Structured Streaming query's micro-batches in a node: ``feed.micro_batches()``.
+
+``cluster.train_stream`` feeds each micro-batch as one training run whose plan carries the
+query's batch id. This module walks those runs in order: it yields one :class:`MicroBatch` per
+run, and once the loop body for it returns it saves the model with that batch id (when given a
+:class:`~sparkdl.node.stream_checkpoint.StreamCheckpoint`) and reports the position to the
+driver, which holds back the query's commit of the batch until every data node has reported.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Iterator
+
+from .. import protocol
+from .columns import FeedDataError
+from .session import SessionPlan
+from .wire import TRAIN_SPLIT
+
+if TYPE_CHECKING:
+    from .data_feed import DataFeed
+
+logger = logging.getLogger(__name__)
+
+
+class MicroBatch:
+    """One micro-batch of a streaming query, as this node receives it (its share of the rows)."""
+
+    def __init__(self, feed: DataFeed, plan: SessionPlan):
+        self._feed = feed
+        self._plan = plan
+
+    @property
+    def batch_id(self) -> int:
+        """Spark's id of the micro-batch (``foreachBatch``'s ``batch_id``)."""
+        return self._plan.batch_id
+
+    @property
+    def rows(self) -> int:
+        """This node's rows of the micro-batch (the same on every data node)."""
+        return self._plan.rows_per_epoch
+
+    def as_dataset(self, batch_size: int, features=None, label=None, shapes: dict | None = None):
+        """A ``tf.data.Dataset`` of this micro-batch's rows: ``DataFeed.as_dataset``'s arguments and rules."""
+        return self._feed.as_dataset(batch_size, features, label, shapes)
+
+    def next_batch(self, batch_size: int):
+        """Up to ``batch_size`` rows of this micro-batch (fewer at its end): ``DataFeed.next_batch``."""
+        return self._feed.next_batch(batch_size)
+
+    def __repr__(self) -> str:
+        return f"MicroBatch(batch_id={self.batch_id}, rows={self.rows})"
+
+
+def read_micro_batches(feed: DataFeed, checkpoint=None) -> Iterator[MicroBatch]:
+    """The micro-batches fed to ``feed`` in order, until ``cluster.shutdown`` ends the feed."""
+    server, qname = feed._server, feed.qname_in
+    position = checkpoint.last_batch_id if checkpoint is not None else None
+    if position is not None:
+        logger.info("stream %r: the restored model holds micro-batches up to %d", qname, position)
+    server.notify(protocol.StreamPosition(qname=qname, batch_id=position))
+    while True:
+        # Between micro-batches the wait has no limit: a stream may idle for hours (heartbeats go on).
+        feed._advance_session()  # past a run read in full before the stream (cluster.train)
+        plan = server.plan(qname, feed._session, None)
+        if plan is None:
+            return
+        if plan.batch_id is None:
+            raise FeedDataError(
+                f"feed.micro_batches() got training run {plan.session} from cluster.train, which is not a "
+                "stream: read cluster.train's data with feed.as_dataset or next_batch"
+            )
+        new = position is None or plan.batch_id > position
+        if new and _rows_arrive(server, qname, plan):
+            yield MicroBatch(feed, plan)
+        complete = _drain(feed, plan)  # reads what the loop body left (it broke off, or skipped the batch)
+        feed._session = plan.session + 1
+        if not complete:
+            # The driver gave the batch up (its query failed) or the feed ended: the model may hold part
+            # of it, which no checkpoint may record. Spark replays the batch when its query restarts.
+            logger.warning("micro-batch %d was cut short; the model goes back to its last checkpoint", plan.batch_id)
+            if checkpoint is not None:
+                checkpoint.restore_last()
+            if server.ended:
+                return
+            continue
+        if new:
+            position = plan.batch_id
+            if checkpoint is not None:
+                checkpoint.save(position)
+        server.notify(protocol.StreamPosition(qname=qname, batch_id=position))
+
+
+def _rows_arrive(server, qname: str, plan: SessionPlan) -> bool:
+    """Wait for the micro-batch's first rows: False when the feed ends first, or the driver gives the
+    batch up (its query failed before any rows came) and plans a later one."""
+    try:
+        server.example(qname, plan.session, None)
+    except EOFError:
+        return False
+    return True
+
+
+def _drain(feed: DataFeed, plan: SessionPlan) -> bool:
+    """Read what is left of ``plan``'s run (so the driver sees it read in full); whether all of it came."""
+    left = feed._server.rows_left(feed.qname_in, plan.session) or 0
+    if left > 0:
+        logger.warning("micro-batch %d: %d of this node's rows were not read; skipping them", plan.batch_id, left)
+    while left > 0:
+        _, _, count = feed._read_run(plan.session, TRAIN_SPLIT, left)
+        if not count:
+            return False
+        left -= count
+    return True

@@ -1,0 +1,63 @@
+"""A streaming model's state and the last micro-batch it trained on, saved together.
+
+Exactly-once streaming training rests on one fact: the model checkpoint *names* the last
+micro-batch it holds. ``StreamCheckpoint`` keeps that number in a variable of the same
+``tf.train.Checkpoint`` as the model (and optimizer, whose ``iterations`` is the step counter),
+so both are written by one save and a crash leaves either the old pair or the new one.
+A restarted application restores the pair; the driver then skips the micro-batches the model
+already holds and feeds the rest (``cluster.train_stream``, see docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+#: The checkpoint's name for the micro-batch counter (kept stable: old checkpoints must restore).
+BATCH_KEY = "sparkdl_stream_batch"
+
+
+class StreamCheckpoint:
+    """Saves and restores ``trackables`` (e.g. ``model=model``) with the id of the last micro-batch trained.
+
+    Built by ``ctx.stream_checkpoint(directory, model=model)`` on every data node. On creation it
+    restores the newest checkpoint in ``directory`` (the chief's), if any. ``save(batch_id)`` is a
+    collective call under MultiWorkerMirroredStrategy, as every checkpoint write is: each node
+    calls it; only the chief writes to ``directory``, the others to their ``scratch_dir``.
+    ``feed.micro_batches(checkpoint)`` calls ``save`` after each micro-batch.
+    """
+
+    def __init__(self, directory: str, is_chief: bool, scratch_dir: str, max_to_keep: int = 3, **trackables: Any):
+        import tensorflow as tf
+
+        if not trackables:
+            raise ValueError("stream_checkpoint needs what to save, e.g. ctx.stream_checkpoint(path, model=model)")
+        if BATCH_KEY in trackables:
+            raise ValueError(f"{BATCH_KEY!r} is the name sparkdl saves the micro-batch id under; pick another")
+        self.directory = directory
+        self._batch = tf.Variable(-1, dtype=tf.int64, trainable=False, name=BATCH_KEY)
+        self._checkpoint = tf.train.Checkpoint(**{BATCH_KEY: self._batch}, **trackables)
+        self.restored_from = self.restore_last()
+        target = directory if is_chief else os.path.join(scratch_dir, "stream-checkpoint")
+        self._manager = tf.train.CheckpointManager(self._checkpoint, target, max_to_keep=max_to_keep)
+
+    def restore_last(self) -> str | None:
+        """Restore the newest checkpoint in ``directory`` (the chief's), if any; returns its path."""
+        import tensorflow as tf
+
+        latest = tf.train.latest_checkpoint(self.directory)
+        if latest:
+            # Optimizer slots that do not exist yet are restored when created (deferred restoration).
+            self._checkpoint.restore(latest).expect_partial()
+        return latest
+
+    @property
+    def last_batch_id(self) -> int | None:
+        """The last micro-batch the restored (or last saved) state holds; None before the first."""
+        value = int(self._batch.numpy())
+        return None if value < 0 else value
+
+    def save(self, batch_id: int) -> str:
+        """Save the state as holding every micro-batch up to ``batch_id``; returns the checkpoint path."""
+        self._batch.assign(int(batch_id))
+        return self._manager.save(checkpoint_number=int(batch_id))

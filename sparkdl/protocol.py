@@ -257,8 +257,20 @@ class Inferred(Message):
     rows: int
 
 
+@dataclass(frozen=True)
+class BadRows(Message):
+    """The node skipped ``rows`` bad rows of training run ``session`` (``bad_rows="skip"``); ``example``
+    names the first of them (column, partition, row, what is wrong)."""
+
+    TYPE: ClassVar[str] = "bad_rows"
+    qname: str
+    session: int
+    rows: int
+    example: str
+
+
 #: What a TF process may report through its supervisor (``NodeContext.report``).
-NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, StreamPosition, Inferred)
+NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, StreamPosition, Inferred, BadRows)
 
 
 # -- control plane: coordinator -> supervisor --
@@ -317,6 +329,7 @@ class Plan(Message):
     deterministic: bool = False  # epoch 1 too is read in the seeded order, from the cache
     first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
     batch_id: int | None = None  # the Structured Streaming micro-batch this run is (train_stream)
+    bad_rows: str = "fail"  # "skip": the node skips rows no tensor can take, and counts them
     timeout: float | None = None
 
 

@@ -14,6 +14,8 @@ import pytest
 from pyspark.ml.linalg import DenseVector, SparseVector, VectorUDT
 from pyspark.sql.pandas.types import to_arrow_type
 
+from sparkdl.arrow_rows import ORIGIN, describe_origin
+from sparkdl.column_readers import VectorReader
 from sparkdl.feed.cache import RunCache, epoch_order
 from sparkdl.feed.columns import batch_to_columns
 from sparkdl.feed.wire import decode_batch, encode_batch
@@ -71,13 +73,14 @@ def test_a_replayed_epoch_gives_sparse_vectors_in_the_form_epoch_one_gave_them(t
     cache.append("train", 0, frame, len(vectors))
     assert cache.seal({"train": 3}) is None
     replayed = cache.replay("train").take(None, 0, 3)
-    assert replayed.keys() == first_epoch.keys()
-    for name in first_epoch:
-        assert replayed[name].dtype == first_epoch[name].dtype and replayed[name].shape == first_epoch[name].shape
-        np.testing.assert_array_equal(replayed[name], first_epoch[name])
-    np.testing.assert_array_equal(replayed["v"], np.stack([v.toArray() for v in vectors]))
+    assert replayed.keys() == {*first_epoch.keys(), ORIGIN}  # each row's partition and position, for errors
+    assert [describe_origin(o) for o in replayed[ORIGIN]] == [f"partition 0, row {r}" for r in range(3)]
+    np.testing.assert_array_equal(replayed["i"], first_epoch["i"])
+    assert replayed["v"].equals(first_epoch["v"])  # Arrow, as Spark sent it: sparse rows stay sparse
+    dense = VectorReader("v", first_epoch["v"][:1], size=6)  # what as_dataset reads by default
+    np.testing.assert_array_equal(dense.parts(replayed["v"])["v"], np.stack([v.toArray() for v in vectors]))
     shuffled = cache.replay("train").take(np.array([2, 0, 1]), 0, 3)["v"]
-    np.testing.assert_array_equal(shuffled, first_epoch["v"][[2, 0, 1]])
+    assert shuffled.equals(first_epoch["v"].take(pa.array([2, 0, 1])))
     cache.drop()
 
 
@@ -99,6 +102,9 @@ def test_replaying_sparse_vectors_does_not_expand_the_whole_cache_in_memory(tmp_
     finally:
         tracemalloc.stop()
     assert opened < 8 << 20, f"opening the replay allocated {opened / 2**20:.0f} MiB"
-    assert batch.shape == (64, size) and batch.dtype == np.float64
-    assert (batch.sum(axis=1) == 1.0).all()
+    assert batch.nbytes < 64 << 10, "a batch of sparse vectors stays sparse"
+    sparse = VectorReader("v", batch[:1], size=size, sparse=True).parts(batch)
+    assert len(sparse["v/values"]) == 64 and (sparse["v/values"] == 1.0).all()
+    dense = VectorReader("v", batch[:1], size=size).parts(batch)["v"]  # dense only when asked, per batch
+    assert dense.shape == (64, size) and dense.dtype == np.float64 and (dense.sum(axis=1) == 1.0).all()
     cache.drop()

@@ -177,6 +177,17 @@ def test_batch_to_columns_by_name():
 
 # -- check_spark_schema --
 
+IMAGE_STRUCT = T.StructType(
+    [
+        T.StructField("origin", T.StringType()),
+        T.StructField("height", T.IntegerType()),
+        T.StructField("width", T.IntegerType()),
+        T.StructField("nChannels", T.IntegerType()),
+        T.StructField("mode", T.IntegerType()),
+        T.StructField("data", T.BinaryType()),
+    ]
+)
+
 
 def test_schema_accepts_feedable_types():
     check_spark_schema(
@@ -191,6 +202,10 @@ def test_schema_accepts_feedable_types():
                 T.StructField("a", T.ArrayType(T.FloatType())),
                 T.StructField("ai", T.ArrayType(T.IntegerType())),
                 T.StructField("v", VectorUDT()),
+                T.StructField("bytes", T.BinaryType()),
+                T.StructField("tokens", T.ArrayType(T.StringType())),
+                T.StructField("nested", T.ArrayType(T.ArrayType(T.DoubleType()))),
+                T.StructField("image", IMAGE_STRUCT),  # spark.read.format("image")'s column
             ]
         )
     )
@@ -201,8 +216,8 @@ def test_schema_accepts_feedable_types():
     [
         (T.MapType(T.StringType(), T.IntegerType()), "map<string,int>"),
         (T.StructType([T.StructField("x", T.IntegerType())]), "struct<x:int>"),
-        (T.ArrayType(T.StringType()), "array<string>"),
-        (T.BinaryType(), "binary"),
+        (T.ArrayType(T.StructType([T.StructField("x", T.IntegerType())])), "array<struct<x:int>>"),
+        (T.TimestampType(), "timestamp"),
     ],
 )
 def test_schema_rejects_unfeedable_types(kind, text):

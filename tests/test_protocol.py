@@ -42,6 +42,7 @@ EXAMPLES = [
     protocol.Rejected("column 'x' differs"),
     protocol.Dropped("sent nothing for 10 s"),
     protocol.Complete(rows=5),
+    protocol.BadRows(qname="input", session=2, rows=3, example="column 'image', partition 1, row 7: not an image"),
 ]
 
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from .. import roles as roles_mod
+from ..column_specs import check_bad_rows
 from ..errors import ClusterError, ShutdownTimeout
 from . import dstreams
 from .arguments import InputMode, check_feed_arguments
@@ -127,6 +128,17 @@ class TFCluster:
         """
         return self._history.as_dict()
 
+    @property
+    def bad_rows(self) -> dict[str, dict]:
+        """Bad rows the nodes skipped (``cluster.train(bad_rows="skip")``), by node label:
+        ``{"worker:0": {"rows": 3, "first": "column 'image', partition 2, row 17: ..."}}``. Rows
+        are counted each time they are read (every epoch); nodes that skipped none are left out."""
+        return {
+            n.role.label: {"rows": n.bad_rows, "first": n.bad_row_example}
+            for n in self._coordinator.nodes.values()
+            if n.bad_rows
+        }
+
     def tensorboard_url(self, timeout: float = 90.0) -> str | None:
         """TensorBoard's URL, waiting (bounded) for it to answer; None when not requested."""
         if self._request.settings.tensorboard_node is None:
@@ -147,6 +159,7 @@ class TFCluster:
         shuffle: bool = True,
         seed: int | None = None,
         deterministic: bool = False,
+        bad_rows: str = "fail",
     ) -> dict[str, list[float]]:
         """Feed an RDD or DataFrame to the chief and workers ``num_epochs`` times (InputMode.SPARK).
 
@@ -171,6 +184,14 @@ class TFCluster:
         once its whole share of epoch 1 has arrived (it needs ``cache``; a share that does not fit
         fails the call). Every row reaches its node exactly once per epoch whatever Spark does
         (task retries, speculative copies, lost executors): see docs/reliability.md.
+
+        ``bad_rows``: a row no tensor can take (a null, text that is not UTF-8, a corrupt image,
+        an array longer than declared, a Vector of another size...) fails the call naming its
+        column, Spark partition and row (``"fail"``, the default: the node refuses the rows it
+        can check as they arrive, raising FeedDataError here; the rest fail the node reading
+        them); ``"skip"`` leaves such rows out of their batch (each node still runs the same
+        number of steps), and counts them: each node's count reaches the driver, which logs the
+        first and keeps the totals in :attr:`bad_rows`.
 
         Raises ClusterError with the node's traceback as soon as a node fails, NodeStalled
         when a node reads nothing for ``feed_timeout`` seconds (naming it, with its Python
@@ -199,6 +220,7 @@ class TFCluster:
             shuffle,
             seed,
             deterministic=deterministic,
+            bad_rows=check_bad_rows(bad_rows, "cluster.train"),
             show_progress=self.progress,
             history=self._history,
             history_reports=reports_before + num_epochs,

@@ -53,6 +53,8 @@ class NodeState:
     feed_terminated: bool = False  # map_fun called DataFeed.terminate()
     feed_consumed: dict = field(default_factory=dict)  # qname -> the last cluster.train session read in full
     stream_position: dict = field(default_factory=dict)  # qname -> last micro-batch its model holds (-1: none)
+    bad_rows: int = 0  # bad rows it skipped (cluster.train(bad_rows="skip")), over every epoch read
+    bad_row_example: str = ""  # the first of them: column, partition, row and what is wrong
     pid: int = 0  # the TF process
     supervisor_pid: int = 0
     anchor_pid: int = 0  # the Spark task (or executor JVM) the node lives and dies with
@@ -114,6 +116,7 @@ class Coordinator:
             protocol.FeedConsumed: self._on_feed_consumed,
             protocol.StreamPosition: self._on_stream_position,
             protocol.Inferred: self._on_inferred,
+            protocol.BadRows: self._on_bad_rows,
             protocol.NodeWarning: self._on_warning,
             protocol.Log: self._on_log,
             protocol.Exited: self._on_exited,
@@ -248,6 +251,16 @@ class Coordinator:
     def _on_inferred(self, node: NodeState, message: protocol.Inferred) -> None:
         if self.on_inferred is not None:
             self.on_inferred(node, message)
+
+    def _on_bad_rows(self, node: NodeState, message: protocol.BadRows) -> None:
+        with self._state_change():
+            first = not node.bad_rows
+            node.bad_rows += message.rows
+            node.bad_row_example = node.bad_row_example or message.example
+        level = logging.WARNING if first else logging.DEBUG
+        logger.log(
+            level, "%s skipped %d bad row(s) (bad_rows='skip'): %s", node.role.label, message.rows, message.example
+        )
 
     def _on_warning(self, node: NodeState, message: protocol.NodeWarning) -> None:
         logger.warning("%s: %s", node.role.label, message.message)

@@ -66,6 +66,7 @@ class TrainingRun:
     shuffle: bool = True
     seed: int | None = None  # None: a new one per call
     deterministic: bool = False  # epoch 1 read from the nodes' caches in the seeded order too
+    bad_rows: str = "fail"  # "skip": nodes skip (and count) rows no tensor can take
     first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
     batch_id: int | None = None  # the Structured Streaming micro-batch this run is (empty: no run)
     show_progress: bool = False
@@ -216,6 +217,7 @@ class ClusterFeeder:
                     deterministic=run.deterministic,
                     first_epoch=run.first_epoch,
                     batch_id=run.batch_id,
+                    bad_rows=run.bad_rows,
                 ),
                 min(run.feed_timeout, 60),
                 [node],

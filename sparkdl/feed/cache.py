@@ -18,9 +18,9 @@ Bounded: a run's cache stops (files deleted, one log line) once it would pass it
 leave less than ``MIN_FREE_BYTES`` free on the disk, or a write fails (a full disk, a quota);
 the driver then feeds that run from Spark every epoch, as without a cache.
 
-pyspark.ml Vectors are cached as Spark sent them (sparse ones stay sparse on disk) and, as in
-epoch 1, handed to ``map_fun`` dense; a replay makes sparse ones dense only for the rows it
-gathers (:class:`_SparseVectors`), never for the whole cached share at once.
+Columns that are not dense tensors (bytes, strings, images, ``pyspark.ml`` Vectors, arrays of
+varying length) are cached as Spark sent them, and a replay gathers them as Arrow arrays
+(``take``): a sparse Vector stays sparse until a reader asks for it dense, one block at a time.
 """
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..arrow_numpy import VECTOR_FIELDS
+from ..arrow_rows import origin_values
+from ..column_readers import take
 from . import aligned
-from .columns import column_to_numpy
+from .columns import batch_to_columns, data_names
 from .elements import RowLayout
+from .queues import concatenate
 from .wire import decode_batch
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,7 @@ class _PartitionFile:
 
     path: Path
     handle: object
+    partition: int = 0
     frames: list[tuple[int, int]] = field(default_factory=list)  # (offset, length) in the file
     size: int = 0
 
@@ -98,7 +100,7 @@ class RunCache:
             if key not in self._files:
                 self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
                 path = self.directory / f"{split}-p{partition}.arrows"
-                self._files[key] = _PartitionFile(path, open(path, "wb"))
+                self._files[key] = _PartitionFile(path, open(path, "wb"), partition)
             part = self._files[key]
             try:
                 part.handle.write(frame)
@@ -176,55 +178,19 @@ def _close(part: _PartitionFile) -> str | None:
     return None
 
 
-class _SparseVectors:
-    """A cached frame's column of pyspark.ml Vectors, some sparse: Arrow over the mapped file,
-    made dense (as ``batch_to_columns`` makes it in epoch 1) only for the rows asked for.
-
-    Dense, one frame of sparse vectors can take many times its bytes on disk (a one-hot vector
-    of size 2^18 is 2 MiB), and a replay holds every frame of the node's share at once. Quacks
-    like the numpy columns :class:`CacheReplay` holds for the rest: ``shape``, ``dtype``,
-    ``itemsize``, ``nbytes`` and indexing by an array of row numbers.
-    """
-
-    dtype = np.dtype(np.float64)
-    itemsize = dtype.itemsize
-
-    def __init__(self, array: pa.StructArray, name: str):
-        self._array = array
-        self._name = name
-        sizes = np.where(
-            array.field("type").to_numpy(zero_copy_only=False) == 0,
-            array.field("size").to_numpy(zero_copy_only=False),
-            np.diff(array.field("values").offsets.to_numpy()),
-        )
-        self.shape = (len(array), int(max(sizes.max(initial=0), 0)))  # epoch 1's width for this frame
-        self.nbytes = array.nbytes
-
-    @staticmethod
-    def holds(array: pa.Array) -> bool:
-        """Whether ``array`` is a column of Vectors with at least one sparse vector."""
-        return (
-            pa.types.is_struct(array.type)
-            and {f.name for f in array.type} == VECTOR_FIELDS
-            and pc.any(pc.equal(array.field("type"), 0)).as_py() is True
-        )
-
-    def __getitem__(self, rows: np.ndarray) -> np.ndarray:
-        dense = column_to_numpy(self._array.take(pa.array(rows)), self._name)
-        if dense.shape[1] == self.shape[1]:
-            return dense
-        padded = np.zeros((len(dense), self.shape[1]), self.dtype)  # these rows are narrower than the frame's
-        padded[:, : dense.shape[1]] = dense
-        return padded
+def _frame_columns(batch: pa.RecordBatch, partition: int, first: int) -> dict:
+    """A cached frame's columns as epoch 1 gave them (``batch_to_columns``): numpy views over the
+    mapping where Arrow's layout allows, else the Arrow arrays over it (bytes, Vectors, images...);
+    rows without an origin column (a feeder driven by hand) get their position in the partition's
+    stream."""
+    return batch_to_columns(batch, origin_values(partition, first + np.arange(batch.num_rows)))
 
 
-def _frame_columns(batch: pa.RecordBatch) -> dict:
-    """A cached frame's columns: numpy (views over the mapping where Arrow's layout allows), and
-    :class:`_SparseVectors` for Vector columns holding sparse vectors."""
-    columns = {}
-    for name, array in zip(batch.schema.names, batch.columns):
-        columns[name] = _SparseVectors(array, name) if _SparseVectors.holds(array) else column_to_numpy(array, name)
-    return RowLayout.of(batch.schema).shaped(columns)  # RDD shapes only: never a Vector column
+def _row_bytes(column) -> int:
+    """Bytes of one row of a numpy or Arrow column."""
+    if isinstance(column, np.ndarray):
+        return column.itemsize * int(np.prod(column.shape[1:], dtype=np.int64))
+    return max(1, column.nbytes // max(1, len(column)))
 
 
 class CacheReplay:
@@ -240,7 +206,7 @@ class CacheReplay:
 
     def __init__(self, parts: list[_PartitionFile], window_bytes: int = WINDOW_BYTES):
         self._maps: list[mmap.mmap] = []
-        self.columns: list[dict[str, np.ndarray | _SparseVectors]] = []
+        self.columns: list[dict] = []  # per frame: numpy views, or Arrow arrays over the mapping
         self.names: list[str] = []
         self.layout: RowLayout | None = None  # how the cached elements were shaped (next_batch)
         sizes = []
@@ -250,22 +216,22 @@ class CacheReplay:
             with open(part.path, "rb") as handle:
                 mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
             self._maps.append(mapped)
-            view = memoryview(mapped)
+            view, first = memoryview(mapped), 0
             for offset, length in part.frames:
                 batch = decode_batch(view[offset : offset + length])
-                self.columns.append(_frame_columns(batch))
-                self.names = batch.schema.names
+                self.columns.append(_frame_columns(batch, part.partition, first))
+                self.names = data_names(batch.schema)
                 self.layout = self.layout or RowLayout.of(batch.schema)
                 sizes.append(batch.num_rows)
+                first += batch.num_rows
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self.rows = int(self.starts[-1])
-        row_bytes = sum(
-            c.itemsize * int(np.prod(c.shape[1:], dtype=np.int64))
-            for c in (self.columns[0].values() if self.columns else ())
-        )
+        row_bytes = sum(_row_bytes(c) for c in (self.columns[0].values() if self.columns else ()))
         self.window_rows = max(1, window_bytes // max(row_bytes, 1))
         self._frame_bytes = [sum(c.nbytes for c in frame.values()) for frame in self.columns]
-        self._window: tuple[object, int, dict[str, np.ndarray]] | None = None  # (order, first row, columns)
+        # columns some frame keeps in Arrow (bytes, Vectors, varying lengths, nulls) are gathered with take()
+        self._arrow = {n for frame in self.columns for n, c in frame.items() if not isinstance(c, np.ndarray)}
+        self._window: tuple[object, int, dict] | None = None  # (order, first row, columns)
 
     def take(self, order: np.ndarray | None, start: int, count: int) -> dict[str, np.ndarray]:
         """Rows ``start..start+count`` of ``order`` (a permutation; None: the cached order), as columns."""
@@ -281,7 +247,7 @@ class CacheReplay:
             start, count = start + take, count - take
         if len(pieces) == 1:
             return pieces[0]
-        return {n: aligned.concatenate([p[n] for p in pieces]) for n in self.names}
+        return {n: concatenate(n, [p[n] for p in pieces]) for n in pieces[0]}
 
     def _load(self, order: np.ndarray | None, first: int) -> dict[str, np.ndarray]:
         """The window of rows ``order[first:first + window_rows]``, gathered in file order."""
@@ -292,7 +258,12 @@ class CacheReplay:
         frame_of = np.searchsorted(self.starts, ordered, side="right") - 1
         bounds = np.searchsorted(frame_of, np.arange(len(self.columns) + 1))
         # aligned, so the batches sliced from it reach TensorFlow without another copy
-        window = {n: aligned.empty((last - first, *c.shape[1:]), c.dtype) for n, c in self.columns[0].items()}
+        window = {
+            n: aligned.empty((last - first, *c.shape[1:]), c.dtype)
+            for n, c in self.columns[0].items()
+            if n not in self._arrow
+        }
+        gathered: dict[str, list] = {n: [] for n in self._arrow}
         self._window = None  # let the previous window go before this one fills
         traversed = 0
         for frame, columns in enumerate(self.columns):
@@ -301,11 +272,18 @@ class CacheReplay:
                 continue
             local, positions = ordered[low:high] - self.starts[frame], by_position[low:high]
             for name, column in columns.items():
-                window[name][positions] = column[local]
+                if name in gathered:
+                    gathered[name].append(take(column, local))
+                else:
+                    window[name][positions] = column[local]
             traversed += self._frame_bytes[frame]
             if traversed >= RELEASE_EVERY_BYTES:
                 self.release_pages()
                 traversed = 0
+        if gathered:  # gathered in file order: put the rows in the window's order
+            back = np.argsort(by_position, kind="stable")
+            for name, pieces in gathered.items():
+                window[name] = take(concatenate(name, pieces), back)
         self.release_pages()
         return window
 

@@ -1,10 +1,13 @@
-"""Columnar conversions for feeding: Spark rows or Arrow record batches in, dense numpy out.
+"""Columnar conversions for feeding: Spark rows or Arrow record batches in, columns out.
 
-DataFrames travel as Arrow record batches end to end: an ``array<float>`` column becomes one
-``(rows, width)`` float32 array by reshaping Arrow's flat value buffer, with no per-row Python
-objects (:mod:`sparkdl.arrow_numpy`, shared with inference). RDD rows are turned into record
-batches once, on the executor that feeds them, with their structure in the schema metadata
-(``elements.py``).
+DataFrames travel as Arrow record batches end to end. On the node, a column that is a tensor
+already becomes one numpy array without per-row Python objects: an ``array<float>`` column
+becomes one ``(rows, width)`` float32 array by reshaping Arrow's flat value buffer
+(:mod:`sparkdl.arrow_numpy`, shared with inference). Every other column stays the Arrow array
+it came in (bytes, strings, Vectors, images, arrays of varying length, columns with nulls), and
+the reader the node asks for makes it a tensor (``sparkdl/column_readers.py``). RDD rows are
+turned into record batches once, on the executor that feeds them, with their structure in the
+schema metadata (``elements.py``).
 """
 
 from __future__ import annotations
@@ -14,31 +17,47 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
+from .. import arrow_rows as ar
 from ..arrow_numpy import ColumnRef, arrow_to_numpy
 from ..errors import SparkDLError
 from .elements import BARE, LIST, TUPLE, RowLayout, value_kind
+
+#: Fields of Spark's image data source struct (``spark.read.format("image")``).
+_IMAGE_FIELDS = ar.IMAGE_FIELDS
 
 
 class FeedDataError(SparkDLError, ValueError):
     """The data cannot be fed: the message names the column, its type and what to do."""
 
 
-def check_spark_schema(schema) -> None:
-    """Reject, before any job runs, DataFrame columns that cannot become dense tensors."""
+def feedable_type(kind) -> bool:
+    """Whether a Spark column type can be fed: numbers, booleans, strings, binary, ``pyspark.ml``
+    Vectors, Spark's image struct, and (nested) arrays of numbers, booleans, strings or binary."""
     from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import types as T
 
+    scalars = (T.NumericType, T.BooleanType, T.StringType, T.BinaryType)
+    if isinstance(kind, (*scalars, VectorUDT)):
+        return True
+    if isinstance(kind, T.StructType):
+        return {f.name for f in kind.fields} == _IMAGE_FIELDS
+    while isinstance(kind, T.ArrayType):
+        kind = kind.elementType
+    return isinstance(kind, scalars)
+
+
+def check_spark_schema(schema) -> None:
+    """Reject, before any job runs, DataFrame columns that cannot become tensors."""
     for field in schema.fields:
-        kind = field.dataType
-        if isinstance(kind, (T.NumericType, T.BooleanType, T.StringType, VectorUDT)):
-            continue
-        if isinstance(kind, T.ArrayType) and isinstance(kind.elementType, (T.NumericType, T.BooleanType)):
-            continue
-        raise FeedDataError(
-            f"column {field.name!r} has type {kind.simpleString()}, which sparkdl cannot feed as a tensor; "
-            "supported: numeric, boolean and string scalars, arrays of numbers, and pyspark.ml Vectors. "
-            f"Select or convert it first (e.g. df.drop({field.name!r}))."
-        )
+        if field.name == ar.ORIGIN:
+            raise FeedDataError(f"column {field.name!r} is a name sparkdl keeps for itself: rename the column")
+        if not feedable_type(field.dataType):
+            raise FeedDataError(
+                f"column {field.name!r} has type {field.dataType.simpleString()}, which sparkdl cannot feed as "
+                "a tensor; supported: numbers, booleans, strings and binary, (nested) arrays of them, "
+                "pyspark.ml Vectors and Spark's image struct. "
+                f"Select or convert it first (e.g. df.drop({field.name!r}))."
+            )
 
 
 def check_same_columns(training, validation) -> None:
@@ -75,11 +94,58 @@ def column_to_numpy(array: pa.Array | pa.ChunkedArray, name: str) -> np.ndarray:
     return arrow_to_numpy(array, ColumnRef(name, FeedDataError))
 
 
-def batch_to_columns(batch: pa.RecordBatch) -> dict[str, np.ndarray]:
-    """Every column of a record batch as a dense numpy array, by name (RDD arrays of two or more
-    dimensions in their own shape, ``(rows, *shape)``)."""
-    columns = {name: column_to_numpy(batch.column(i), name) for i, name in enumerate(batch.schema.names)}
+def column_values(array: pa.Array, name: str) -> np.ndarray | pa.Array:
+    """One fed column as the node keeps it: a dense numpy array when it is one (numbers, and
+    arrays of equal length, with no nulls), else the Arrow array itself."""
+    kind = array.type
+    if array.null_count or ar.is_bytes(kind) or pa.types.is_struct(kind):
+        return array
+    if ar.is_list(kind):
+        if ar.is_bytes(ar.innermost(kind)[0]):
+            return array
+        try:
+            return column_to_numpy(array, name)
+        except FeedDataError:  # rows of different lengths, or null elements: a reader decides
+            return array
+    if pa.types.is_nested(kind):
+        raise FeedDataError(f"column {name!r} has Arrow type {kind}, which sparkdl cannot feed")
+    return column_to_numpy(array, name)
+
+
+def data_names(schema: pa.Schema) -> list[str]:
+    """A fed batch's column names, without sparkdl's own row origins."""
+    return [name for name in schema.names if name != ar.ORIGIN]
+
+
+def batch_to_columns(batch: pa.RecordBatch, origin: np.ndarray | None = None) -> dict:
+    """Every column of a record batch by name (:func:`column_values`; RDD arrays of two or more
+    dimensions in their own shape, ``(rows, *shape)``), with each row's origin under
+    :data:`~sparkdl.arrow_rows.ORIGIN`: the batch's own column, else ``origin``."""
+    columns = {name: column_values(batch.column(i), name) for i, name in enumerate(batch.schema.names)}
+    if ar.ORIGIN in columns:
+        columns[ar.ORIGIN] = np.asarray(columns[ar.ORIGIN], dtype=np.int64)
+    elif origin is not None:
+        columns[ar.ORIGIN] = origin
     return RowLayout.of(batch.schema).shaped(columns)
+
+
+def bad_row_error(name: str, problem: ar.Problem, origins: np.ndarray | None) -> FeedDataError:
+    """The error for ``problem``'s rows of column ``name``, naming the first row's partition and position."""
+    rows = np.flatnonzero(problem.mask)
+    first = int(origins[rows[0]]) if origins is not None and len(origins) > rows[0] else None
+    more = f" ({len(rows)} such rows in this batch)" if len(rows) > 1 else ""
+    return FeedDataError(f"column {name!r}, {ar.describe_origin(first)}: {problem.reason}{more}")
+
+
+def check_rows(columns: dict, names: Sequence[str]) -> None:
+    """Raise a :class:`FeedDataError` naming the column, partition and row of the first row that no
+    tensor can take (a null, text that is not UTF-8, a Vector or image struct at odds with itself)."""
+    for name in names:
+        column = columns[name]
+        if isinstance(column, np.ndarray):
+            continue
+        for problem in ar.column_problems(column):
+            raise bad_row_error(name, problem, columns.get(ar.ORIGIN))
 
 
 def _column_to_arrow(values: list, name: str) -> tuple[pa.Array, tuple[int, ...] | None]:
@@ -98,8 +164,8 @@ def _column_to_arrow(values: list, name: str) -> tuple[pa.Array, tuple[int, ...]
         shape = dense.shape[1:] if dense.ndim > 2 else None
         width = int(np.prod(dense.shape[1:]))
         return pa.FixedSizeListArray.from_arrays(pa.array(dense.reshape(-1)), width), shape
-    if hasattr(first, "toArray"):  # a pyspark.ml / mllib Vector
-        return _column_to_arrow([v.toArray() for v in values], name)
+    if hasattr(first, "toArray"):  # a pyspark.ml / mllib Vector: kept sparse, as Spark keeps it
+        return ar.vectors_to_arrow(values), None
     try:
         return pa.array(values), None
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:

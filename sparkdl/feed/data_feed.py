@@ -18,10 +18,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import protocol
-from . import aligned
+from ..arrow_rows import ORIGIN, column_problems
+from ..column_readers import take
 from .cache import epoch_order
-from .columns import FeedDataError
-from .elements import RowLayout
+from .columns import bad_row_error
+from .dataset import build_dataset
+from .elements import RowLayout, column_array
 from .micro_batches import read_micro_batches
 from .queues import END, END_PARTITION, Chunk, Columns, join_columns, join_slices
 from .server import FeedServer
@@ -29,10 +31,6 @@ from .session import SessionPlan
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
 
 logger = logging.getLogger(__name__)
-
-
-#: About how many bytes ``as_dataset``'s generator reads per step (a whole number of batches).
-BLOCK_BYTES = 4 << 20
 
 
 class DataFeed:
@@ -75,17 +73,42 @@ class DataFeed:
         Without ``input_mapping``, a list of the RDD's elements with the structure they had: a
         number, string, list or array comes back bare (lists as lists of Python values, numpy
         arrays and scalars as numpy), a tuple as a tuple of the same length; a DataFrame's rows
-        come back as tuples of numpy values (arrays for array and Vector columns). With
-        ``input_mapping``, a dict of numpy arrays keyed by tensor name.
+        come back as tuples of numpy values (arrays for array and Vector columns, dense; bytes and
+        strings as Python values, arrays of varying length as arrays of their own lengths). With
+        ``input_mapping``, a dict of numpy arrays keyed by tensor name (an object array for bytes,
+        strings and arrays of varying length). In a run fed with ``bad_rows="skip"`` the rows
+        no tensor can take are left out (and counted); otherwise the feed refused them.
         """
         if self.train_mode or self._training_run_next():
             session = self._reading_session()
             columns, layout, count = self._read_run(session, TRAIN_SPLIT, batch_size) if session else ({}, None, 0)
+            plan = self._server.known_plan(self.qname_in, session) if session else None
+            if count and plan is not None and plan.bad_rows == "skip":
+                columns, count = self._skip_bad_rows(session, columns, layout.names, count)
         else:
             columns, layout, count = self._read_partition(batch_size)
         if self.input_mapping:
-            return {tensor: columns.get(column, np.empty((0,))) for column, tensor in self.input_mapping.items()}
+            return {
+                tensor: column_array(columns[column]) if column in columns else np.empty((0,))
+                for column, tensor in self.input_mapping.items()
+            }
         return layout.rows(columns) if count else []
+
+    def _skip_bad_rows(self, session: int, columns: dict, names, count: int) -> tuple[dict, int]:
+        """``columns`` without the rows no tensor can take (reported to the driver), and how many are left."""
+        bad = np.zeros(count, bool)
+        first = ""
+        for name in names:
+            if not isinstance(columns[name], np.ndarray):
+                for problem in column_problems(columns[name]):
+                    if not first:
+                        first = str(bad_row_error(name, problem, columns.get(ORIGIN)))
+                    bad |= problem.mask
+        if not bad.any():
+            return columns, count
+        self._report_bad_rows(session, int(bad.sum()), first)
+        keep = np.flatnonzero(~bad)
+        return {name: take(column, keep) for name, column in columns.items()}, len(keep)
 
     def should_stop(self) -> bool:
         """True once the feed has ended (``cluster.shutdown``) and every row was read, or after ``terminate``."""
@@ -197,11 +220,13 @@ class DataFeed:
     def as_dataset(
         self,
         batch_size: int,
-        features: str | int | list | None = None,
-        label: str | int | None = None,
+        features: str | int | list | dict | None = None,
+        label: str | int | list | dict | None = None,
         shapes: dict | None = None,
         split: str = TRAIN_SPLIT,
         all_epochs: bool = False,
+        sample_weight: str | int | list | dict | None = None,
+        columns: dict | None = None,
     ):
         """A ``tf.data.Dataset`` over this node's rows of the next ``cluster.train`` call.
 
@@ -220,69 +245,34 @@ class DataFeed:
 
         Under MultiWorkerMirroredStrategy, Keras treats each batch as the *global* batch and
         splits it across the workers: pass ``batch_size = per_worker_batch * ctx.num_workers``
-        to train ``per_worker_batch`` rows per worker per step. ``features``/``label`` name
-        columns (DataFrame names, or positions ``0, 1, ...`` for RDD tuples): the dataset
-        yields ``(features, label)``; with a list of features, a dict keyed by name (or by
-        ``input_mapping``). Without them it yields a dict of every column. ``shapes`` reshapes
-        columns per row, e.g. ``{"image": (28, 28, 1)}``. Auto-sharding is off (each node already
-        holds only its own rows) and tf.data autotuning is disabled.
+        to train ``per_worker_batch`` rows per worker per step.
+
+        What it yields is what ``model.fit(x, y, sample_weight)`` takes: ``x``, ``(x, y)`` or
+        ``(x, y, sample_weight)``. ``features``, ``label`` and ``sample_weight`` name columns
+        (DataFrame names, or positions ``0, 1, ...`` for RDD tuples): one column gives a tensor;
+        a dict ``{input or output name: column}`` gives a dict (several named inputs or
+        outputs); a list gives, for ``features``, a dict keyed by column (or by
+        ``input_mapping``) and, for ``label`` and ``sample_weight``, a tuple (outputs in order).
+        Without any of them it yields a dict of every column.
+
+        How each column becomes a tensor: numbers and equal-length arrays are dense (``shapes``
+        reshapes them per row, e.g. ``{"image": (28, 28, 1)}``), ``pyspark.ml`` Vectors dense
+        ``float64``, binary and string columns ``tf.string``, Spark's image struct ``uint8``
+        images; ``columns={column: spec}`` (``sparkdl.column_specs``) asks for another form:
+        ``Image(height, width, channels)`` decodes image files (``binaryFile``'s ``content``),
+        ``Sparse()`` gives ``tf.SparseTensor`` batches, ``Ragged()`` ``tf.RaggedTensor`` batches and
+        ``Padded(length)`` dense ones. A row no tensor can take (a null, text that is not UTF-8,
+        a corrupt image, an array longer than declared...) fails naming its column, Spark
+        partition and row, or with ``cluster.train(..., bad_rows="skip")`` is left out of its
+        batch and counted (the driver logs it, ``cluster.bad_rows``). Auto-sharding is off (each
+        node already holds only its own rows) and tf.data autotuning is disabled.
         """
-        import tensorflow as tf
+        return build_dataset(self, batch_size, features, label, shapes, split, all_epochs, sample_weight, columns)
 
-        plan = self._current_plan()
-        rows_per_epoch = self._split_rows(plan, split, "as_dataset")
-        if all_epochs and split != TRAIN_SPLIT:
-            raise ValueError(
-                "feed.as_dataset(all_epochs=True) reads the training split only: Keras rebuilds the "
-                "validation iterator every epoch, so validation needs one epoch per iteration"
-            )
-        session = plan.session
-        example, names = self._server.example(self.qname_in, session, self.feed_timeout)
-        shapes = {str(k): tuple(v) for k, v in (shapes or {}).items()}
-        select = self._selector(features, label, names)
-
-        def shaped(columns: Columns) -> Columns:
-            return {
-                name: (columns[name].reshape((-1, *shapes[name])) if name in shapes else columns[name])
-                for name in columns
-            }
-
-        sample = select(shaped(example))
-        signature = tf.nest.map_structure(
-            lambda a: tf.TensorSpec((None, *a.shape[1:]), tf.as_dtype(a.dtype) if a.dtype != object else tf.string),
-            sample,
-        )
-
-        block_rows = _block_rows(batch_size, example)
-
-        def one_iteration():
-            left = rows_per_epoch
-            if all_epochs:  # every epoch fed (after a resuming relaunch, those not completed)
-                left = plan.total_rows(split) - self._server.rows_read_of(self.qname_in, session, split)
-            while left > 0:
-                columns, _, count = self._read_run(session, split, min(block_rows, left))
-                if not count:
-                    logger.warning("the feed ended %d rows before the end of the epoch", left)
-                    return
-                left -= count
-                # aligned blocks become tensors without a copy (twice the rate of a cached epoch)
-                yield tf.nest.map_structure(aligned.ensure, select(shaped(columns)))
-
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-        options.autotune.enabled = False
-        # The generator yields blocks of whole batches (about BLOCK_BYTES): its GIL-bound Python step
-        # runs once per block and TensorFlow cuts batches in C++ (a per-batch generator made fit
-        # under MWMS about 2x slower). A fixed prefetch overlaps reading and training without the
-        # autotuner, which can hold up fit()'s end for a minute. With all_epochs the batch sizes
-        # cycle through one epoch's, so each epoch ends on its own last batch, as Keras expects.
-        batch_sizes = _epoch_batch_sizes(rows_per_epoch, batch_size) if all_epochs else batch_size
-        return (
-            tf.data.Dataset.from_generator(one_iteration, output_signature=signature)
-            .rebatch(batch_sizes)
-            .prefetch(2)
-            .with_options(options)
-        )
+    def _report_bad_rows(self, session: int, rows: int, example: str) -> None:
+        """Tell the driver (and this node's log) that ``rows`` bad rows of run ``session`` were skipped."""
+        logger.warning("sparkdl: skipped %d bad row(s) of training run %d; the first: %s", rows, session, example)
+        self._server.notify(protocol.BadRows(qname=self.qname_in, session=session, rows=rows, example=example))
 
     # -- internals: planning --
 
@@ -296,30 +286,6 @@ class DataFeed:
                 "cluster.train(..., validation_data=df_or_rdd)"
             )
         return plan.split_rows(split)
-
-    def _selector(self, features, label, names: list[str]):
-        names_set = set(names)
-
-        def key(name) -> str:
-            name = str(name)
-            if name not in names_set:
-                raise FeedDataError(f"column {name!r} is not in the fed data; columns are {names}")
-            return name
-
-        if features is None and label is None:
-            mapping = self.input_mapping or {n: n for n in names}
-            return lambda cols: {tensor: cols[key(col)] for col, tensor in mapping.items()}
-        if isinstance(features, (list, tuple)):
-            feature_keys = [key(f) for f in features]
-            mapping = self.input_mapping or {}
-            x = lambda cols: {mapping.get(k, k): cols[k] for k in feature_keys}  # noqa: E731
-        else:
-            feature_key = key(features)
-            x = lambda cols: cols[feature_key]  # noqa: E731
-        if label is None:
-            return x
-        label_key = key(label)
-        return lambda cols: (x(cols), cols[label_key])
 
     def _current_plan(self) -> SessionPlan:
         """The plan of the training run being read (or about to be), waiting for it if needed."""
@@ -486,15 +452,3 @@ class DataFeed:
         if pieces and pieces[0][0].stream is not None:
             self._pending.append([pieces[0][0].stream, count])
         return join_slices(pieces)
-
-
-def _block_rows(batch_size: int, example: Columns) -> int:
-    """Rows the dataset generator reads at a time: whole batches, about ``BLOCK_BYTES`` in all."""
-    row_bytes = sum(column.nbytes // max(len(column), 1) for column in example.values()) or 1
-    return batch_size * max(1, BLOCK_BYTES // (row_bytes * batch_size))
-
-
-def _epoch_batch_sizes(rows_per_epoch: int, batch_size: int) -> int | list[int]:
-    """The batch sizes of one epoch: ``batch_size``, or its full batches and the smaller last one."""
-    full, last = divmod(rows_per_epoch, batch_size)
-    return [batch_size] * full + [last] if last else batch_size

@@ -24,6 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+
+from .. import arrow_rows as ar
+from ..arrow_rows import ORIGIN
 
 METADATA_KEY = b"sparkdl.elements"
 BARE, TUPLE, LIST = "bare", "tuple", "list"
@@ -51,7 +55,7 @@ class RowLayout:
     @classmethod
     def of(cls, schema) -> "RowLayout":
         """The layout a batch's Arrow schema describes (tuples of numpy values without metadata)."""
-        names = tuple(schema.names)
+        names = tuple(name for name in schema.names if name != ORIGIN)  # sparkdl's own column: not data
         raw = (schema.metadata or {}).get(METADATA_KEY)
         if raw is None:
             return cls(names)
@@ -94,16 +98,59 @@ class RowLayout:
         return list(zip(*values))
 
 
-def _values(column: np.ndarray, kind: str) -> list:
-    """One column as per-element values of ``kind``."""
+def _values(column, kind: str) -> list:
+    """One column (numpy, or the Arrow array of a column that is not dense) as per-element
+    values of ``kind``."""
+    if kind in (ML_VECTOR, MLLIB_VECTOR):
+        return _vectors(column, kind)
+    if not isinstance(column, np.ndarray):
+        return arrow_values(column, python=kind == PYTHON)
     if kind == PYTHON:
         return column.tolist()
-    if kind in (ML_VECTOR, MLLIB_VECTOR):
-        if kind == ML_VECTOR:
-            from pyspark.ml.linalg import DenseVector
-        else:
-            from pyspark.mllib.linalg import DenseVector
-        return [DenseVector(row) for row in column]
     if column.ndim > 1 and not column.flags.writeable:
         column = column.copy()  # a numpy element was writable in the RDD; Arrow's buffers are read-only
     return list(column)
+
+
+def _vectors(column, kind: str) -> list:
+    """Vectors as they were in the RDD: dense ones dense, sparse ones sparse."""
+    if kind == ML_VECTOR:
+        from pyspark.ml.linalg import DenseVector, SparseVector
+    else:
+        from pyspark.mllib.linalg import DenseVector, SparseVector
+    if isinstance(column, np.ndarray):
+        return [DenseVector(row) for row in column]
+    rows, kinds = ar.vector_rows(column), column.field("type").to_numpy(zero_copy_only=False)
+    pieces = zip(np.split(rows.columns, rows.splits[1:-1]), np.split(rows.values, rows.splits[1:-1]))
+    return [
+        DenseVector(values) if dense == 1 else SparseVector(int(size), indices, values)
+        for (indices, values), dense, size in zip(pieces, kinds, rows.sizes)
+    ]
+
+
+def arrow_values(column: pa.Array, python: bool = False) -> list:
+    """A column kept in Arrow as per-row values: bytes and strings as Python values, arrays of
+    numbers as numpy arrays (lists with ``python``), Vectors as dense float64 arrays, other
+    structs (Spark's images) as dicts, nulls as None."""
+    if ar.is_vector(column.type):
+        return list(ar.densify(ar.vector_rows(column), int(ar.vector_rows(column).sizes.max(initial=0))))
+    if python or not ar.is_list(column.type) or column.null_count or ar.is_bytes(ar.innermost(column.type)[0]):
+        return column.to_pylist()
+    parts = ar.list_parts(column)
+    flat = parts.values.to_numpy(zero_copy_only=False)
+    if ar.is_list(parts.values.type):  # nested: rows of rows
+        return [np.asarray(row) for row in column.to_pylist()]
+    return np.split(flat, parts.splits[1:-1])
+
+
+def column_array(column) -> np.ndarray:
+    """A column as one numpy array, for ``next_batch`` with ``input_mapping``: dense columns as
+    they are, Vectors dense, other Arrow columns as an object array of per-row values."""
+    if isinstance(column, np.ndarray):
+        return column
+    if ar.is_vector(column.type):
+        rows = ar.vector_rows(column)
+        return ar.densify(rows, int(rows.sizes.max(initial=0)))
+    values = np.empty(len(column), dtype=object)
+    values[:] = arrow_values(column)
+    return values

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import protocol
+from ..arrow_rows import ORIGIN, origin_values
 from ..channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from ..errors import SparkDLError
 from .columns import FeedDataError, rows_to_record_batch
@@ -205,6 +206,8 @@ def feed_training_partition(
                         if plan.num_nodes == 1 and len(rows) == piece.num_rows and rng is None
                         else piece.take(rows)
                     )
+                    # each row's place in the partition, so a node can name a bad row
+                    part = part.append_column(ORIGIN, pa.array(origin_values(partition, offset + np.asarray(rows))))
                     try:
                         if node not in links:
                             links[node] = _NodeLink(target, node, header, partition)

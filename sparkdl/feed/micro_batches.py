@@ -40,9 +40,10 @@ class MicroBatch:
         """This node's rows of the micro-batch (the same on every data node)."""
         return self._plan.rows_per_epoch
 
-    def as_dataset(self, batch_size: int, features=None, label=None, shapes: dict | None = None):
-        """A ``tf.data.Dataset`` of this micro-batch's rows: ``DataFeed.as_dataset``'s arguments and rules."""
-        return self._feed.as_dataset(batch_size, features, label, shapes)
+    def as_dataset(self, batch_size: int, features=None, label=None, shapes: dict | None = None, **options):
+        """A ``tf.data.Dataset`` of this micro-batch's rows: ``DataFeed.as_dataset``'s arguments and rules
+        (``sample_weight``, ``columns`` among ``options``)."""
+        return self._feed.as_dataset(batch_size, features, label, shapes, **options)
 
     def next_batch(self, batch_size: int):
         """Up to ``batch_size`` rows of this micro-batch (fewer at its end): ``DataFeed.next_batch``."""

@@ -14,13 +14,14 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from . import aligned
 from .columns import FeedDataError
 from .elements import RowLayout
 from .streams import InferenceStream
 
-Columns = dict[str, np.ndarray]  # one batch's rows, column by column
+Columns = dict  # one batch's rows, column by column: numpy arrays, or Arrow arrays (see columns.py)
 
 END = "end"  # no more data will ever come (shutdown)
 END_PARTITION = "end-partition"
@@ -125,30 +126,87 @@ def join_slices(pieces: list[tuple[Chunk, int, int]]) -> tuple[Columns, RowLayou
     if not pieces:
         return {}, None, 0
     first = pieces[0][0]
-    names = first.names
-    parts = [{n: chunk.columns[n][start:stop] for n in names} for chunk, start, stop in pieces]
+    parts = [{n: column[start:stop] for n, column in chunk.columns.items()} for chunk, start, stop in pieces]
     return (
-        join_columns(parts, names),
-        first.layout or RowLayout(tuple(names)),
+        join_columns(parts),
+        first.layout or RowLayout(tuple(first.names)),
         sum(stop - start for _, start, stop in pieces),
     )
 
 
-def join_columns(parts: list[Columns], names: list[str]) -> Columns:
-    """Concatenate per-column pieces (no copy for a single piece)."""
+def join_columns(parts: list[Columns], names=None) -> Columns:
+    """Concatenate per-column pieces, every column of the first piece (no copy for a single piece)."""
     if not parts:
         return {}
     if len(parts) == 1:
         return parts[0]
-    return {n: _concatenate(n, [part[n] for part in parts]) for n in names}
+    return {n: concatenate(n, [part[n] for part in parts]) for n in parts[0]}
 
 
-def _concatenate(name: str, parts: list[np.ndarray]) -> np.ndarray:
-    """Join one column's pieces from several chunks, naming the column if their shapes differ."""
+def concatenate(name: str, parts: list) -> np.ndarray | pa.Array:
+    """Join one column's pieces: numpy arrays into one aligned array, else (some piece kept in Arrow:
+    bytes, Vectors, images, arrays of varying length, nulls) into one Arrow array."""
+    if all(isinstance(part, np.ndarray) for part in parts):
+        if len({part.shape[1:] for part in parts}) == 1:
+            return aligned.concatenate(parts)
+    arrays = [_as_arrow(part) for part in parts]
+    kinds = {array.type for array in arrays}
+    if len(kinds) > 1:  # e.g. a fixed-size list from numpy beside a list from Spark: one list type
+        target = next((k for k in kinds if not pa.types.is_fixed_size_list(k)), None) or pa.list_(
+            arrays[0].type.value_type
+        )
+        try:
+            arrays = [array.cast(target) for array in arrays]
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise FeedDataError(f"column {name!r} has rows of types {sorted(map(str, kinds))} in one batch") from exc
+    return pa.concat_arrays(arrays)
+
+
+def _as_arrow(column) -> pa.Array:
+    """A numpy column as Arrow: scalars as they are, ``(rows, *shape)`` as nested lists (views)."""
+    if not isinstance(column, np.ndarray):
+        return column
+    if column.ndim == 1:
+        return pa.array(column)
+    flat = pa.array(np.ascontiguousarray(column).reshape(-1))
+    for width in reversed(column.shape[1:]):
+        flat = pa.FixedSizeListArray.from_arrays(flat, width)
+    return flat.cast(_listed(flat.type))
+
+
+def _listed(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every fixed-size list level made a plain list."""
+    return pa.list_(_listed(kind.value_type)) if pa.types.is_fixed_size_list(kind) else kind
+
+
+def copy_rows(column, rows: int):
+    """The first ``rows`` rows of a column, copied (so they do not hold the frame they came in)."""
+    if isinstance(column, np.ndarray):
+        return column[:rows].copy()
+    return column.take(pa.array(np.arange(min(rows, len(column)), dtype=np.int64)))
+
+
+def describe_kind(column) -> str:
+    """A column's type as error messages name it: ``float32[5]`` (numpy) or its Arrow type."""
+    if isinstance(column, np.ndarray):
+        return f"{column.dtype}{list(column.shape[1:])}"
+    return str(column.type)
+
+
+def same_kind(want, got) -> bool:
+    """Whether two columns can be read alike: the same numpy dtype and row shape, the same Arrow
+    type, or a numpy array and an Arrow array of the same values at the same depth (a batch with
+    nulls, or with arrays of varying length, stays in Arrow)."""
+    if isinstance(want, np.ndarray) and isinstance(got, np.ndarray):
+        return want.dtype == got.dtype and want.shape[1:] == got.shape[1:]
+    if not isinstance(want, np.ndarray) and not isinstance(got, np.ndarray):
+        return _listed(want.type) == _listed(got.type)
+    array, dense = (got, want) if isinstance(want, np.ndarray) else (want, got)
+    kind, depth = array.type, 0
+    while pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        kind, depth = kind.value_type, depth + 1
     try:
-        return aligned.concatenate(parts)
-    except ValueError as exc:
-        shapes = sorted({part.shape[1:] for part in parts})
-        raise FeedDataError(
-            f"column {name!r} has rows of different shapes {shapes} in one batch; pad or filter them before feeding"
-        ) from exc
+        dtype = np.dtype(kind.to_pandas_dtype())
+    except (NotImplementedError, TypeError):
+        return False
+    return dtype == dense.dtype and depth == dense.ndim - 1

@@ -24,12 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from .. import protocol
+from ..arrow_rows import origin_values
 from ..channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
 from .cache import RunCache
-from .columns import FeedDataError, batch_to_columns
+from .columns import FeedDataError, batch_to_columns, check_rows, data_names
 from .elements import RowLayout
 from .ledger import DeliveryConflict, DeliveryLedger
-from .queues import END, END_PARTITION, BoundedQueue, Chunk, wait_with_heartbeat
+from .queues import END, END_PARTITION, BoundedQueue, Chunk, copy_rows, describe_kind, same_kind, wait_with_heartbeat
 from .session import RunState, SessionPlan
 from .streams import FIRST_MESSAGE_TIMEOUT_S, InferenceStream, send_notice, stream_timeout
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch, encode_batch
@@ -37,6 +38,8 @@ from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch, encode_batch
 logger = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_BYTES = 64 * 1024 * 1024
+#: How many of a run's first rows the server keeps as its example (readers look for one without problems).
+EXAMPLE_ROWS = 16
 
 
 class FeedServer:
@@ -290,7 +293,7 @@ class FeedServer:
         with self._inference_turn:  # released however the stream ends, within its timeout
             stream = InferenceStream(channel)
             try:
-                rows = self._receive(channel, self.queue(message.qname), timeout, stream=stream)
+                rows = self._receive(channel, self.queue(message.qname), timeout, stream, message.partition)
             except OSError as exc:  # the task went away mid-partition (e.g. take(n) had its rows), or silent
                 stream.abandon(
                     exc,
@@ -334,11 +337,11 @@ class FeedServer:
         if not run.replay and run.cache is not None:
             run.cache.drop()
 
-    def _check_schema(self, run: RunState, split: str, columns: dict[str, np.ndarray], names: list[str]) -> None:
-        """Record the run's first training row; reject validation rows that do not match it."""
+    def _check_schema(self, run: RunState, split: str, columns: dict, names: list[str]) -> None:
+        """Record the run's first training rows; reject validation rows that do not match them."""
         with self._cond:
             if run.example is None and split == TRAIN_SPLIT:
-                run.example = {n: c[:1].copy() for n, c in columns.items()}
+                run.example = {n: copy_rows(c, EXAMPLE_ROWS) for n, c in columns.items()}
                 run.names = list(names)
                 self._cond.notify_all()
             example, expected = run.example, run.names
@@ -352,10 +355,10 @@ class FeedServer:
             )
         for name in names:
             want, got = example[name], columns[name]
-            if want.dtype != got.dtype or want.shape[1:] != got.shape[1:]:
+            if not same_kind(want, got):
                 raise FeedDataError(
-                    f"validation column {name!r} is {got.dtype}{list(got.shape[1:])} but the "
-                    f"training column is {want.dtype}{list(want.shape[1:])}"
+                    f"validation column {name!r} is {describe_kind(got)} but the training "
+                    f"column is {describe_kind(want)}"
                 )
 
     def _receive_training(self, channel: Channel, message: protocol.Train, timeout: float) -> None:
@@ -394,9 +397,14 @@ class FeedServer:
                 return
             try:
                 batch = decode_batch(frame)
-                columns = batch_to_columns(batch)
+                names = data_names(batch.schema)
+                columns = batch_to_columns(
+                    batch, origin_values(message.partition, position + np.arange(batch.num_rows))
+                )
+                if run is None or run.plan.bad_rows == "fail":  # else the reader skips (and counts) them
+                    check_rows(columns, names)
                 if run is not None:
-                    self._check_schema(run, split, columns, batch.schema.names)
+                    self._check_schema(run, split, columns, names)
             except (FeedDataError, ValueError) as exc:
                 channel.send(protocol.Rejected(str(exc)).wire())
                 self._drain(channel)
@@ -417,9 +425,7 @@ class FeedServer:
                         cache.append(split, message.partition, frame, batch.num_rows)
                     if queue is not None:  # bounded; twice the feeder's own limit, so its clearer error comes first
                         queue.put(
-                            Chunk(
-                                columns, batch.schema.names, batch.num_rows, session, layout=RowLayout.of(batch.schema)
-                            ),
+                            Chunk(columns, names, batch.num_rows, session, layout=RowLayout.of(batch.schema)),
                             nbytes=len(frame),
                             timeout=2 * timeout,
                         )
@@ -435,7 +441,9 @@ class FeedServer:
             "data is not deterministic between Spark tasks: cache() or checkpoint() it before cluster.train()."
         )
 
-    def _receive(self, channel: Channel, queue: BoundedQueue, timeout: float, stream: InferenceStream) -> int | None:
+    def _receive(
+        self, channel: Channel, queue: BoundedQueue, timeout: float, stream: InferenceStream, partition: int
+    ) -> int | None:
         """Queue an inference feeder's data frames until its ``done``; returns the row count (None if
         cut short). Each frame must arrive within ``timeout`` (``ChannelTimeout``); waiting for queue
         space is not counted (backpressure holds the feeder, not the reverse)."""
@@ -457,13 +465,15 @@ class FeedServer:
                 return None
             try:
                 batch = decode_batch(frame)
-                columns = batch_to_columns(batch)
+                names = data_names(batch.schema)
+                columns = batch_to_columns(batch, origin_values(partition, rows + np.arange(batch.num_rows)))
+                check_rows(columns, names)  # an inference row is answered or the partition fails: no skipping
             except (FeedDataError, ValueError) as exc:
                 channel.send(protocol.Rejected(str(exc)).wire())
                 self._drain(channel)
                 return None
             queue.put(
-                Chunk(columns, batch.schema.names, batch.num_rows, None, stream, layout=RowLayout.of(batch.schema)),
+                Chunk(columns, names, batch.num_rows, None, stream, layout=RowLayout.of(batch.schema)),
                 nbytes=len(frame),
                 timeout=2 * timeout,  # bounded; twice the feeder's own limit, so its clearer error comes first
             )

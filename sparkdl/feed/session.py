@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-import numpy as np
-
 from .. import protocol
+from ..column_specs import BAD_ROWS
 from .cache import RunCache
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
 
@@ -33,10 +32,15 @@ class SessionPlan:
     deterministic: bool = False  # epoch 1 is cached, not queued, and read from the cache in the seeded order
     first_epoch: int = 0  # the absolute number of the first epoch fed (after a relaunch that resumes)
     batch_id: int | None = None  # the Structured Streaming micro-batch this run is (cluster.train_stream)
+    bad_rows: str = "fail"  # "skip": readers skip (and count) rows no tensor can take; "fail": name the first
 
     @classmethod
     def from_message(cls, message: protocol.Plan) -> "SessionPlan":
         """The plan in a driver's ``Plan`` message: its fields of the same names, carried as they are."""
+        if message.bad_rows not in BAD_ROWS:
+            raise protocol.ProtocolError(
+                f"'plan' message: bad_rows must be one of {BAD_ROWS}, got {message.bad_rows!r}"
+            )
         return cls(**{f.name: getattr(message, f.name) for f in fields(cls)})
 
     def split_rows(self, split: str) -> int:
@@ -60,7 +64,7 @@ class RunState:
     plan: SessionPlan
     cache: RunCache | None
     read: dict[str, int] = field(default_factory=dict)
-    example: dict[str, np.ndarray] | None = None  # the first training row, as columns (the schema)
+    example: dict | None = None  # the first training rows (up to EXAMPLE_ROWS), as columns (the schema)
     names: list[str] | None = None
     replay: bool | None = None  # the driver's decision (None: not yet told)
     consumed: bool = False  # read in full, or its fit ended (the driver was told)

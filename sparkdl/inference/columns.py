@@ -20,8 +20,10 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .. import arrow_numpy
+from .. import arrow_numpy, arrow_rows
 from ..arrow_numpy import TEXT_DTYPES, ColumnRef, castable
+from ..column_readers import ColumnSpecError, VectorReader, reader_for, take
+from ..column_specs import Sparse
 from ..errors import SparkDLError
 
 __all__ = [
@@ -35,6 +37,8 @@ __all__ = [
     "outputs_to_pandas",
     "outputs_to_arrow",
     "spark_value_info",
+    "needs_reader",
+    "read_column",
 ]
 
 
@@ -59,6 +63,8 @@ class InputPlan:
     source_dtype: str
     row_shape: tuple[int, ...] | None = None
     dtype: str | None = None
+    spec: Any = None  # a column spec (Image, Sparse, Ragged, Padded): the column goes through a reader
+    vector: bool = False  # a pyspark.ml Vector column (dense unless spec is Sparse)
 
     @property
     def row_size(self) -> int | None:
@@ -226,7 +232,15 @@ def outputs_to_arrow(
 
 
 def spark_value_info(data_type: Any) -> tuple[int, str]:
-    """``(depth, numpy dtype)`` of a Spark column type; raises for types a model cannot take."""
+    """``(depth, numpy dtype)`` of a Spark column type; raises for types a model cannot take.
+    A ``pyspark.ml`` Vector is ``(1, "float64")`` and Spark's image struct ``(3, "uint8")``."""
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql.types import StructType
+
+    if isinstance(data_type, VectorUDT):
+        return 1, "float64"
+    if isinstance(data_type, StructType) and set(data_type.names) == arrow_rows.IMAGE_FIELDS:
+        return 3, "uint8"
     depth = 0
     while data_type.typeName() == "array":
         data_type = data_type.elementType
@@ -234,7 +248,90 @@ def spark_value_info(data_type: Any) -> tuple[int, str]:
     dtype = arrow_numpy.numpy_dtype(data_type.typeName())
     if dtype is None:
         raise InferenceInputError(
-            f"Spark type {data_type.simpleString()} cannot be fed to a model; supported: "
-            "numeric, boolean, string and binary scalars and (nested) arrays of numbers"
+            f"Spark type {data_type.simpleString()} cannot be fed to a model; supported: numeric, "
+            "boolean, string and binary scalars, (nested) arrays of them, pyspark.ml Vectors and "
+            "Spark's image struct"
         )
     return depth, dtype
+
+
+# ---------------------------------------------------------------------------------------------
+# Columns read by a column reader (images, Vectors, arrays of varying length)
+# ---------------------------------------------------------------------------------------------
+
+
+def needs_reader(plan: InputPlan) -> bool:
+    """Whether ``plan``'s column goes through a column reader rather than the dense path."""
+    return plan.spec is not None or plan.vector
+
+
+def pandas_to_arrow(values: Any) -> pa.Array:
+    """A pandas column as Arrow, for the readers: Vectors (objects) as Spark's Vector struct, a
+    struct (a DataFrame, or dicts) as a struct, anything else as Arrow infers it."""
+    if isinstance(values, pd.DataFrame):
+        return pa.StructArray.from_arrays([pa.array(values[c]) for c in values.columns], names=list(values.columns))
+    items = values.tolist() if hasattr(values, "tolist") else list(values)
+    first = next((item for item in items if item is not None), None)
+    if first is not None and hasattr(first, "toArray"):
+        return arrow_rows.vectors_to_arrow(items)
+    if first is not None and hasattr(first, "asDict"):
+        items = [None if item is None else item.asDict() for item in items]
+    return pa.array(items)
+
+
+class ReaderBatch:
+    """One batch of a column read by a column reader: sliced into chunks like a numpy array and
+    made the model's input (a tensor, ``tf.SparseTensor`` or ``tf.RaggedTensor``) per chunk by
+    ``convert`` (``sparkdl.tf_columns.converter``)."""
+
+    def __init__(self, reader, column, convert):
+        self.reader, self.column, self.convert = reader, column, convert
+
+    def __len__(self) -> int:
+        return len(self.column)
+
+    def __getitem__(self, rows: slice) -> "ReaderBatch":
+        return ReaderBatch(self.reader, self.column[rows], self.convert)
+
+    def repeat_last(self, count: int) -> "ReaderBatch":
+        """This batch with its last row repeated ``count`` more times (padding to a fixed batch size)."""
+        index = np.concatenate([np.arange(len(self.column)), np.full(count, len(self.column) - 1)])
+        return ReaderBatch(self.reader, take(self.column, index), self.convert)
+
+    def tensor(self):
+        """The model's input for these rows."""
+        return self.convert(self.reader.parts(self.column))
+
+
+def read_column(column: Any, plan: InputPlan, origins: np.ndarray, converters: dict) -> ReaderBatch:
+    """A column that needs a reader (:func:`needs_reader`), checked (a bad row raises naming the
+    column, partition and row) and ready to score; ``converters`` keeps one traced converter
+    per input for the task."""
+    from .. import tf_columns
+
+    if not isinstance(column, (pa.Array, pa.ChunkedArray)):
+        column = pandas_to_arrow(column)
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    reader = _reader(plan, column)
+    for problem in reader.problems(column):
+        rows = np.flatnonzero(problem.mask)
+        more = f" ({len(rows)} such rows in this batch)" if len(rows) > 1 else ""
+        where = arrow_rows.describe_origin(int(origins[rows[0]]))
+        raise InferenceInputError(f"{plan.describe()}, {where}: {problem.reason}{more}")
+    if plan.tensor not in converters:
+        converters[plan.tensor] = tf_columns.converter(reader, plan.dtype)
+    return ReaderBatch(reader, column, converters[plan.tensor])
+
+
+def _reader(plan: InputPlan, column: pa.Array):
+    """The reader of ``plan``'s column: its spec, completed by the model's shape at planning time."""
+    if plan.vector:
+        size = plan.row_shape[-1] if plan.row_shape else int(arrow_rows.vector_rows(column[:1]).sizes[0])
+        sparse = isinstance(plan.spec, Sparse)
+        dtype = np.dtype(plan.spec.dtype) if sparse and plan.spec.dtype else np.dtype("float64")
+        return VectorReader(plan.column, column[:1], size=size, sparse=sparse, dtype=dtype)
+    try:
+        return reader_for(plan.column, column[:16], plan.spec)
+    except ColumnSpecError as exc:
+        raise InferenceInputError(str(exc)) from None

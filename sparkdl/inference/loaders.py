@@ -225,11 +225,8 @@ def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedMod
     inputs = []
     for tensor in model.inputs:
         shape, batch = _shape_info(tensor.shape)
-        inputs.append(
-            TensorInfo(
-                getattr(tensor, "name", None) or f"input_{len(inputs)}", _numpy_dtype(tensor.dtype), shape, batch
-            )
-        )
+        name = getattr(tensor, "name", None) or f"input_{len(inputs)}"
+        inputs.append(TensorInfo(name, _numpy_dtype(tensor.dtype), shape, batch, _form(tf, tensor)))
     names = [t.name.split(":")[0] for t in inputs]
     try:
         structure = model.input
@@ -248,7 +245,7 @@ def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedMod
         return xs[0]
 
     # One trace for every batch size: the batch axis is None in the signature.
-    specs = [tf.TensorSpec(None if t.shape is None else (t.batch or None, *t.shape), t.dtype) for t in inputs]
+    specs = [_input_spec(tf, t) for t in inputs]
 
     @tf.function(input_signature=specs)
     def serve(*xs):
@@ -271,6 +268,29 @@ def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedMod
             return {name: value.numpy() for name, value in serve(*arrays).items()}
 
     return LoadedModel("keras", inputs, outputs, call, keep_alive=model, traced=serve)
+
+
+def _form(tf, tensor: Any) -> str:
+    """``"sparse"``, ``"ragged"`` or ``"dense"``: what a Keras input takes (Keras 3 and tf-keras)."""
+    if getattr(tensor, "sparse", False) is True:
+        return "sparse"
+    if getattr(tensor, "ragged", False) is True:
+        return "ragged"
+    spec = getattr(tensor, "type_spec", None)
+    if isinstance(spec, tf.SparseTensorSpec):
+        return "sparse"
+    return "ragged" if isinstance(spec, tf.RaggedTensorSpec) else "dense"
+
+
+def _input_spec(tf, info: TensorInfo):
+    """The traced function's spec of one input: dense, sparse or ragged, the batch axis free."""
+    shape = None if info.shape is None else (info.batch or None, *info.shape)
+    dtype = tf.string if info.dtype == "str" else info.dtype
+    if info.form == "sparse":
+        return tf.SparseTensorSpec(shape, dtype)
+    if info.form == "ragged":
+        return tf.RaggedTensorSpec(shape, dtype, ragged_rank=1)
+    return tf.TensorSpec(shape, dtype)
 
 
 def _load_saved_model(tf, path: str, source: ModelSource, device: str) -> LoadedModel:

@@ -28,13 +28,16 @@ class ModelLoadError(SparkDLError):
 class TensorInfo:
     """A model input or output: name, numpy dtype name and per-row shape (batch axis dropped).
 
-    ``batch`` is the fixed batch size when the model only accepts one (else None).
+    ``batch`` is the fixed batch size when the model only accepts one (else None); ``form`` is
+    ``"dense"``, ``"sparse"`` (a Keras ``Input(sparse=True)``: ``tf.SparseTensor``) or ``"ragged"``
+    (``Input(ragged=True)``: ``tf.RaggedTensor``).
     """
 
     name: str
     dtype: str | None
     shape: tuple[int | None, ...] | None
     batch: int | None = None
+    form: str = "dense"
 
     def as_dict(self) -> dict:
         """JSON-friendly form (for the driver's signature probe)."""
@@ -43,13 +46,20 @@ class TensorInfo:
             "dtype": self.dtype,
             "shape": None if self.shape is None else list(self.shape),
             "batch": self.batch,
+            "form": self.form,
         }
 
     @classmethod
     def from_dict(cls, value: Mapping) -> "TensorInfo":
         """Inverse of :meth:`as_dict`."""
         shape = value.get("shape")
-        return cls(value["name"], value.get("dtype"), None if shape is None else tuple(shape), value.get("batch"))
+        return cls(
+            value["name"],
+            value.get("dtype"),
+            None if shape is None else tuple(shape),
+            value.get("batch"),
+            value.get("form", "dense"),
+        )
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,14 @@ never imports TensorFlow, and the model is then already cached in that executor'
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .. import arrow_numpy
+from .. import arrow_numpy, arrow_rows
 from ..arrow_numpy import spark_type
+from ..column_specs import Image, Padded, Ragged, Sparse, check_columns
 from . import columns as cols
 from .columns import InferenceInputError, InputPlan, OutputPlan
 from .model import ModelLoadError, ModelSource, TensorInfo
@@ -88,8 +90,11 @@ def _resolve_inputs(
     input_shapes: Mapping[str, Sequence[int]],
     schema: Any | None,
     describe: Callable[[str], str],
+    specs: Mapping[str, Any] | None = None,
 ) -> tuple[InputPlan, ...]:
-    """Match columns to model inputs, fixing each input's shape and dtype; errors name the column."""
+    """Match columns to model inputs, fixing each input's shape and dtype (and, for columns that
+    are not plain tensors, the reader's spec: ``specs`` by column); errors name the column."""
+    specs = specs or {}
     if model_inputs is not None:
         names = [t.name for t in model_inputs]
         by_name = {t.name: t for t in model_inputs}
@@ -128,6 +133,30 @@ def _resolve_inputs(
         row_shape = tuple(int(d) for d in shape) if shape is not None else None
         if row_shape is None and info is not None and info.shape is not None and None not in info.shape:
             row_shape = tuple(info.shape)
+        try:
+            spec, vector = _reader_spec(
+                schema[column].dataType if schema is not None else None, specs.get(column), info
+            )
+        except InferenceInputError as exc:
+            raise InferenceInputError(f"{describe(column)}: {exc}") from None
+        if spec is not None or vector:
+            if isinstance(spec, Image):
+                row_shape, source_dtype = (spec.height, spec.width, spec.channels), "uint8"
+            elif info is not None and info.form != "dense" or isinstance(spec, Ragged):
+                row_shape = None  # a sparse or ragged input: the reader gives its shape
+            plans.append(
+                InputPlan(
+                    column,
+                    tensor,
+                    depth if depth is not None else -1,
+                    source_dtype or "",
+                    row_shape,
+                    info.dtype if info is not None else None,
+                    spec,
+                    vector,
+                )
+            )
+            continue
         if depth == 0 and row_shape is not None and int(np.prod(row_shape, dtype=np.int64)) != 1:
             raise InferenceInputError(
                 f"{describe(column)} holds one value per row but model input {tensor!r} "
@@ -149,6 +178,44 @@ def _resolve_inputs(
                 raise InferenceInputError(str(exc).replace(plan.describe(), describe(column), 1)) from None
         plans.append(plan)
     return tuple(plans)
+
+
+def _reader_spec(data_type: Any, spec: Any, info: TensorInfo | None) -> tuple[Any, bool]:
+    """``(spec, vector)``: how a column that is not a plain tensor is read for a model input,
+    completed from the input's shape: Spark's images and ``Image`` specs decode to the input's
+    ``(height, width, channels)``, Vectors are sparse for a sparse input (or ``Sparse()``),
+    arrays become ragged for a ragged input (or ``Ragged()``) or padded (``Padded``, to the
+    input's length when it is fixed). ``(None, False)``: the plain dense path."""
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql.types import ArrayType, BinaryType, StringType, StructType
+
+    shape = info.shape if info is not None else None
+    form = info.form if info is not None else "dense"
+    image_struct = isinstance(data_type, StructType) and set(data_type.names) == arrow_rows.IMAGE_FIELDS
+    if isinstance(data_type, VectorUDT):
+        if spec is not None and not isinstance(spec, Sparse):
+            raise InferenceInputError(f"{type(spec).__name__}() does not read a Vector column (Sparse() does)")
+        return (spec or Sparse()) if form == "sparse" or spec is not None else None, True
+    if image_struct or isinstance(spec, Image):
+        if data_type is not None and not (image_struct or isinstance(data_type, BinaryType)):
+            raise InferenceInputError(f"Image() decodes binary or image-struct columns, not {data_type.simpleString()}")
+        given, spec = spec is not None, spec or Image()
+        if spec.height is None:
+            if shape is None or len(shape) != 3 or None in shape:
+                raise InferenceInputError(
+                    f"the model input's shape {shape} gives no image size: declare columns={{...: Image(h, w)}}"
+                )
+            channels = spec.channels if given else int(shape[2])  # an Image() given says its channels
+            spec = replace(spec, height=int(shape[0]), width=int(shape[1]), channels=channels)
+        return spec, False
+    if isinstance(spec, Padded) and spec.length is None and shape is not None and len(shape) == 1 and shape[0]:
+        return replace(spec, length=int(shape[0])), False
+    if spec is None and form == "ragged":
+        return Ragged(), False
+    strings = isinstance(data_type, ArrayType) and isinstance(data_type.elementType, StringType)
+    if spec is None and strings:
+        raise InferenceInputError("an array<string> column needs columns={...: Ragged()} or Padded(length)")
+    return spec, False
 
 
 def _resolve_outputs(
@@ -250,13 +317,15 @@ def build_plan(
     gpus: str = "spark",
     describe: Callable[[str], str] | None = None,
     version_column: str | None = None,
+    columns: Mapping[str, Any] | None = None,
 ) -> ScoringPlan:
     """The executors' plan, validated against the model's ``signature`` and, when given, the
     DataFrame's ``schema`` (the pandas UDF has none: its arguments' types are read at run time).
 
     ``pairs`` are ``(column, model input or None)``; ``keep`` columns pass through, first in
     the result schema; ``describe`` names a column in errors (default: ``column 'name'``);
-    ``version_column`` (a versioned source only) is a ``long`` column after the outputs.
+    ``version_column`` (a versioned source only) is a ``long`` column after the outputs;
+    ``columns`` (``{column: spec}``) says how columns that are not plain tensors are read.
     """
     from pyspark.sql.types import LongType, StructField, StructType
 
@@ -264,7 +333,9 @@ def build_plan(
         raise ValueError("version_column needs a versioned model: model=ModelVersions(base, refresh_seconds=...)")
 
     model_inputs, model_outputs = model_tensors(signature)
-    inputs = _resolve_inputs(list(pairs), model_inputs, input_shapes or {}, schema, describe or _column)
+    inputs = _resolve_inputs(
+        list(pairs), model_inputs, input_shapes or {}, schema, describe or _column, check_columns(columns, "Predictor")
+    )
     outputs = _resolve_outputs(output_mapping, model_outputs, return_type)
     fields = []
     for column in keep:

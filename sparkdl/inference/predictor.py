@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..arrow_numpy import spark_type
+from ..column_specs import check_columns
 from ..model_versions import ModelVersions
 from .columns import InferenceInputError
 from .model import GPU_MODES, ModelSource
@@ -105,6 +106,18 @@ class Predictor:
     version_column:
         With ``ModelVersions``: the name of a ``long`` column, after the predictions, holding the
         version that scored each row.
+    columns:
+        ``{column: spec}`` (:mod:`sparkdl.column_specs`), as for ``feed.as_dataset``: how a column
+        that is not a plain tensor becomes the model's input, decoded on the executors.
+        ``Image(height, width, channels)`` decodes image files (a ``binary`` column, e.g.
+        ``binaryFile``'s ``content``); Spark's image struct is decoded without one, to the model
+        input's ``(height, width, channels)``, as is an ``Image`` spec without a size.
+        ``pyspark.ml`` Vectors feed a sparse model input (``Input(sparse=True)``) as
+        ``tf.SparseTensor``, a dense one dense; arrays of varying length feed a ragged input
+        (``Input(ragged=True)``) as ``tf.RaggedTensor``, or ``Padded(length)`` a dense one
+        (length None: the input's). Strings feed ``tf.string`` inputs as they are. A row that
+        cannot become its input (a null, a corrupt image...) fails the task naming its column,
+        Spark partition and row.
 
     Null values in input columns raise an error naming the column (nulls in float scalar columns
     reach pandas as NaN and are passed to the model in the mapInPandas form; the mapInArrow
@@ -128,6 +141,7 @@ class Predictor:
         gpus: str = "spark",
         safe_mode: bool = True,
         version_column: str | None = None,
+        columns: Mapping[str, Any] | None = None,
     ):
         versions = model if isinstance(model, ModelVersions) else None
         if versions is not None:
@@ -156,6 +170,7 @@ class Predictor:
             versions=versions,
         )
         self.version_column = version_column
+        self.columns = check_columns(columns, "Predictor")
         self.input_pairs = normalise_inputs(input_mapping)
         self.output_mapping = output_mapping
         self.keep_columns = (keep_columns,) if isinstance(keep_columns, str) else tuple(keep_columns)
@@ -195,6 +210,7 @@ class Predictor:
             gpus=self.gpus,
             describe=describe,
             version_column=self.version_column,
+            columns=self.columns,
         )
 
     def output_schema(self, df):

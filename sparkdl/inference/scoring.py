@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator, Mapping, Tuple
 import numpy as np
 import pandas as pd
 
+from ..arrow_rows import origin_values
 from . import columns as cols
 from . import worker
 from .columns import InferenceInputError, InputPlan, OutputPlan
@@ -86,6 +87,9 @@ class TaskModel:
         self.model: LoadedModel | None = None
         self.version: int | None = None
         self.path: str | None = None
+        self.rows_seen = 0  # rows of this task's partition so far (bad rows are named by position)
+        self._partition_id: int | None = None
+        self._converters: dict = {}  # one traced converter per input read by a column reader
 
     def current(self) -> LoadedModel:
         """The model to score the next batch with."""
@@ -104,6 +108,28 @@ class TaskModel:
     def version_values(self, rows: int) -> np.ndarray:
         """The version column's values for a batch of ``rows`` rows."""
         return np.full(rows, self.version, dtype="int64")
+
+    def inputs(self, columns: list, dense: Callable, rows: int, runtime: bool = False) -> list:
+        """The model's inputs for one batch, in plan order: ``dense(column, plan)`` for plain
+        columns, a checked :class:`~.columns.ReaderBatch` for images, Vectors and arrays of
+        varying length (a bad row raises naming its column, Spark partition and row)."""
+        origins = origin_values(self._partition(), self.rows_seen + np.arange(rows))
+        self.rows_seen += rows
+        arrays = []
+        for column, p in zip(columns, self.plan.inputs):
+            if cols.needs_reader(p):
+                arrays.append(cols.read_column(column, p, origins, self._converters))
+            else:
+                arrays.append(dense(column, _runtime_plan(p, column) if runtime else p))
+        return arrays
+
+    def _partition(self) -> int:
+        if self._partition_id is None:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            self._partition_id = context.partitionId() if context is not None else 0
+        return self._partition_id
 
 
 def _check_version(model: LoadedModel, plan: ScoringPlan, path: str) -> None:
@@ -153,7 +179,13 @@ def score_arrays(model: LoadedModel, plan: ScoringPlan, arrays: list[np.ndarray]
         size = min(plan.batch_size, rows - start)
         pad = (plan.pad_to - size) if plan.pad_to and size < plan.pad_to else 0
         if pad:
-            chunk = [np.concatenate([a, np.repeat(a[-1:], pad, axis=0)]) for a in chunk]
+            chunk = [
+                a.repeat_last(pad)
+                if isinstance(a, cols.ReaderBatch)
+                else np.concatenate([a, np.repeat(a[-1:], pad, axis=0)])
+                for a in chunk
+            ]
+        chunk = [a.tensor() if isinstance(a, cols.ReaderBatch) else a for a in chunk]
         result = _normalise_result(model(chunk), plan)
         if pad:
             result = {key: value[:size] for key, value in result.items()}
@@ -173,7 +205,7 @@ def pandas_scorer(plan: ScoringPlan) -> Callable[[Iterator[pd.DataFrame]], Itera
             if rows == 0:
                 continue
             # Data first: a bad batch fails before TensorFlow is even imported in a fresh worker.
-            arrays = [cols.pandas_to_numpy(frame[p.column], p) for p in plan.inputs]
+            arrays = task.inputs([frame[p.column] for p in plan.inputs], cols.pandas_to_numpy, rows)
             outputs = score_arrays(task.current(), plan, arrays, rows)
             result = cols.outputs_to_pandas(outputs, plan.outputs, rows, frame[list(plan.keep)] if plan.keep else None)
             if plan.version_column:
@@ -199,7 +231,7 @@ def arrow_scorer(plan: ScoringPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
             rows = batch.num_rows
             if rows == 0:
                 continue
-            arrays = [cols.arrow_to_numpy(batch.column(p.column), p) for p in plan.inputs]
+            arrays = task.inputs([batch.column(p.column) for p in plan.inputs], cols.arrow_to_numpy, rows)
             outputs = score_arrays(task.current(), plan, arrays, rows)
             keep = batch.select(list(plan.keep)) if plan.keep else None
             schema = pa.schema((list(keep.schema) if keep is not None else []) + result_fields)
@@ -243,7 +275,7 @@ def udf_scorer(plan: ScoringPlan, struct: bool, arity: int):
                     f"{len(plan.inputs)} input(s) {[p.tensor for p in plan.inputs]}"
                 )
             rows = len(args[0])
-            arrays = [cols.pandas_to_numpy(series, _runtime_plan(p, series)) for series, p in zip(args, plan.inputs)]
+            arrays = task.inputs(list(args), cols.pandas_to_numpy, rows, runtime=True)
             frame = cols.outputs_to_pandas(score_arrays(task.current(), plan, arrays, rows), plan.outputs, rows)
             if plan.version_column:
                 frame[plan.version_column] = task.version_values(rows)

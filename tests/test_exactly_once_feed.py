@@ -151,3 +151,46 @@ def test_empty_results_for_an_empty_batch_are_accepted(nodes):
     feed_.batch_results([])  # TensorFlowOnSpark's own test does this at the end of the feed
     with pytest.raises(ValueError, match="more results than rows"):
         feed_.batch_results([1.0])
+
+
+def rich_batches(fail_after: int | None = None):
+    """The partition's rows with a binary column (its id's bytes) and a sparse Vector column (one
+    value, at the id), in BATCH_ROWS batches, as Spark sends them; raises after ``fail_after`` rows."""
+    from pyspark.ml.linalg import SparseVector
+
+    from sparkdl.arrow_rows import vectors_to_arrow
+
+    for start in range(0, ROWS, BATCH_ROWS):
+        if fail_after is not None and start >= fail_after:
+            raise FlakySource(f"failing after {start} rows")
+        ids = np.arange(start, start + BATCH_ROWS, dtype=np.int64)
+        blobs = pa.array([b"row-%d" % i for i in ids], pa.binary())
+        vectors = vectors_to_arrow([SparseVector(ROWS, {int(i): float(i)}) for i in ids])
+        yield pa.RecordBatch.from_arrays([pa.array(ids), blobs, vectors], names=["id", "blob", "vec"])
+
+
+def test_a_retry_slices_binary_and_sparse_columns_exactly_once_and_the_cache_replays_them(secret, nodes):
+    """A retried task whose frames straddle the watermark: the Arrow columns (bytes, a sparse
+    Vector) are sliced with the rows, so each row is queued and cached once, whole, and the replay
+    gives back the same bytes and coordinates, never a dense vector."""
+    from sparkdl.arrow_rows import vector_rows
+
+    plan = balanced_plan([ROWS], NODES)
+    send_plans(secret, nodes, plan, epochs=2, cache=True)
+    with pytest.raises(FlakySource):
+        feed(secret, nodes, plan, rich_batches(fail_after=2500), attempt=0)
+    assert feed(secret, nodes, plan, rich_batches(), attempt=1) == (ROWS, 0)
+    for index, server in enumerate(nodes):
+        assert tell(server, secret, protocol.CacheSeal(1)).problem is None
+        assert isinstance(tell(server, secret, protocol.CacheUse(1, True)), protocol.Ack)
+        reader = DataFeed(server, feed_timeout=10, input_mapping={"id": "id", "blob": "blob"})
+        for epoch in (1, 2):  # epoch 1 from the queue, epoch 2 from the cache
+            if epoch == 2:
+                replay = server.run_cache("input", 1).replay("train")
+                columns = replay.take(None, 0, replay.rows)
+                rows = vector_rows(columns["vec"])
+                assert replay.rows == plan.rows_per_node and columns["vec"].nbytes < 64 * replay.rows, "kept sparse"
+                assert (rows.columns == columns["id"]).all() and (rows.values == columns["id"]).all()
+            got = reader.next_batch(plan.rows_per_node)
+            assert sorted(got["id"].tolist()) == planned_share(plan, index), f"epoch {epoch}"
+            assert all(blob == b"row-%d" % i for i, blob in zip(got["id"], got["blob"])), f"epoch {epoch}"

@@ -342,8 +342,9 @@ class DataFeed:
 
     # -- internals: reading a training run --
 
-    def _read_run(self, session: int, split: str, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
-        """Up to ``max_rows`` rows of ``split`` of training run ``session``, never past its plan."""
+    def _read_run(self, session: int, split: str, max_rows: int, check=None) -> tuple[Columns, RowLayout | None, int]:
+        """Up to ``max_rows`` rows of ``split`` of training run ``session``, never past its plan;
+        ``check(columns, rows)`` sees them before they count as read (it may raise)."""
         plan = self._server.known_plan(self.qname_in, session)
         if split == TRAIN_SPLIT and session - 1 > self._released:  # the last run's validation is over
             self._server.release_run(self.qname_in, session - 1)
@@ -374,11 +375,14 @@ class DataFeed:
             pieces.append(columns)
             layout = layout or piece_layout
             count += got
+        columns = join_columns(pieces, layout.names if layout else [])
+        if count and check is not None:  # before the rows count as read: a bad row fails cluster.train too
+            check(columns, count)
         self._server.rows_read += count
         self._server.progress()
         if count:
             self._server.count_read(self.qname_in, session, count, split)
-        return join_columns(pieces, layout.names if layout else []), layout, count
+        return columns, layout, count
 
     def _epoch_order(self, plan: SessionPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
         """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""

@@ -145,15 +145,19 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
         left = rows_per_epoch
         if all_epochs:  # every epoch fed (after a resuming relaunch, those not completed)
             left = plan.total_rows(split) - feed._server.rows_read_of(feed.qname_in, session, split)
+        checked = []  # each block's rows are checked before they count as read: a bad one fails cluster.train
+
+        def check(columns, count):
+            report = lambda n, first: feed._report_bad_rows(session, n, first)  # noqa: E731
+            checked.append(_check_block(readers, columns, count, skip, report))
+
         while left > 0:
-            columns, _, count = feed._read_run(session, split, min(block_rows, left))
+            columns, _, count = feed._read_run(session, split, min(block_rows, left), check)
             if not count:
                 logger.warning("the feed ended %d rows before the end of the epoch", left)
                 return
             left -= count
-            keep = _check_block(
-                readers, columns, count, skip, lambda n, first: feed._report_bad_rows(session, n, first)
-            )
+            keep = checked.pop()
             parts = {}
             for name, reader in readers.items():
                 column = columns[name]

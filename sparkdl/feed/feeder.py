@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import protocol
-from ..arrow_rows import ORIGIN, origin_values
+from ..arrow_rows import ORIGIN, fixed_width, origin_values
 from ..channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from ..errors import SparkDLError
 from .columns import FeedDataError, rows_to_record_batch
@@ -60,6 +60,15 @@ def _frames(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
     step = max(1, FRAME_TARGET_BYTES // row_bytes)
     for start in range(0, batch.num_rows, step):
         yield batch.slice(start, step)
+
+
+def _fixed_width(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with its equal-length list columns as fixed-size lists (no copy): Spark sends
+    ``array<...>`` columns as lists, whose take is per element."""
+    columns = [fixed_width(column) for column in batch.columns]
+    if all(new is old for new, old in zip(columns, batch.columns)):
+        return batch
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names, metadata=batch.schema.metadata)
 
 
 def rdd_batches(rows: Iterable) -> Iterator[pa.RecordBatch]:
@@ -189,7 +198,7 @@ def feed_training_partition(
     expected_rows = plan.partition_rows[partition]
     try:
         for batch in batches:
-            for piece in _frames(batch):
+            for piece in _frames(_fixed_width(batch)):
                 end = offset + piece.num_rows
                 rng = (
                     np.random.default_rng([shuffle_seed, epoch, partition, offset])
@@ -259,7 +268,7 @@ def infer_partition(
     def produce() -> None:
         try:
             for batch in batches:
-                for piece in _frames(batch):
+                for piece in _frames(_fixed_width(batch)):
                     link.send(piece, check_replies=False)
             link.channel.send(protocol.Done(link.rows).wire())
         except BaseException as exc:  # noqa: BLE001 - re-raised in the task's thread

@@ -1,0 +1,147 @@
+"""Node functions for tests/test_columns_cluster.py: every kind of column read with as_dataset,
+recorded row by row on the node, then trained on; and bad rows read in both modes.
+
+Imported by the nodes (tests/ is on their PYTHONPATH); TensorFlow only inside the functions.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FEATURES = {
+    "id": "id",
+    "content": "content",
+    "image": "image",
+    "text": "text",
+    "vec": "vec",
+    "tokens": "tokens",
+    "words": "words",
+}
+VECTOR_SIZE = 1 << 18
+
+
+def specs():
+    """The specs the nodes and the scoring test read the columns with."""
+    from sparkdl.column_specs import Image, Padded, Ragged, Sparse
+
+    return {
+        "content": Image(8, 8, 3),
+        "image": Image(8, 8, 3),
+        "vec": Sparse(dtype="float32"),
+        "tokens": Ragged(),
+        "words": Padded(3),
+    }
+
+
+def _record(x, y, w) -> dict:
+    """Each row of one batch, by id, as JSON: what the node got for every column."""
+    import numpy as np
+
+    records = {}
+    vec = x["vec"]
+    rows = vec.indices.numpy()[:, 0]
+    for i, row_id in enumerate(x["id"].numpy().tolist()):
+        mine = rows == i
+        records[str(row_id)] = {
+            "content": x["content"][i].numpy().astype(int).tolist(),
+            "image": x["image"][i].numpy().astype(int).tolist(),
+            "text": x["text"][i].numpy().decode(),
+            "vec": [vec.indices.numpy()[mine, 1].tolist(), vec.values.numpy()[mine].tolist()],
+            "tokens": x["tokens"][i].numpy().tolist(),
+            "words": [w_.decode() for w_ in x["words"][i].numpy().tolist()],
+            "y": float(y["a"][i].numpy()),
+            "y2": int(y["b"][i].numpy()),
+            "w": float(w["a"][i].numpy()),
+        }
+        assert x["content"].dtype.name == "uint8" and tuple(x["content"].shape[1:]) == (8, 8, 3)
+        assert vec.dense_shape.numpy()[1] == VECTOR_SIZE and isinstance(np.asarray(vec.values), np.ndarray)
+    return records
+
+
+def build_model(tf):
+    """A multi-input, two-output Keras model that takes every kind at once."""
+    k = tf.keras
+    inputs = {
+        "content": k.Input((8, 8, 3), dtype="uint8", name="content"),
+        "image": k.Input((8, 8, 3), dtype="uint8", name="image"),
+        "text": k.Input((), dtype="string", name="text"),
+        "vec": k.Input((VECTOR_SIZE,), sparse=True, name="vec"),
+        "tokens": k.Input((None,), ragged=True, dtype="int64", name="tokens"),
+        "words": k.Input((3,), dtype="string", name="words"),
+    }
+    parts = [
+        k.layers.Flatten()(k.layers.Rescaling(1 / 255)(inputs["content"])),
+        k.layers.Flatten()(k.layers.Rescaling(1 / 255)(inputs["image"])),
+        k.layers.CategoryEncoding(16, output_mode="one_hot")(k.layers.Hashing(16)(inputs["text"])),
+        k.layers.Dense(4)(inputs["vec"]),
+        k.layers.GlobalAveragePooling1D()(k.layers.Embedding(16, 3)(inputs["tokens"])),  # rows are never empty,
+        k.layers.Flatten()(k.layers.Embedding(16, 2)(k.layers.Hashing(16)(inputs["words"]))),
+    ]
+    hidden = k.layers.Dense(8, activation="relu")(k.layers.Concatenate()(parts))
+    outputs = {"a": k.layers.Dense(1, name="a")(hidden), "b": k.layers.Dense(3, name="b")(hidden)}
+    model = k.Model(inputs, outputs)
+    model.compile(
+        optimizer=k.optimizers.Adam(0.01),
+        loss={"a": "mse", "b": k.losses.SparseCategoricalCrossentropy(from_logits=True)},
+    )
+    return model
+
+
+def every_kind(args, ctx):
+    """Epochs 1 and 2 (queue, then cache): record every row; epoch 3: MWMS fit; save the model."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    feed = ctx.get_data_feed()
+    dataset = feed.as_dataset(
+        args["batch"],
+        features=FEATURES,
+        label={"a": "y", "b": "y2"},
+        sample_weight={"a": "w", "b": "w"},
+        columns=specs(),
+    )
+    seen, probe = [], None
+    for _ in range(2):  # one iteration is one epoch
+        records, batches = {}, 0
+        for x, y, w in dataset:
+            records.update(_record(x, y, w))
+            batches += 1
+            probe = probe or x
+        seen.append({"rows": records, "batches": batches})
+    with strategy.scope():
+        model = build_model(tf)
+    without_id = lambda x: {k: v for k, v in x.items() if k != "id"}  # noqa: E731
+    history = model.fit(dataset.map(lambda x, y, w: (without_id(x), y, w)), epochs=1, verbose=0)
+    with ctx.export_path(args["model"]) as target:
+        model.save(target)
+    predictions = model(without_id(probe), training=False)  # a plain call: predict() under MWMS shards its input
+    Path(args["out"], f"node{ctx.executor_id}.json").write_text(
+        json.dumps(
+            {
+                "epochs": seen,
+                "loss": history.history["loss"],
+                "probe_ids": probe["id"].numpy().tolist(),
+                "probe_a": predictions["a"].numpy().reshape(-1).tolist(),
+            }
+        )
+    )
+
+
+def read_bad_rows(args, ctx):
+    """Every training run: read one epoch of as_dataset, count rows per batch (skipped rows leave
+    their batch) and write them; a run the driver gave up (its rows refused) is passed over."""
+    from sparkdl.column_specs import Image, Padded
+
+    feed = ctx.get_data_feed()
+    run = 0
+    while not feed.should_stop():
+        run += 1
+        try:
+            dataset = feed.as_dataset(
+                4, features=["id", "content", "text", "tokens"], columns={"content": Image(8, 8), "tokens": Padded(3)}
+            )
+            batches = [x["id"].numpy().tolist() for x in dataset]
+        except EOFError:  # the run was given up (the driver raised FeedDataError): go on to the next
+            continue
+        Path(args["out"], f"run{run}-node{ctx.executor_id}.json").write_text(json.dumps({"batches": batches}))

@@ -119,18 +119,6 @@ def sparse_frame(spark, rows: int, partitions: int):
     return frame
 
 
-def use_sparkdl_from(commit: str) -> None:
-    """Put sparkdl as of git ``commit`` first on this process's and its children's Python path."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    target = Path(tempfile.mkdtemp(prefix=f"sparkdl-{commit}-"))
-    archive = subprocess.run(["git", "archive", commit, "sparkdl"], cwd=root, capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
-    sys.path.insert(0, str(target))
-
-
 def main() -> None:
     """Feed, sample, print."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -141,10 +129,11 @@ def main() -> None:
     parser.add_argument("--sparkdl-commit", help="run on sparkdl as of this git commit (e.g. the base of a change)")
     parser.add_argument("--json", help="also write the results to this file")
     opts = parser.parse_args()
-    if opts.sparkdl_commit:
-        use_sparkdl_from(opts.sparkdl_commit)
     sys.path.insert(0, str(Path(__file__).parent))
     import feed_throughput as bench
+
+    if opts.sparkdl_commit:
+        bench.use_sparkdl_from(opts.sparkdl_commit)
 
     from sparkdl import TFCluster
 

@@ -3,7 +3,9 @@
 All on local-cluster[2,1,1024], rows of 784 float32 features + an int label, batch 128,
 medians of ``--runs`` runs, in one run of this script:
 
-1. feed rate into nodes that only drain (rows/s), RDD and DataFrame sources;
+1. feed rate into nodes that only drain (rows/s), RDD and DataFrame sources (generated in each
+   feeding job); then both cached in Spark, read as columns (``input_mapping``) and as
+   TensorFlowOnSpark's row tuples, with each cached source's own pass (a count in the feeding task);
 2. 2-worker MultiWorkerMirroredStrategy MLP training (Dense 128 relu -> Dense 10) fed by sparkdl;
 3. ``cluster.inference`` rows/s for a trivial model (a vectorised row sum);
 4. references: single-process tf-keras fit of the same MLP from an in-memory tf.data pipeline,
@@ -45,6 +47,16 @@ def start_local_spark(app_name: str):
     spark.sparkContext.setLogLevel("ERROR")
     spark.sparkContext.addPyFile(str(Path(__file__)))  # other scripts' nodes refer to this module
     return spark
+
+
+def use_sparkdl_from(commit: str) -> None:
+    """Put sparkdl as of git ``commit`` first on this process's and its children's Python path."""
+    root = Path(__file__).resolve().parents[1]
+    target = Path(tempfile.mkdtemp(prefix=f"sparkdl-{commit}-"))
+    archive = subprocess.run(["git", "archive", commit, "sparkdl"], cwd=root, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
+    sys.path.insert(0, str(target))
 
 
 def make_frame(spark, rows: int, partitions: int):
@@ -90,6 +102,33 @@ def drain(args, ctx):
     while not feed.should_stop():
         rows += len(next(iter(feed.next_batch(BATCH).values())))
     Path(args["out"], f"drain{ctx.executor_id}.json").write_text(json.dumps({"rows": rows}))
+
+
+def drain_rows(args, ctx):
+    """Read every row with TensorFlowOnSpark's row API (next_batch without input_mapping: tuples)."""
+    feed = ctx.get_data_feed()
+    rows = 0
+    while not feed.should_stop():
+        rows += len(feed.next_batch(BATCH))
+    Path(args["out"], f"drain{ctx.executor_id}.json").write_text(json.dumps({"rows": rows}))
+
+
+def source_scan_seconds(data) -> float:
+    """Seconds for one pass over a cached source, as the feeding job reads it (Arrow batches of a
+    DataFrame through mapInArrow, rows of an RDD through mapPartitions), counting only."""
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+    started = time.perf_counter()
+    if isinstance(data, DataFrame):
+
+        def count(batches):
+            yield pa.RecordBatch.from_pydict({"n": [sum(batch.num_rows for batch in batches)]})
+
+        data.mapInArrow(count, "n long").collect()
+    else:
+        data.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+    return time.perf_counter() - started
 
 
 def build_mlp(tf):
@@ -187,8 +226,11 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--tfos_rows", type=int, default=20_000, help="TFoS is slow: fewer rows, same rate")
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--sparkdl-commit", help="run on sparkdl as of this git commit (e.g. the base of a change)")
     parser.add_argument("--json", help="also write the results to this file")
     opts = parser.parse_args()
+    if opts.sparkdl_commit:
+        use_sparkdl_from(opts.sparkdl_commit)
     spark = start_local_spark("sparkdl-feed-bench")
     sc = spark.sparkContext
     from sparkdl import TFCluster
@@ -212,6 +254,28 @@ def main() -> None:
         cluster.shutdown(timeout=600)
         table.append((f"sparkdl feed, drain-only nodes, {name} source", rows / med(seconds), "rows/s"))
         raw[f"drain_{name}_s"] = seconds
+
+    # 1b. cached sources (what a DataFrame from parquet or cache() is), each read as columns and as
+    # TFoS's row tuples; and each source's own pass, to see where the time goes
+    cached = {"DataFrame": frame.cache(), "RDD": rdd.cache()}
+    for data in cached.values():
+        data.count()
+    for name, data in cached.items():
+        seconds = [source_scan_seconds(data) for _ in range(opts.runs)]
+        table.append((f"cached {name}: Spark's pass alone (count in the feeding task)", rows / med(seconds), "rows/s"))
+        raw[f"scan_cached_{name}_s"] = seconds
+    for read, node in (("columns", drain), ("TFoS rows", drain_rows)):
+        for name, data, mapping in (
+            ("DataFrame", cached["DataFrame"], {"features": "x", "label": "y"}),
+            ("RDD", cached["RDD"], {"0": "x", "1": "y"}),
+        ):
+            cluster = TFCluster.run(sc, node, {"out": str(out), "mapping": mapping}, 2, input_mode=spark_mode)
+            seconds = [timed(lambda c=cluster, d=data: c.train(d, 1)) for _ in range(opts.runs)]
+            cluster.shutdown(timeout=600)
+            table.append((f"sparkdl feed, cached {name}, read as {read}", rows / med(seconds), "rows/s"))
+            raw[f"drain_cached_{name}_{read}_s"] = seconds
+    for data in cached.values():
+        data.unpersist()
 
     # 2. MWMS training fed by sparkdl, and the single-process reference
     train_rows = min(rows, 100_000)
@@ -267,6 +331,11 @@ def main() -> None:
     fit = values["sparkdl 2-worker MWMS MLP fit (DataFrame feed)"]
     print(f"  SPARK-mode 2-worker training / single-process fit: {fit / reference:.2f}  (target >= 0.7)")
     ratios["SPARK-mode 2-worker training / single-process fit (target >= 0.7)"] = fit / reference
+    for read in ("columns", "TFoS rows"):
+        frame_rate = values[f"sparkdl feed, cached DataFrame, read as {read}"]
+        rdd_rate = values[f"sparkdl feed, cached RDD, read as {read}"]
+        print(f"  cached DataFrame / cached RDD feed, read as {read}: {frame_rate / rdd_rate:.2f}  (target >= 1)")
+        ratios[f"cached DataFrame / cached RDD feed, read as {read} (target >= 1)"] = frame_rate / rdd_rate
     tfos_feed = values.get("TFoS 2.2.5 feed, drain-only nodes, RDD source")
     if tfos_feed:
         for name in ("DataFrame", "RDD"):

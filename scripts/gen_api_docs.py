@@ -77,6 +77,13 @@ SECTIONS = (
         names=("DataFeed",),
         intro="What `ctx.get_data_feed()` and `TFNode.DataFeed(ctx.mgr)` return inside a node.",
     ),
+    Section(
+        "sparkdl.column_specs",
+        "Column specs (images, sparse vectors, arrays of varying length)",
+        names=("Image", "Sparse", "Ragged", "Padded"),
+        intro="`from sparkdl.column_specs import Image, Sparse, Ragged, Padded`: how a column becomes a tensor, "
+        "in `feed.as_dataset(..., columns=...)` and `Predictor(..., columns=...)`.",
+    ),
     Section("sparkdl.TFNode", "Node helpers", intro="`from sparkdl import TFNode`."),
     Section("sparkdl.TFParallel", "Independent nodes", intro="`from sparkdl import TFParallel`."),
     Section("sparkdl.inference", "Inference", intro="`from sparkdl.inference import ...`."),

@@ -185,3 +185,12 @@ def test_streaming_example_trains_from_landing_files_and_scores_with_each_new_ve
     assert sum(int(rows) for _, _, rows, _, _ in landed) == 360  # every held-out row scored once
     assert float(landed[-1][4]) > 0.7
     assert sorted(os.listdir(tmp_path / "exports")) == ["1", "2"]
+
+
+def test_images_example_trains_from_image_files_and_scores_them(tmp_path):
+    stdout = _run([sys.executable, str(ROOT / "examples/images/train_images.py"), "--epochs", "5"], tmp_path)
+    match = re.search(r"trained on 2 TF nodes from (\d+) image files read with binaryFile", stdout)
+    assert match, stdout
+    scored = re.search(r"test accuracy \(distributed inference over (\d+) rows\): ([0-9.]+)", stdout)
+    assert scored and int(match.group(1)) + int(scored.group(1)) == 1797, stdout  # every file, once
+    assert float(scored.group(2)) > 0.85, stdout

@@ -88,19 +88,37 @@ SPARSE_WORDS = 50
 
 
 def drain_sparse(args, ctx):
-    """Read every row of the sparse column: as tf.SparseTensor batches, or dense with next_batch."""
+    """Read every row of the sparse column: as tf.SparseTensor batches, or dense with next_batch.
+    TensorFlow is imported first either way, and the process's RSS then is its baseline, so the
+    growth while reading is the feed's (and the batches'), not TensorFlow's own footprint."""
+    import tensorflow  # noqa: F401
+
+    baseline = _rss_mib()
+    peak = baseline
     if args["read"] == "sparse":
         from sparkdl.column_specs import Sparse
 
         feed = ctx.get_data_feed()
-        dataset = feed.as_dataset(256, features="vec", columns={"vec": Sparse()})
-        rows = sum(int(batch.dense_shape[0]) for batch in dataset)
+        rows = 0
+        for batch in feed.as_dataset(256, features="vec", columns={"vec": Sparse()}):
+            rows += int(batch.dense_shape[0])
+            peak = max(peak, _rss_mib())
     else:
         feed = ctx.get_data_feed(input_mapping={"vec": "x"})
         rows = 0
         while not feed.should_stop():
             rows += len(feed.next_batch(64)["x"])
-    Path(args["out"], f"drain{ctx.executor_id}.json").write_text(__import__("json").dumps({"rows": rows}))
+            peak = max(peak, _rss_mib())
+    record = {"rows": rows, "baseline_mib": baseline, "peak_after_batch_mib": peak}
+    Path(args["out"], f"drain{ctx.executor_id}.json").write_text(__import__("json").dumps(record))
+
+
+def _rss_mib() -> float:
+    """This process's resident memory (VmRSS), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
 
 
 def sparse_frame(spark, rows: int, partitions: int):
@@ -109,7 +127,7 @@ def sparse_frame(spark, rows: int, partitions: int):
     from pyspark.sql import functions as F
 
     words = spark.range(0, rows, numPartitions=partitions).select(
-        F.expr(f"transform(sequence(1, {SPARSE_WORDS}), i -> concat('w', cast(rand(id) * 1000000000 as int)))").alias(
+        F.expr(f"transform(sequence(1, {SPARSE_WORDS}), i -> concat('w', cast(xxhash64(id, i) as string)))").alias(
             "words"
         )
     )
@@ -161,7 +179,9 @@ def main() -> None:
         cluster.train(data, 1)
         seconds = time.perf_counter() - started
     cluster.shutdown(timeout=600)
-    fed = sum(int(__import__("json").loads(p.read_text())["rows"]) for p in out.glob("drain*.json"))
+    nodes = [__import__("json").loads(p.read_text()) for p in out.glob("drain*.json")]
+    fed = sum(int(node["rows"]) for node in nodes)
+    baseline = max((node.get("baseline_mib", 0.0) for node in nodes), default=0.0)  # sparse: TF imported
     spark.stop()
     data_gb = opts.rows * bench.FEATURES * 4 / 1e9
     what = (
@@ -175,11 +195,14 @@ def main() -> None:
         if kind in sampler.peaks:
             peak, total = sampler.peaks[kind] / 2**20, sampler.peak_totals[kind] / 2**20
             print(f"{kind:34} {peak:>18,.0f} MiB {total:>18,.0f} MiB")
+    if baseline:
+        growth = sampler.peaks.get("TF node processes", 0) / 2**20 - baseline
+        print(f"TF node RSS before reading (TF imported): {baseline:,.0f} MiB; growth while fed: {growth:,.0f} MiB")
     if opts.json:
-        write_json(opts, fed, seconds, sampler)
+        write_json(opts, fed, seconds, sampler, baseline)
 
 
-def write_json(opts, fed: int, seconds: float, sampler: RssSampler) -> None:
+def write_json(opts, fed: int, seconds: float, sampler: RssSampler, baseline: float = 0.0) -> None:
     """The run's figures as results_json's JSON. There is no reference process to compare with:
     the ratios are against the size of the data fed (bounded memory: they shrink as it grows)."""
     import feed_throughput as bench
@@ -211,6 +234,13 @@ def write_json(opts, fed: int, seconds: float, sampler: RssSampler) -> None:
         for kind in ("TF node processes", "Spark Python workers (feeders)")
         if kind in sampler.peaks and fed
     }
+    if opts.source == "sparse" and "TF node processes" in sampler.peaks:
+        growth = sampler.peaks["TF node processes"] / 2**20 - baseline
+        table += [
+            ("TF node: RSS before reading (TensorFlow imported)", baseline, "MiB"),
+            ("TF node: RSS growth while fed (peak - that)", growth, "MiB"),
+        ]
+        ratios["TF node RSS growth / its share of the rows made dense"] = growth / (data_mib / 2)
     write_results(
         opts.json,
         config={**vars(opts), "cores": os.cpu_count(), "master": "local-cluster[2,1,1024]"},

@@ -89,18 +89,18 @@ def node_images(args, ctx):
             dataset = feed.as_dataset(args["batch"], features="content", label="label", columns={"content": spec})
         except EOFError:
             break
-        times = []
+        rows, epochs, times = feed.steps_per_epoch(1), feed.num_epochs, []  # before the run is read
         if model is not None:  # the first call (a small frame) is the warm-up: tracing
             started = time.perf_counter()
             model.fit(dataset, epochs=1, verbose=0)
             times.append(time.perf_counter() - started)
         else:
-            for _ in range(feed.num_epochs):
+            for _ in range(epochs):
                 started = time.perf_counter()
                 for _batch in dataset:
                     pass
                 times.append(time.perf_counter() - started)
-        Path(args["out"], f"call{call}.json").write_text(json.dumps({"times": times, "rows": feed.steps_per_epoch(1)}))
+        Path(args["out"], f"call{call}.json").write_text(json.dumps({"times": times, "rows": rows}))
 
 
 # -- the reference: tf.data in one process --

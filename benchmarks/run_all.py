@@ -122,6 +122,40 @@ SECTIONS = (
         "cluster_overhead", (Run("cluster_overhead", "cluster_overhead.py", (), ("--runs", "1", "--epochs", "1")),)
     ),
     Section("feed_memory", (Run("feed_memory", "feed_memory.py", (), ("--rows", "20000")),)),
+    Section(
+        "columns",
+        (
+            Run("image_train", "image_train.py", (), ("--images", "300", "--runs", "1", "--epochs", "2"), "images"),
+            Run(
+                "sparse_memory_before",
+                "feed_memory.py",
+                ("--source", "sparse", "--rows", "4000", "--read", "dense", "--sparkdl-commit", "7eaae0c"),
+                ("--source", "sparse", "--rows", "400", "--read", "dense", "--sparkdl-commit", "7eaae0c"),
+                "2^18-wide sparse column, before (7eaae0c: made dense on arrival)",
+            ),
+            Run(
+                "sparse_memory_dense_read",
+                "feed_memory.py",
+                ("--source", "sparse", "--rows", "4000", "--read", "dense"),
+                ("--source", "sparse", "--rows", "400", "--read", "dense"),
+                "2^18-wide sparse column, read dense (next_batch)",
+            ),
+            Run(
+                "sparse_memory",
+                "feed_memory.py",
+                ("--source", "sparse", "--rows", "4000", "--read", "sparse"),
+                ("--source", "sparse", "--rows", "400", "--read", "sparse"),
+                "2^18-wide sparse column, read as tf.SparseTensor",
+            ),
+            Run(
+                "sparse_memory_200k",
+                "feed_memory.py",
+                ("--source", "sparse", "--rows", "200000", "--read", "sparse"),
+                ("--source", "sparse", "--rows", "2000", "--read", "sparse"),
+                "2^18-wide sparse column, 200,000 rows, read as tf.SparseTensor",
+            ),
+        ),
+    ),
 )
 SECTIONS_BY_NAME = {section.name: section for section in SECTIONS}
 

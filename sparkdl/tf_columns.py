@@ -135,14 +135,10 @@ def decode_images(reader: ImageReader, value):
     channels = spec.channels
 
     def fit(image):
-        if spec.resize is None:
+        if spec.resize is None:  # another size was a bad row
             return image
-        same = tf.reduce_all(tf.equal(tf.shape(image)[:2], size))
-        return tf.cond(
-            same,
-            lambda: image,
-            lambda: tf.saturate_cast(tf.round(tf.image.resize(image, size, method=spec.resize)), tf.uint8),
-        )
+        # unconditionally: a tf.cond skipping images of the right size cost 20% of the decode rate
+        return tf.saturate_cast(tf.round(tf.image.resize(image, size, method=spec.resize)), tf.uint8)
 
     if reader.struct:
         strings, sizes = value

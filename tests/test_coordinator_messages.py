@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from sparkdl import protocol
-from sparkdl.channel import ChannelError, ChannelTimeout, Endpoint, connect, new_secret
 from sparkdl.driver.coordinator import Coordinator, NodeStatus
 from sparkdl.roles import NodeRole
+from sparkdl.transport import protocol
+from sparkdl.transport.channel import ChannelError, ChannelTimeout, Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,8 +10,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl import protocol
-from sparkdl.channel import Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.data_feed import DataFeed
@@ -19,6 +17,8 @@ from sparkdl.feed.feeder import FeedTarget
 from sparkdl.feed.ledger import DeliveryConflict, PartitionSlot
 from sparkdl.feed.plan import balanced_plan
 from sparkdl.feed.server import FeedServer
+from sparkdl.transport import protocol
+from sparkdl.transport.channel import Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(120)
 

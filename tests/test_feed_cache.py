@@ -9,7 +9,6 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl.channel import Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.cache import CacheReplay, RunCache, epoch_order
 from sparkdl.feed.data_feed import DataFeed
@@ -17,6 +16,7 @@ from sparkdl.feed.feeder import FeedTarget
 from sparkdl.feed.plan import balanced_plan
 from sparkdl.feed.server import FeedServer
 from sparkdl.feed.wire import encode_batch
+from sparkdl.transport.channel import Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,13 +8,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedError, FeedTarget
 from sparkdl.feed.plan import balanced_plan
 from sparkdl.feed.server import FeedServer
+from sparkdl.transport.channel import AuthenticationError, Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""The message definitions of sparkdl/protocol.py: every message survives its wire form, and
+"""The message definitions of sparkdl/transport/protocol.py: every message survives its wire form, and
 anything a peer could send wrong is refused with a ProtocolError naming the problem."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from sparkdl import protocol
+from sparkdl.transport import protocol
 
 #: One instance of every message type, with its fields set (optional ones included).
 EXAMPLES = [

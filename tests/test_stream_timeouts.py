@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from test_node_feed import Worker, labelled, make_server, secret, send_end, send_plan, server, target  # noqa: F401
 
-from sparkdl import channel as ch
-from sparkdl.channel import ChannelError, ChannelServer, ChannelTimeout, Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedError
 from sparkdl.feed.plan import balanced_plan
+from sparkdl.transport import channel as ch
+from sparkdl.transport.channel import ChannelError, ChannelServer, ChannelTimeout, Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,10 +13,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..channel import new_secret
 from ..errors import ReservationTimeout
 from ..node.config import LaunchSpec, NodeSettings
 from ..node.launch import launch_node, spark_partition_launcher
+from ..transport.channel import new_secret
 from .coordinator import Coordinator
 from .feeding import ClusterFeeder
 from .spark_access import SparkAccess

@@ -16,10 +16,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .. import protocol
-from ..channel import Channel, ChannelError, ChannelServer, Endpoint
 from ..errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
 from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
+from ..transport import protocol
+from ..transport.channel import Channel, ChannelError, ChannelServer, Endpoint
 
 logger = logging.getLogger(__name__)
 

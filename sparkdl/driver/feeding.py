@@ -20,14 +20,14 @@ from typing import Any, Callable
 from pyspark import RDD
 from pyspark.sql import DataFrame
 
-from .. import protocol
-from ..channel import ChannelError, Endpoint, connect
 from ..errors import ClusterError
 from ..feed.columns import FeedDataError, check_same_columns, check_spark_schema
 from ..feed.feeder import FeedError, FeedTarget
 from ..feed.plan import balanced_plan
 from ..feed.wire import TRAIN_SPLIT, VALIDATION_SPLIT
 from ..roles import COLLECTIVE_ROLES
+from ..transport import protocol
+from ..transport.channel import ChannelError, Endpoint, connect
 from .arguments import check_feed_arguments
 from .coordinator import CAUSE_WAIT_S, Coordinator, NodeState
 from .feed_jobs import count_rows, feed_epoch, infer_frame, infer_frame_to_frame, infer_rdd

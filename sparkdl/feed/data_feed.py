@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import protocol
+from ..transport import protocol
 from . import aligned
 from .cache import epoch_order
 from .columns import FeedDataError

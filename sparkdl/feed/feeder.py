@@ -19,9 +19,9 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .. import protocol
-from ..channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from ..errors import SparkDLError
+from ..transport import protocol
+from ..transport.channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from .columns import FeedDataError, rows_to_record_batch
 from .plan import FeedPlan
 from .wire import TRAIN_SPLIT, batch_to_results, decode_batch, encode_batch

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Iterator
 
-from .. import protocol
+from ..transport import protocol
 from .columns import FeedDataError
 from .session import SessionPlan
 from .wire import TRAIN_SPLIT

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import protocol
-from ..channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
+from ..transport import protocol
+from ..transport.channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
 from .cache import RunCache
 from .columns import FeedDataError, batch_to_columns
 from .elements import RowLayout

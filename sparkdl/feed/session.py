@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from .. import protocol
+from ..transport import protocol
 from .cache import RunCache
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
 

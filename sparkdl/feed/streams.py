@@ -16,8 +16,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import protocol
-from ..channel import Channel, ChannelError, ChannelTimeout
+from ..transport import protocol
+from ..transport.channel import Channel, ChannelError, ChannelTimeout
 from .wire import encode_batch, results_to_batch
 
 logger = logging.getLogger(__name__)

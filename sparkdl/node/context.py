@@ -15,7 +15,8 @@ import tempfile
 import time
 from typing import Any
 
-from .. import paths, protocol, roles
+from .. import paths, roles
+from ..transport import protocol
 
 
 class NodeContext:

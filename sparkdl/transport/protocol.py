@@ -1,6 +1,6 @@
 """Every message sparkdl's processes send each other, each defined once, with its parser.
 
-Messages travel as JSON objects on an authenticated ``Channel`` (``sparkdl/channel.py``): a
+Messages travel as JSON objects on an authenticated ``Channel`` (``sparkdl/transport/channel.py``): a
 ``"type"`` tag plus the fields of one class below. ``Message.wire()`` builds that object and
 ``parse(data, *expected)`` turns a received one back into its class, checking the tag, every
 field's presence and JSON type (a peer's bytes are never trusted, and never unpickled).

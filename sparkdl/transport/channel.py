@@ -49,9 +49,9 @@ import threading
 import time
 from typing import Any, Callable
 
+from ..errors import SparkDLError
 from .admission import BUSY, Admission, NoSlot, Pending, retry_while_no_slot, say_busy
 from .endpoint import Endpoint
-from .errors import SparkDLError
 from .rejection_log import RejectionLog
 from .tcp_options import KEEPALIVE_IDLE_S as KEEPALIVE_IDLE_S  # re-exported: the channel's timings
 from .tcp_options import KEEPALIVE_PROBES as KEEPALIVE_PROBES

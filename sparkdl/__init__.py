@@ -10,16 +10,16 @@ from ._version import __version__
 from .driver.arguments import InputMode
 from .errors import (
     ClusterError,
+    FeedDataError,
+    FeedError,
     NodeFailure,
     NodeStalled,
     PreflightError,
     ReservationTimeout,
+    ResultsError,
     ShutdownTimeout,
     SparkDLError,
 )
-from .feed.columns import FeedDataError
-from .feed.feeder import FeedError
-from .feed.results import ResultsError
 
 # Every error sparkdl raises for users to catch derives from SparkDLError (those that are also a
 # ValueError, TypeError or ConnectionError keep that base too).

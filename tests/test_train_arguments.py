@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from sparkdl.driver import arguments
-from sparkdl.driver.feeding import ClusterFeeder, TrainingRun
+from sparkdl.driver.feeding import ClusterFeeder
+from sparkdl.transport.protocol import TrainingPlan
 
 
 @pytest.mark.parametrize("seed", [None, 0, 7, 2**63 - 1, np.int64(3)])
@@ -43,20 +44,23 @@ def test_a_feed_timeout_must_be_positive_and_finite(feed_timeout):
 
 
 @pytest.mark.parametrize(
-    "run, problem",
+    "plan, problem",
     [
-        (TrainingRun(data=None, num_epochs=1, feed_timeout=600, seed=-1), "seed"),
-        (TrainingRun(data=None, num_epochs=1, feed_timeout=600, qname="../../tmp/x"), "qname"),
-        (TrainingRun(data=None, num_epochs=1, feed_timeout=0), "feed_timeout"),
+        (TrainingPlan(seed=-1), "seed"),
+        (TrainingPlan(qname="../../tmp/x"), "qname"),
+        (TrainingPlan(feed_timeout=0), "feed_timeout"),
+        (TrainingPlan(epochs=0), "num_epochs"),
+        (TrainingPlan(cache_max_bytes=0), "cache_max_bytes"),
+        (TrainingPlan(cache=False, deterministic=True), "cluster.train\\(deterministic=True\\)"),
     ],
 )
-def test_cluster_train_checks_its_arguments_before_anything_else(run, problem):
-    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, cluster_id="c")  # never reached
-    with pytest.raises(ValueError, match=f"^{problem} must be"):
-        feeder.train(run)
+def test_cluster_train_checks_its_arguments_before_anything_else(plan, problem):
+    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, waits=None, cluster_id="c")  # never reached
+    with pytest.raises(ValueError, match=f"^{problem}"):
+        feeder.train(plan, data=None)
 
 
 def test_cluster_inference_checks_qname_before_anything_else():
-    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, cluster_id="c")
+    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, waits=None, cluster_id="c")
     with pytest.raises(ValueError, match="^qname must be"):
         feeder.inference(None, 600, "a/b")

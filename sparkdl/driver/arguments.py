@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 import re
 
 from .. import roles as roles_mod
+from ..timeouts import check_feed_timeout
+from ..transport.protocol import TrainingPlan
 
 #: A queue name as it may appear in the nodes' file names: no path separator, no leading dot.
 _QNAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
@@ -71,10 +72,16 @@ def check_qname(qname) -> None:
         )
 
 
-def check_feed_timeout(feed_timeout) -> None:
-    """``feed_timeout`` is a positive, finite number of seconds (the nodes refuse any other)."""
-    if not _is_number(feed_timeout) or not math.isfinite(feed_timeout) or feed_timeout <= 0:
-        raise ValueError(f"feed_timeout must be a positive, finite number of seconds, got {feed_timeout!r}")
+def check_training_plan(plan: TrainingPlan) -> None:
+    """Raise ValueError naming the first of ``cluster.train``'s arguments (a ``TrainingPlan``'s
+    fields) that cannot work, before any Spark job runs."""
+    check_feed_arguments(plan.qname, plan.feed_timeout, plan.seed)
+    if not _is_integer(plan.epochs) or plan.epochs < 1:
+        raise ValueError(f"num_epochs must be a positive integer, got {plan.epochs!r}")
+    if plan.cache_max_bytes is not None and not (_is_integer(plan.cache_max_bytes) and plan.cache_max_bytes > 0):
+        raise ValueError(f"cache_max_bytes must be a positive number of bytes or None, got {plan.cache_max_bytes!r}")
+    if plan.deterministic and not plan.cache:
+        raise ValueError("cluster.train(deterministic=True) reads epoch 1 from the nodes' caches: it needs cache=True")
 
 
 def check_seed(seed) -> None:
@@ -85,10 +92,6 @@ def check_seed(seed) -> None:
 
 def _is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy ints too
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def verbose_logs(verbose: bool | None) -> bool:

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from .. import roles as roles_mod
 from ..node.config import NodeSettings
+from ..timeouts import RESERVATION_TIMEOUT_S
 from . import preflight, scheduling
 from .arguments import InputMode, validate_layout, validate_limits, verbose_logs
 from .attempt import ClusterRequest
@@ -30,7 +31,7 @@ def run(
     log_dir: str | None = None,
     driver_ps_nodes: bool = False,
     master_node: str | None = "chief",
-    reservation_timeout: float = 600,
+    reservation_timeout: float = RESERVATION_TIMEOUT_S,
     queues: Any = None,
     eval_node: bool = False,
     release_port: bool = True,

@@ -20,7 +20,7 @@ executor's Python memory (``spark.executor.pyspark.memory`` /
 each task slot has its own worker.
 
 **Devices.** The first time a worker needs TensorFlow, it imports it with the GPUs Spark
-assigned to the task (``TaskContext.resources()['gpu']``, mapped with
+assigned to the task (:func:`sparkdl.gpus.task_gpu_addresses`, mapped with
 :func:`sparkdl.gpus.map_spark_addresses`) as ``CUDA_VISIBLE_DEVICES``, or none (CPU) when Spark
 assigned none, turns memory growth on, and then *restores* the worker's environment, so a later
 task in the same worker (for instance a TFCluster launch task) still inherits the executor's

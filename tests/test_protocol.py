@@ -159,14 +159,3 @@ def test_a_training_plan_with_an_unknown_or_mistyped_field_is_refused_naming_it(
         protocol.parse({"type": "plan", "plan": {"shuffle": "yes"}})
     with pytest.raises(protocol.ProtocolError, match="field 'plan' must be TrainingPlan, got list"):
         protocol.parse({"type": "plan", "plan": [1]})
-
-
-def test_a_new_train_option_reaches_the_node_s_reader_as_one_field():
-    """The worked example of issue 26: ``shuffle_validation`` is one field of ``TrainingPlan``."""
-    from sparkdl.feed.data_feed import DataFeed
-
-    plan = protocol.TrainingPlan(session=1, seed=3, shuffle_validation=True)
-    received = protocol.parse(protocol.Plan(plan).wire(), protocol.Plan).plan
-    reader = DataFeed.__new__(DataFeed)
-    reader._order = None
-    assert sorted(reader._epoch_order(received, "validation", 1, 10)) == list(range(10))

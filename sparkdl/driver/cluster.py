@@ -169,7 +169,6 @@ class TFCluster:
         shuffle: bool = True,
         seed: int | None = None,
         deterministic: bool = False,
-        shuffle_validation: bool = False,
     ) -> dict[str, list[float]]:
         """Feed an RDD or DataFrame to the chief and workers ``num_epochs`` times (InputMode.SPARK).
 
@@ -192,8 +191,7 @@ class TFCluster:
         ``deterministic=True`` makes epoch 1 reproducible too: each node reads it, like the later
         epochs, from its cache in an order set by ``seed`` and the data alone, so its training starts
         once its whole share of epoch 1 has arrived (it needs ``cache``; a share that does not fit
-        fails the call). ``shuffle_validation`` permutes the validation rows of cached epochs
-        too. Every row reaches its node exactly once per epoch whatever Spark does
+        fails the call). Every row reaches its node exactly once per epoch whatever Spark does
         (task retries, speculative copies, lost executors): see docs/reliability.md.
 
         Raises ClusterError with the node's traceback as soon as a node fails, NodeStalled
@@ -220,7 +218,6 @@ class TFCluster:
             shuffle=shuffle,
             seed=seed,
             deterministic=deterministic,
-            shuffle_validation=shuffle_validation,
         )
         reports_before = self._history.reports
         while True:

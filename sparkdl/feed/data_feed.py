@@ -416,7 +416,7 @@ class DataFeed:
 
     def _epoch_order(self, plan: protocol.TrainingPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
         """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""
-        if not plan.shuffle or (split != TRAIN_SPLIT and not plan.shuffle_validation):
+        if not plan.shuffle or split != TRAIN_SPLIT:
             return None
         key = (plan.session, split, epoch)
         if self._order is None or self._order[0] != key:

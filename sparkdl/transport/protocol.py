@@ -234,7 +234,6 @@ class TrainingPlan:
     shuffle: bool = True  # permute each node's rows every epoch
     seed: int | None = None  # of the permutations; the driver draws one when None
     deterministic: bool = False  # epoch 1 too is read from the cache, in the seeded order
-    shuffle_validation: bool = False  # permute the validation rows of cached epochs too
     first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
     batch_id: int | None = None  # the Structured Streaming micro-batch this run is (train_stream)
     session: int = 0  # the run's number on its queue (set by the driver's feeder)

@@ -148,3 +148,21 @@ def test_concurrent_feeding_calls_leave_the_state_consistent():
     for thread in threads:
         thread.join(30)
     assert seen == {S.FEEDING} and life.state is S.RUNNING
+
+
+class _CapturedPythonException(Exception):
+    """What PySpark 4 raises for a failed Python task, reduced to the structure ``task_failure`` reads
+    (a stand-in: the real one needs a JVM; ``test_bad_input.py`` meets the real one on a cluster)."""
+
+    def getCondition(self):  # noqa: N802 - PySpark's name
+        return "PYTHON_EXCEPTION"
+
+    def getMessageParameters(self):  # noqa: N802 - PySpark's name
+        return {"msg": "An exception was thrown from the Python worker", "traceback": TRACEBACK}
+
+
+def test_a_python_task_s_failure_is_read_from_spark_s_condition_and_message_parameters():
+    failure = task_failure(_CapturedPythonException("An exception was thrown from the Python worker"))
+    assert failure.condition == "PYTHON_EXCEPTION" and failure.python_class == "FeedDataError"
+    assert failure.message.startswith("partition 3 had 5 rows")
+    assert type(failure.as_feed_error("feed")) is FeedDataError

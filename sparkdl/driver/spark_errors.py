@@ -1,13 +1,14 @@
 """What a failed Spark job says about its cause, read from Spark's structure rather than its text.
 
 A feeding job fails when one of its Python tasks raises (a ``FeedDataError`` for data that cannot
-be fed, a ``FeedError`` for a node that dropped its stream, ...). Spark hands the driver that
-failure wrapped: a ``Py4JJavaError`` (RDD actions) whose JVM exception has, down its chain of
-causes, Spark's ``org.apache.spark.api.python.PythonException``, or PySpark's own
-``PythonException`` (DataFrame actions, classic and Connect). Both are found by their class,
-and Spark's error condition (``SparkThrowable.getCondition()``) is kept where Spark gives one. The
-Python exception itself crosses the JVM only as its traceback's text, so its class and message
-are read from that traceback's last lines, in Python's own format (``module.Class: message``).
+be fed, a ``FeedError`` for a node that dropped its stream, ...). PySpark 4 hands the driver that
+failure as a ``PythonException`` (RDD and DataFrame actions alike, classic and Connect) whose
+Spark error condition is ``PYTHON_EXCEPTION`` and whose message parameters hold the task's
+``traceback`` (``getCondition()``, ``getMessageParameters()``); older paths give a
+``Py4JJavaError`` whose chain of JVM causes holds Spark's
+``org.apache.spark.api.python.PythonException``, found by its class. The Python exception itself
+crosses the JVM only as that traceback's text, so its class and message are read from the
+traceback's last lines, in Python's own format (``module.Class: message``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from ..errors import FeedDataError, FeedError
 
 #: The JVM class of a Python worker's failure (Spark wraps the worker's traceback in it).
 JVM_PYTHON_EXCEPTION = "org.apache.spark.api.python.PythonException"
+#: Spark's error condition for it, whose message parameter ``traceback`` is the worker's traceback.
+PYTHON_EXCEPTION_CONDITION = "PYTHON_EXCEPTION"
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 
 
@@ -47,7 +50,7 @@ class TaskFailure:
 def task_failure(exc: BaseException) -> TaskFailure:
     """Read the cause of a failed Spark job from ``exc`` (see the module docstring)."""
     condition = _condition(exc)
-    traceback_text = _python_traceback(exc)
+    traceback_text = _python_traceback(exc, condition)
     if traceback_text is not None:
         python_type, message = _exception_line(traceback_text)
         if python_type is not None:
@@ -78,8 +81,16 @@ def _condition(exc: BaseException) -> str | None:
     return None
 
 
-def _python_traceback(exc: BaseException) -> str | None:
-    """The traceback text of the Python task that failed, found by the exceptions' classes."""
+def _python_traceback(exc: BaseException, condition: str | None) -> str | None:
+    """The traceback text of the Python task that failed: Spark's message parameter, else found
+    by the exceptions' classes."""
+    if condition == PYTHON_EXCEPTION_CONDITION:
+        try:
+            parameters = exc.getMessageParameters() or {}
+        except Exception:  # noqa: BLE001 - the JVM may be gone: fall back on the classes below
+            parameters = {}
+        if isinstance(parameters.get("traceback"), str):
+            return _from_header(parameters["traceback"])
     try:
         from pyspark.errors.exceptions.base import PythonException
     except ImportError:  # pragma: no cover - pyspark is a dependency

@@ -113,10 +113,10 @@ def run(
     spark_nodes = num_executors - layout.first_spark_node
     feeds = input_mode == InputMode.SPARK
     spark = spark_access(sc)
-    layout = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
+    slots = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
     if not spark.connect:  # a Connect client cannot count executors: Spark's barrier check waits for slots
         preflight.wait_for_executors(
-            spark.count_executors, spark_nodes, layout, executor_wait_timeout, one_node_per_executor=feeds
+            spark.count_executors, spark_nodes, slots, executor_wait_timeout, one_node_per_executor=feeds
         )
     # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
     launch_plan = scheduling.plan_launch(spark, spark_nodes, num_gpus) if feeds else None

@@ -160,7 +160,8 @@ def clean_env(monkeypatch):
         util.CLASSPATH_MARK,
         util.INHERITED_GPUS,
     ):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # recorded, so the test's own settings are undone afterwards
+        monkeypatch.delenv(name)
     return monkeypatch
 
 

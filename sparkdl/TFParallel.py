@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .driver.run import run as _run_cluster
+from .timeouts import SHUTDOWN_TIMEOUT_S
 
 
 def run(
@@ -19,7 +20,7 @@ def run(
     num_executors: int,
     use_barrier: bool = True,
     *,
-    timeout: float = 259200,
+    timeout: float = SHUTDOWN_TIMEOUT_S,
     **kwargs: Any,
 ) -> None:
     """Run ``map_fn(tf_args, ctx)`` once on each of ``num_executors`` executors and wait for all.

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from .. import arrow_numpy
 from ..arrow_numpy import TEXT_DTYPES, ColumnRef, castable
-from ..errors import SparkDLError
+from ..errors import InferenceInputError as InferenceInputError  # re-exported: raised here
 
 __all__ = [
     "InferenceInputError",
@@ -36,10 +36,6 @@ __all__ = [
     "outputs_to_arrow",
     "spark_value_info",
 ]
-
-
-class InferenceInputError(SparkDLError, ValueError):
-    """A column cannot be turned into the model input it is mapped to; the message says why."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import sys
 import threading
 import traceback
 
-from .. import protocol
+from ..transport import protocol
 from . import keras_policy, watchdog
 from .config import ProcessConfig
 from .context import NodeContext
@@ -98,8 +98,8 @@ def main() -> int:
         tmp_socket = socket.socket(fileno=config.socket_fd)  # the node's TF port, reserved until released
         feed_server = None
         if launch.settings.feeds:
-            from ..channel import Endpoint
             from ..feed.server import FeedServer
+            from ..transport.channel import Endpoint
 
             feed_server = FeedServer(
                 launch.secret,

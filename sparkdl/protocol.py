@@ -10,8 +10,8 @@ Control plane: the node's supervisor and the driver's coordinator (one channel p
 
     supervisor -> coordinator   Register, then Started, Log, NodeWarning, TensorBoard, the node's
                                 events (Progress, Serving, FeedReady, FeedTerminated,
-                                FeedConsumed, StreamPosition, Inferred: written by the TF process, relayed by its
-                                supervisor) and finally Exited
+                                FeedConsumed, StreamPosition, Inferred, Result: written by the TF process, relayed
+                                by its supervisor) and finally Exited
     coordinator -> supervisor   ClusterSpec (or Abort) after registration; Stop, Stall
 
 Data plane: the driver or a feeding task and a node's feed server (one channel per stream;
@@ -44,11 +44,13 @@ class Message:
 
     A field whose default is None is optional: left out of the wire form when None. Every number
     field is a count, id, port, size, seed or duration: parse refuses a negative or non-finite one,
-    an int outside 64 bits, and a field named in ``POSITIVE`` that is zero.
+    an int outside 64 bits, and a field named in ``POSITIVE`` that is zero; a field named in
+    ``FREE`` holds any JSON value and is not checked as a number.
     """
 
     TYPE: ClassVar[str] = ""
     POSITIVE: ClassVar[frozenset[str]] = frozenset({"timeout"})  #: number fields that must be > 0
+    FREE: ClassVar[frozenset[str]] = frozenset()  #: fields holding any JSON value, not a count
 
     def wire(self) -> dict[str, Any]:
         """The JSON object sent on a channel."""
@@ -72,7 +74,8 @@ class Message:
                         f"{cls.TYPE!r} message: field {spec.name!r} must be {_describe(spec.type)}, "
                         f"got {type(value).__name__}"
                     )
-                _check_number(cls, spec.name, value)
+                if spec.name not in cls.FREE:
+                    _check_number(cls, spec.name, value)
                 values[spec.name] = value
             elif spec.default is MISSING and spec.default_factory is MISSING:
                 raise ProtocolError(f"{cls.TYPE!r} message: field {spec.name!r} is missing")
@@ -257,8 +260,18 @@ class Inferred(Message):
     rows: int
 
 
+@dataclass(frozen=True)
+class Result(Message):
+    """What ``map_fun`` returned, as JSON (``node/return_value.py``): sent once, as it returns, by the
+    nodes ``TFCluster.run(return_results=...)`` asks (the chief by default, or every node)."""
+
+    TYPE: ClassVar[str] = "result"
+    FREE: ClassVar[frozenset[str]] = frozenset({"value"})
+    value: Any = None
+
+
 #: What a TF process may report through its supervisor (``NodeContext.report``).
-NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, StreamPosition, Inferred)
+NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, StreamPosition, Inferred, Result)
 
 
 # -- control plane: coordinator -> supervisor --

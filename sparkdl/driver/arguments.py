@@ -54,6 +54,19 @@ def validate_limits(
         raise ValueError(f"num_gpus must be a non-negative integer or None, got {num_gpus!r}")
 
 
+#: Whose ``map_fun`` return value reaches the driver (``TFCluster.run(return_results=...)``).
+RETURN_RESULTS = ("chief", "all")
+
+
+def validate_return_results(return_results) -> None:
+    """Raise ValueError unless ``return_results`` is one of :data:`RETURN_RESULTS`."""
+    if return_results not in RETURN_RESULTS:
+        raise ValueError(
+            f"return_results must be 'chief' (shutdown() returns the chief's map_fun value) or 'all' "
+            f"(cluster.results lists every node's), got {return_results!r}"
+        )
+
+
 def check_feed_arguments(qname, feed_timeout, seed=None) -> None:
     """Raise ValueError naming the first of ``cluster.train``'s or ``cluster.inference``'s feed
     arguments that cannot work: checked on the driver, where the message reaches the user."""

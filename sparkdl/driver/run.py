@@ -13,7 +13,7 @@ from typing import Any, Callable
 from .. import roles as roles_mod
 from ..node.config import NodeSettings
 from . import preflight, scheduling
-from .arguments import InputMode, validate_layout, validate_limits, verbose_logs
+from .arguments import InputMode, validate_layout, validate_limits, validate_return_results, verbose_logs
 from .attempt import ClusterRequest
 from .cluster import TFCluster
 from .spark_access import spark_access
@@ -47,6 +47,7 @@ def run(
     log_to_driver: bool = True,
     verbose: bool | None = None,
     keep_node_files_days: float | None = 7,
+    return_results: str = "chief",
 ) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
@@ -90,6 +91,13 @@ def run(
     directories of this user's earlier clusters on that host once nothing in them has changed
     for ``keep_node_files_days`` (None keeps them for good).
 
+    Results: what ``map_fun`` returns reaches the driver as JSON (numbers, strings, booleans,
+    None, lists, dicts with string keys, numpy numbers and arrays; at most 512 KiB per node):
+    ``shutdown()`` returns the chief's (or, without a chief, worker 0's) value. With
+    ``return_results="all"`` every node sends its value and ``cluster.results`` lists them by
+    node number; by default (``"chief"``) only the chief sends it. A value that cannot travel
+    fails its node with a message naming its type.
+
     Returns once every node has registered; raises PreflightError or ReservationTimeout
     (naming the missing nodes) otherwise.
     """
@@ -98,6 +106,7 @@ def run(
     validate_limits(
         reservation_timeout, driver_ps_nodes, num_ps, stall_timeout, max_restarts, keep_node_files_days, num_gpus
     )
+    validate_return_results(return_results)
     template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
     node_roles = roles_mod.roles_from_template(template)
     first_spark_node = num_ps if driver_ps_nodes else 0
@@ -130,6 +139,7 @@ def run(
         verbose_logs=verbose_logs(verbose),
         env=dict(env or {}),
         keep_node_files_days=keep_node_files_days,
+        return_results=return_results,
     )
     request = ClusterRequest(
         settings=settings,

@@ -174,3 +174,7 @@ def test_several_inputs_outputs_weights_and_column_kinds_in_local_mode(spark, tm
     print(f"two-headed model, training rows: digit accuracy {digit_accuracy:.3f}, odd accuracy {odd_accuracy:.3f}")
     assert digit_accuracy > 0.9 and odd_accuracy > 0.8
     assert [p.relative_to(tmp_path).parts[1:] for p in tmp_path.glob("keras-*/run-0/*")] == [("run-0", "model.keras")]
+    # rows the user cached exactly as the estimator selects them are used, and stay cached after the fit
+    cached = data.select("meta", "pixels", "odd", "digit", "weight").cache()
+    estimator.copy({estimator.epochs: 1}).fit(cached)
+    assert cached.storageLevel.useMemory

@@ -1,8 +1,9 @@
 """The rows a fit trains on, prepared once on the driver's side of Spark: selected, split, persisted, scanned.
 
 ``prepare`` selects the fed columns (and the validation mark: a seeded ``rand(seed) < fraction``,
-or the user's boolean column), persists that one frame (memory and disk) so every feeding job and
-every param map of ``fitMultiple`` reads the same rows, and scans it in one Spark job for what the
+or the user's boolean column), persists that one frame (memory and disk; unless the user cached
+exactly these rows already: they are used and left cached) so every feeding job and every param
+map of ``fitMultiple`` reads the same rows, and scans it in one Spark job for what the
 schema cannot tell: row counts, nulls, array and Vector widths (ragged rows) and null elements.
 The training and validation frames are filters of the persisted frame; ``release`` unpersists it.
 The scan's findings are judged by ``checks.py``; no TF node has started yet.
@@ -35,10 +36,12 @@ class PreparedData:
     train: object
     validation: object | None
     stats: ColumnStats
+    owned: bool = True  # persisted by prepare (else the user had cached these rows already)
 
     def release(self) -> None:
-        """Drop the persisted rows (the frames must not be used afterwards)."""
-        self.frame.unpersist()
+        """Drop the rows prepare persisted (the frames must not be used afterwards)."""
+        if self.owned:
+            self.frame.unpersist()
 
 
 def column(name: str):
@@ -58,16 +61,22 @@ def prepare(df, columns: list[str], kinds: dict[str, str], validation, seed: int
         selected.append(column(validation).alias(VALIDATION_MARK))
     elif validation is not None:
         selected.append((F.rand(seed) < F.lit(float(validation))).alias(VALIDATION_MARK))
-    frame = df.select(*selected).persist(StorageLevel.MEMORY_AND_DISK)
+    frame = df.select(*selected)
+    level = frame.storageLevel  # the user's own cache of these very rows is used, and left to them
+    owned = not (level.useMemory or level.useDisk)
+    if owned:
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         stats = _scan(frame, columns, kinds, validation is not None)
     except BaseException:
-        frame.unpersist()
+        if owned:
+            frame.unpersist()
         raise
     if validation is None:
-        return PreparedData(frame, frame, None, stats)
+        return PreparedData(frame, frame, None, stats, owned)
     mark = F.coalesce(F.col(VALIDATION_MARK), F.lit(False))
-    return PreparedData(frame, frame.where(~mark).drop(VALIDATION_MARK), frame.where(mark).drop(VALIDATION_MARK), stats)
+    train, held_out = frame.where(~mark).drop(VALIDATION_MARK), frame.where(mark).drop(VALIDATION_MARK)
+    return PreparedData(frame, train, held_out, stats, owned)
 
 
 def _scan(frame, columns: list[str], kinds: dict[str, str], marked: bool) -> ColumnStats:

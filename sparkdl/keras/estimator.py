@@ -147,7 +147,8 @@ class KerasEstimator(
         the rows; the first ``next()`` trains them all, then the models are handed out (the
         iterator is thread-safe: ``CrossValidator(parallelism=N)`` may share it). The run store
         (``run_id``) is not used here: tuning fits are not resumed (``CrossValidator``'s final
-        fit of the best param map, a plain ``fit``, is).
+        fit of the best param map, a plain ``fit``, is). Tune the estimator itself to share a
+        cluster: a ``Pipeline``'s ``fitMultiple`` (Spark's default) fits its param maps one by one.
         """
         estimator, maps = self, list(paramMaps)
         if self.getRunId() is not None:

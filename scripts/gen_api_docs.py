@@ -111,6 +111,13 @@ SECTIONS = (
         intro="`from sparkdl.ml import TFEstimator, TFModel`.",
     ),
     Section(
+        "sparkdl.keras",
+        "Keras on Spark ML: KerasEstimator, KerasModel",
+        intro="`from sparkdl.keras import KerasEstimator, KerasModel` (also from `sparkdl.ml`): a Keras model "
+        "and a DataFrame in, a fitted Spark ML model out. Each Param has a camel-case setter and getter "
+        "(`setEpochs`/`getEpochs`).",
+    ),
+    Section(
         "sparkdl.params",
         "Spark ML Params (TensorFlowOnSpark's mixins)",
         intro="The `Has*` Param mixins `TFEstimator` and `TFModel` are built from, with TensorFlowOnSpark's "

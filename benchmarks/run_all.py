@@ -122,6 +122,17 @@ SECTIONS = (
         "cluster_overhead", (Run("cluster_overhead", "cluster_overhead.py", (), ("--runs", "1", "--epochs", "1")),)
     ),
     Section("feed_memory", (Run("feed_memory", "feed_memory.py", (), ("--rows", "20000")),)),
+    Section(
+        "keras_estimator",
+        (
+            Run(
+                "keras_estimator",
+                "keras_estimator.py",
+                (),
+                ("--runs", "1", "--epochs", "1", "--repeat", "2", "--side_epochs", "2"),
+            ),
+        ),
+    ),
 )
 SECTIONS_BY_NAME = {section.name: section for section in SECTIONS}
 

@@ -307,3 +307,9 @@ class TFEstimator(
 
         marked = F.coalesce(F.col(indicator).cast("boolean"), F.lit(False))
         return dataset.where(~marked).select(*columns), dataset.where(marked).select(*columns)
+
+
+# Keras on Spark ML (sparkdl.keras), importable from here too.
+from .keras import KerasEstimator, KerasInputError, KerasModel  # noqa: E402
+
+__all__ = ["TFEstimator", "TFModel", "KerasEstimator", "KerasModel", "KerasInputError"]

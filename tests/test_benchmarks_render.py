@@ -67,6 +67,7 @@ Not generated yet: this placeholder stays.
 <!-- end generated -->
 <!-- generated: feed_memory --><!-- end generated -->
 <!-- generated: stream_train --><!-- end generated -->
+<!-- generated: keras_estimator --><!-- end generated -->
 
 Closing prose.
 """

@@ -132,3 +132,19 @@ def test_streaming_example_trains_from_landing_files_and_scores_with_each_new_ve
     assert sum(int(rows) for _, _, rows, _, _ in landed) == 360  # every held-out row scored once
     assert float(landed[-1][4]) > 0.7
     assert sorted(os.listdir(tmp_path / "exports")) == ["1", "2"]
+
+
+def test_keras_estimator_example_tunes_saves_loads_and_scores(spark2, tmp_path, capsys):
+    """The pipeline example in local mode (--cluster_size 0, to keep CI short: the 2-node path is
+    test_keras_estimator.py's and the notebook's); CrossValidator over the whole Pipeline."""
+    argv = ["--cluster_size", "0", "--epochs", "8", "--work_dir", str(tmp_path)]
+    stdout = _run("examples/keras_estimator/digits_keras_pipeline.py", argv, spark2, capsys)
+    assert "tuned on the driver (local mode): 2 learning rates x 2 folds + the final fit" in stdout
+    rates = re.findall(r"learning_rate=([0-9.]+): cross-validated accuracy ([0-9.]+)", stdout)
+    assert [rate for rate, _ in rates] == ["0.01", "0.001"] and all(float(a) > 0.8 for _, a in rates), stdout
+    difference = re.search(r"same predictions, max \|difference\| ([0-9.e+-]+)", stdout)
+    assert difference and float(difference.group(1)) < 1e-5, stdout
+    accuracy = re.search(r"test accuracy \(held-out 360 rows, the loaded PipelineModel\): ([0-9.]+)", stdout)
+    assert accuracy and float(accuracy.group(1)) > 0.9, stdout
+    assert re.search(r"Spark ML MultilayerPerceptronClassifier 64-64-10: accuracy 0\.\d{4}", stdout), stdout
+    assert (tmp_path / "pipeline_model" / "stages").is_dir()

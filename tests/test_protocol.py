@@ -25,6 +25,7 @@ EXAMPLES = [
     protocol.FeedConsumed(qname="input", session=2, rows_read=10, rows_received=12),
     protocol.StreamPosition(qname="input", batch_id=7),
     protocol.Inferred(run="r", stage=3, partition=None, rows=5),
+    protocol.Result({"runs": [{"loss": [0.5, -1.25]}], "count": -3}),
     protocol.ClusterSpec({"worker": ["h:1", "h:2"]}),
     protocol.Abort("too late"),
     protocol.Stop(grace_s=5.0),
@@ -137,6 +138,10 @@ def test_numbers_at_the_edges_of_their_range_are_accepted():
     assert protocol.parse({"type": "ack", "rows": None}) == protocol.Ack()
     # free-form payloads are not numbers of the protocol: a diverged loss is news, not an attack
     assert protocol.parse(json.loads('{"type": "progress", "metrics": {"loss": NaN}}')).metrics["loss"] != 0
+    # nor is what map_fun returned: a negative or NaN result travels as it is
+    assert protocol.parse({"type": "result", "value": -7}) == protocol.Result(-7)
+    assert protocol.parse(json.loads('{"type": "result", "value": NaN}')).value != 0
+    assert protocol.parse({"type": "result"}) == protocol.Result(None)
 
 
 def test_a_training_plan_crosses_the_wire_as_it_is():

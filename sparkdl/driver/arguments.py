@@ -46,9 +46,11 @@ class RunLimits:
             raise ValueError(f"num_gpus must be a non-negative integer or None, got {self.num_gpus!r}")
 
 
-def check_run(map_fun, input_mode: int, layout: ClusterLayout, limits: RunLimits) -> None:
+def check_run(map_fun, input_mode: int, layout: ClusterLayout, limits: RunLimits, *, return_results="chief") -> None:
     """Raise ValueError naming what cannot work in ``TFCluster.run``'s arguments beyond each group's
-    own checks (``ClusterLayout``, ``RunLimits``): the function, the input mode, and how they combine."""
+    own checks (``ClusterLayout``, ``RunLimits``): the function, the input mode, which nodes return
+    their value, and how they combine."""
+    validate_return_results(return_results)
     if not callable(map_fun):
         raise ValueError(f"map_fun must be callable, got {type(map_fun).__name__}")
     if input_mode not in (InputMode.TENSORFLOW, InputMode.SPARK):
@@ -60,6 +62,19 @@ def check_run(map_fun, input_mode: int, layout: ClusterLayout, limits: RunLimits
         )
     if limits.max_restarts and layout.driver_ps_nodes:
         raise ValueError("max_restarts cannot relaunch ps nodes hosted by the driver (driver_ps_nodes=True)")
+
+
+#: Whose ``map_fun`` return value reaches the driver (``TFCluster.run(return_results=...)``).
+RETURN_RESULTS = ("chief", "all")
+
+
+def validate_return_results(return_results) -> None:
+    """Raise ValueError unless ``return_results`` is one of :data:`RETURN_RESULTS`."""
+    if return_results not in RETURN_RESULTS:
+        raise ValueError(
+            f"return_results must be 'chief' (shutdown() returns the chief's map_fun value) or 'all' "
+            f"(cluster.results lists every node's), got {return_results!r}"
+        )
 
 
 def check_feed_arguments(qname, feed_timeout, seed=None) -> None:

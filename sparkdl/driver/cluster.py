@@ -149,6 +149,28 @@ class TFCluster:
         """
         return self._history.as_dict()
 
+    @property
+    def results(self) -> list[Any]:
+        """What each node's ``map_fun`` returned, by node number (None for a node that returned
+        nothing, or has not returned yet: read it after ``shutdown()``), with
+        ``TFCluster.run(..., return_results="all")``; ValueError otherwise (by default only the
+        chief sends its value, which ``shutdown()`` returns)."""
+        if self._request.settings.return_results != "all":
+            raise ValueError(
+                "cluster.results needs TFCluster.run(..., return_results='all'); by default only the "
+                "chief sends what map_fun returned, and shutdown() returns it"
+            )
+        nodes = self._coordinator.nodes
+        return [nodes[number].result for number in sorted(nodes)]
+
+    def _chief_result(self) -> Any:
+        """What the chief's (else worker 0's) ``map_fun`` returned; None if nothing."""
+        spec = self._coordinator.cluster_spec or {}
+        for node in self._coordinator.nodes.values():
+            if roles_mod.is_chief(spec, node.role.job_name, node.role.task_index):
+                return node.result
+        return None
+
     def tensorboard_url(self, timeout: float = 90.0) -> str | None:
         """TensorBoard's URL, waiting (bounded) for it to answer; None when not requested."""
         if self._request.settings.tensorboard_node is None:
@@ -315,8 +337,12 @@ class TFCluster:
         if self._closed:
             raise RuntimeError(f"cluster.{what}() after shutdown()")
 
-    def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float = SHUTDOWN_TIMEOUT_S) -> None:
+    def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float = SHUTDOWN_TIMEOUT_S) -> Any:
         """Wait for the training nodes to finish, stop the servers, and release everything.
+
+        Returns what the chief's ``map_fun`` returned (without a chief, worker 0's; None if it
+        returned nothing), as JSON values: see ``TFCluster.run``'s ``return_results``.
+        TensorFlowOnSpark's ``shutdown`` returned None.
 
         ``grace_secs``: how long ps/evaluator nodes may keep running once the training nodes
         are done (they may also end by themselves). ``timeout``: how long to wait for the
@@ -331,7 +357,7 @@ class TFCluster:
         if ssc is not None:  # stops ssc; raises a failed stream batch's error (which may have closed the cluster)
             dstreams.await_dstream_end(self, ssc, grace_secs, timeout)
         if self._closed:
-            return
+            return self._chief_result()
         self._stop_streams()
         self._lifecycle.move(ClusterState.STOPPING)
         outcome = ClusterState.FAILED
@@ -340,7 +366,7 @@ class TFCluster:
                 try:
                     self._finish_attempt(grace_secs, timeout)
                     outcome = ClusterState.STOPPED
-                    return
+                    return self._chief_result()
                 except ClusterError as error:
                     self._recover_or_raise(error)
                     self._lifecycle.move(ClusterState.STOPPING)

@@ -15,7 +15,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
 from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
@@ -69,6 +69,7 @@ class NodeState:
     anchor_pid: int = 0  # the Spark task (or executor JVM) the node lives and dies with
     last_progress: float = 0.0  # time.monotonic() of the last heartbeat
     metrics: dict = field(default_factory=dict)  # the latest progress report (step, epoch, loss, ...)
+    result: Any = None  # what map_fun returned (a Result message), when the node was asked for it
     stall_sent_at: float = 0.0  # when the driver told the supervisor the node stalled
     stop_sent: bool = False  # the driver asked the node to stop
     failure: NodeFailure | None = None
@@ -134,6 +135,7 @@ class Coordinator:
             protocol.FeedConsumed: self._on_feed_consumed,
             protocol.StreamPosition: self._on_stream_position,
             protocol.Inferred: self._on_inferred,
+            protocol.Result: self._on_result,
             protocol.NodeWarning: self._on_warning,
             protocol.Log: self._on_log,
             protocol.Exited: self._on_exited,
@@ -268,6 +270,10 @@ class Coordinator:
     def _on_inferred(self, node: NodeState, message: protocol.Inferred) -> None:
         if self.listeners.on_inferred is not None:
             self.listeners.on_inferred(node, message)
+
+    def _on_result(self, node: NodeState, message: protocol.Result) -> None:
+        with self._state_change():
+            node.result = message.value
 
     def _on_warning(self, node: NodeState, message: protocol.NodeWarning) -> None:
         logger.warning("%s: %s", node.role.label, message.message)

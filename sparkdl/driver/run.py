@@ -48,6 +48,7 @@ def run(
     log_to_driver: bool = True,
     verbose: bool | None = None,
     keep_node_files_days: float | None = 7,
+    return_results: str = "chief",
 ) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
@@ -91,6 +92,13 @@ def run(
     directories of this user's earlier clusters on that host once nothing in them has changed
     for ``keep_node_files_days`` (None keeps them for good).
 
+    Results: what ``map_fun`` returns reaches the driver as JSON (numbers, strings, booleans,
+    None, lists, dicts with string keys, numpy numbers and arrays; at most 512 KiB per node):
+    ``shutdown()`` returns the chief's (or, without a chief, worker 0's) value. With
+    ``return_results="all"`` every node sends its value and ``cluster.results`` lists them by
+    node number; by default (``"chief"``) only the chief sends it. A value that cannot travel
+    fails its node with a message naming its type.
+
     Returns once every node has registered; raises PreflightError or ReservationTimeout
     (naming the missing nodes) otherwise.
     """
@@ -109,7 +117,7 @@ def run(
         keep_node_files_days=keep_node_files_days,
         num_gpus=num_gpus,
     )
-    check_run(map_fun, input_mode, layout, limits)
+    check_run(map_fun, input_mode, layout, limits, return_results=return_results)
     spark_nodes = num_executors - layout.first_spark_node
     feeds = input_mode == InputMode.SPARK
     spark = spark_access(sc)
@@ -138,6 +146,7 @@ def run(
         verbose_logs=verbose_logs(verbose),
         env=dict(env or {}),
         keep_node_files_days=limits.keep_node_files_days,
+        return_results=return_results,
     )
     request = ClusterRequest(
         settings=settings,

@@ -25,11 +25,13 @@ class Message:
 
     A field whose default is None is optional: left out of the wire form when None. Every number
     field is a count, id, port, size, seed or duration: parse refuses a negative or non-finite one,
-    an int outside 64 bits, and a field named in ``POSITIVE`` that is zero (records too).
+    an int outside 64 bits, and a field named in ``POSITIVE`` that is zero (records too); a field
+    named in ``FREE`` holds any JSON value and is not checked as a number.
     """
 
     TYPE: ClassVar[str] = ""
     POSITIVE: ClassVar[frozenset[str]] = frozenset({"timeout"})  #: number fields that must be > 0
+    FREE: ClassVar[frozenset[str]] = frozenset()  #: fields holding any JSON value, not a count
 
     def wire(self) -> dict[str, Any]:
         """The JSON object sent on a channel."""
@@ -76,7 +78,8 @@ def _field(cls: type, spec: dataclasses.Field, value: Any, what: str) -> Any:
         return from_wire(record, value, f"{what}, field {spec.name!r}")
     if not _conforms(value, spec.type):
         raise ProtocolError(f"{what}: field {spec.name!r} must be {_describe(spec.type)}, got {type(value).__name__}")
-    _check_number(cls, spec.name, value, what)
+    if spec.name not in getattr(cls, "FREE", ()):
+        _check_number(cls, spec.name, value, what)
     return value
 
 

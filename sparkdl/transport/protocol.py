@@ -10,8 +10,8 @@ Control plane: the node's supervisor and the driver's coordinator (one channel p
 
     supervisor -> coordinator   Register, then Started, Log, NodeWarning, TensorBoard, the node's
                                 events (Progress, Serving, FeedReady, FeedTerminated,
-                                FeedConsumed, StreamPosition, Inferred: written by the TF process, relayed by its
-                                supervisor) and finally Exited
+                                FeedConsumed, StreamPosition, Inferred, Result: written by the TF process, relayed
+                                by its supervisor) and finally Exited
     coordinator -> supervisor   ClusterSpec (or Abort) after registration; Stop, Stall
 
 Data plane: the driver or a feeding task and a node's feed server (one channel per stream;
@@ -172,8 +172,18 @@ class Inferred(Message):
     rows: int
 
 
+@dataclass(frozen=True)
+class Result(Message):
+    """What ``map_fun`` returned, as JSON (``node/return_value.py``): sent once, as it returns, by the
+    nodes ``TFCluster.run(return_results=...)`` asks (the chief by default, or every node)."""
+
+    TYPE: ClassVar[str] = "result"
+    FREE: ClassVar[frozenset[str]] = frozenset({"value"})
+    value: Any = None
+
+
 #: What a TF process may report through its supervisor (``NodeContext.report``).
-NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, StreamPosition, Inferred)
+NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, StreamPosition, Inferred, Result)
 
 
 # -- control plane: coordinator -> supervisor --

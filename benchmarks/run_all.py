@@ -156,6 +156,17 @@ SECTIONS = (
             ),
         ),
     ),
+    Section(
+        "keras_estimator",
+        (
+            Run(
+                "keras_estimator",
+                "keras_estimator.py",
+                (),
+                ("--runs", "1", "--epochs", "1", "--repeat", "2", "--side_epochs", "2"),
+            ),
+        ),
+    ),
 )
 SECTIONS_BY_NAME = {section.name: section for section in SECTIONS}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .node.context import NodeContext
 from .paths import hdfs_path as _qualify
+from .transport.protocol import DEFAULT_QNAME
 
 
 def hdfs_path(ctx: NodeContext, path: str) -> str:
@@ -28,7 +29,7 @@ def release_port(ctx: NodeContext) -> None:
 def DataFeed(
     mgr,
     train_mode: bool = True,
-    qname_in: str = "input",
+    qname_in: str = DEFAULT_QNAME,
     qname_out: str = "output",
     input_mapping: dict[str, str] | None = None,
 ):

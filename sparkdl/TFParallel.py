@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .driver.run import run as _run_cluster
+from .timeouts import SHUTDOWN_TIMEOUT_S
 
 
 def run(
@@ -19,9 +20,10 @@ def run(
     num_executors: int,
     use_barrier: bool = True,
     *,
-    timeout: float = 259200,
+    timeout: float = SHUTDOWN_TIMEOUT_S,
+    return_results: str = "chief",
     **kwargs: Any,
-) -> None:
+) -> Any:
     """Run ``map_fn(tf_args, ctx)`` once on each of ``num_executors`` executors and wait for all.
 
     ``sc`` is a SparkContext, a SparkSession or a Spark Connect session. ``use_barrier``
@@ -29,8 +31,21 @@ def run(
     nodes than there are slots raises PreflightError at once. Raises
     ClusterError naming each failed node. Extra keyword arguments go to ``TFCluster.run``
     (e.g. ``num_gpus``, ``env``).
+
+    Returns what node 0's ``map_fn`` returned (TensorFlowOnSpark returned None), or with
+    ``return_results="all"`` a list of every node's, by node number: JSON values (numbers,
+    strings, lists, dicts, numpy numbers and arrays), at most 512 KiB per node.
     """
     cluster = _run_cluster(
-        sc, map_fn, tf_args, num_executors, master_node=None, use_barrier=use_barrier, set_tf_config=False, **kwargs
+        sc,
+        map_fn,
+        tf_args,
+        num_executors,
+        master_node=None,
+        use_barrier=use_barrier,
+        set_tf_config=False,
+        return_results=return_results,
+        **kwargs,
     )
-    cluster.shutdown(timeout=timeout)
+    value = cluster.shutdown(timeout=timeout)
+    return cluster.results if return_results == "all" else value

@@ -3,23 +3,62 @@
 ``from sparkdl import TFCluster, TFNode`` works as TensorFlowOnSpark's imports did. Importing
 sparkdl never imports TensorFlow: only the node processes do, after their environment
 (GPUs, TF_CONFIG, Keras choice) is final.
+
+The package root holds what users import: TensorFlowOnSpark's modules at their import paths
+(``TFCluster``, ``TFNode``, ``TFParallel``, ``compat``, ``util``, ``gpu_info``, ``dfutil``,
+``pipeline``, ``params``), sparkdl's own (``ml``, ``model_versions``, ``errors``) and what every
+room shares (``timeouts``, ``roles``, ``gpus``, ``paths``, ``arrow_numpy``). Everything else is in
+a room: ``driver/`` (the cluster as the driver runs it), ``node/`` (a TF node's processes),
+``feed/`` (the data plane), ``inference/`` (scoring without a cluster) and ``transport/`` (the
+wire). docs/architecture.md is the map.
 """
 
-from . import TFCluster, TFNode, TFParallel
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
 from ._version import __version__
-from .driver.arguments import InputMode
 from .errors import (
     ClusterError,
+    FeedDataError,
+    FeedError,
     NodeFailure,
     NodeStalled,
     PreflightError,
     ReservationTimeout,
+    ResultsError,
     ShutdownTimeout,
     SparkDLError,
 )
-from .feed.columns import FeedDataError
-from .feed.feeder import FeedError
-from .feed.results import ResultsError
+
+if TYPE_CHECKING:
+    from . import TFCluster, TFNode, TFParallel
+    from .driver.arguments import InputMode
+
+#: The driver-side faces, imported when first used (PEP 562): a node's processes import this
+#: package for ``sparkdl.node`` alone, and so never load the driver side, PySpark or pandas.
+_LAZY = {
+    "TFCluster": (".TFCluster", None),
+    "TFNode": (".TFNode", None),
+    "TFParallel": (".TFParallel", None),
+    "InputMode": (".driver.arguments", "InputMode"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, attribute = _LAZY[name]
+    module = importlib.import_module(module_name, __name__)
+    value = module if attribute is None else getattr(module, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 # Every error sparkdl raises for users to catch derives from SparkDLError (those that are also a
 # ValueError, TypeError or ConnectionError keep that base too).

@@ -20,6 +20,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Callable, Iterable, Iterator
 
+from .hadoop_files import for_tensorflow, hadoop_path
+
 FLOAT_TYPES = ("float", "double")
 INT64_TYPES = ("boolean", "tinyint", "smallint", "int", "bigint", "long")
 BYTES_TYPES = ("string", "binary")
@@ -230,21 +232,8 @@ def _read_records(path: str) -> Iterator[bytes]:
         yield bytes(record)
 
 
-def _hadoop_path(sc, path: str):
-    jvm = sc._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(sc._jsc.hadoopConfiguration())
-    return fs, fs.makeQualified(hadoop_path)
-
-
-def _for_tensorflow(qualified) -> str:
-    """A Hadoop path as TensorFlow's file systems name it (local files without ``file:``)."""
-    uri = qualified.toUri()
-    return uri.getPath() if uri.getScheme() in (None, "file") else qualified.toString()
-
-
 def _prepare_output(sc, output_dir: str) -> str:
-    fs, qualified = _hadoop_path(sc, output_dir)
+    fs, qualified = hadoop_path(sc, output_dir)
     if fs.exists(qualified):
         if [s for s in fs.listStatus(qualified) if not s.getPath().getName().startswith(("_", "."))]:
             raise FileExistsError(
@@ -252,17 +241,17 @@ def _prepare_output(sc, output_dir: str) -> str:
             )
     else:
         fs.mkdirs(qualified)
-    return _for_tensorflow(qualified)
+    return for_tensorflow(qualified)
 
 
 def _list_files(sc, input_dir: str) -> list[str]:
-    fs, qualified = _hadoop_path(sc, input_dir)
+    fs, qualified = hadoop_path(sc, input_dir)
     statuses = fs.globStatus(qualified) or []
     files = []
     for status in statuses:
         children = fs.listStatus(status.getPath()) if status.isDirectory() else [status]
         files += [
-            _for_tensorflow(c.getPath())
+            for_tensorflow(c.getPath())
             for c in children
             if c.isFile() and not c.getPath().getName().startswith(("_", "."))
         ]

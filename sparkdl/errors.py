@@ -1,4 +1,20 @@
-"""The exceptions sparkdl raises at the driver, carrying structured facts about failed nodes."""
+"""Every exception sparkdl raises, in one place, and the structured facts about failed nodes.
+
+Every error for users to catch derives from :class:`SparkDLError`; those that are also a
+``ValueError``, ``TypeError`` or ``ConnectionError`` keep that base too::
+
+    SparkDLError
+    ├── ClusterError ── NodeStalled        a node failed (each in .failures: NodeFailure)
+    ├── ReservationTimeout, ShutdownTimeout, PreflightError (ValueError)
+    ├── ChannelError (ConnectionError) ── AuthenticationError, ChannelTimeout, ProtocolError
+    ├── FeedError ── NodeGone, StreamEnded; FeedDataError (ValueError); ResultsError (TypeError)
+    ├── InferenceInputError (ValueError), ModelLoadError, ModelVersionError (ValueError)
+    └── GPUSelectionError
+
+The modules that raise them import them from here (and re-export them where users have imported
+them from: ``sparkdl.feed.feeder.FeedError``, ``sparkdl.gpus.GPUSelectionError``, ...). Two
+internal signals that never reach users close the file.
+"""
 
 from __future__ import annotations
 
@@ -80,3 +96,82 @@ def cluster_error(failures: list[NodeFailure], summary: str) -> ClusterError:
 
 class ShutdownTimeout(SparkDLError):
     """Nodes were still running when ``shutdown(timeout=...)`` ran out; they were stopped."""
+
+
+# -- the wire (sparkdl/transport/) --
+
+
+class ChannelError(SparkDLError, ConnectionError):
+    """The peer failed authentication, broke the protocol, or went away."""
+
+
+class AuthenticationError(ChannelError):
+    """The peer did not prove the cluster's secret (for the endpoint named)."""
+
+
+class ChannelTimeout(ChannelError):
+    """A receive or a send did not complete in time (the channel stays usable after a receive
+    timeout; a send timeout closes it, as a partial frame cannot be taken back)."""
+
+
+class ProtocolError(ChannelError):
+    """A peer sent a message that is not one of sparkdl's, or not the one expected now."""
+
+
+# -- the data plane (sparkdl/feed/, driver/feeding.py, driver/streaming.py) --
+
+
+class FeedError(SparkDLError):
+    """Feeding a partition failed: the message names the node and the partition."""
+
+
+class NodeGone(FeedError):
+    """The node's feed server is gone (it finished, terminated its feed, or died)."""
+
+
+class StreamEnded(FeedError):
+    """Every data node ended its feed (``map_fun`` returned, or called ``feed.terminate()``): the
+    query stops without committing the micro-batch at hand, which a later run trains. The handle's
+    waits end quietly on it."""
+
+
+class FeedDataError(SparkDLError, ValueError):
+    """The data cannot be fed: the message names the column, its type and what to do."""
+
+
+class ResultsError(SparkDLError, TypeError):
+    """``batch_results`` was given values that cannot be sent back; the message says which."""
+
+
+# -- inference (sparkdl/inference/, sparkdl/model_versions.py) --
+
+
+class InferenceInputError(SparkDLError, ValueError):
+    """A column cannot be turned into the model input it is mapped to; the message says why."""
+
+
+class ModelLoadError(SparkDLError):
+    """The model cannot be loaded or does not have the requested signature."""
+
+
+class ModelVersionError(SparkDLError, ValueError):
+    """A versioned model directory cannot be used as asked (no version yet, a version holding
+    no model, a version published twice); the message names the path."""
+
+
+# -- GPUs (sparkdl/gpus.py) --
+
+
+class GPUSelectionError(SparkDLError):
+    """The requested GPUs cannot be provided; the message says what and why."""
+
+
+# -- internal signals: caught where they are raised, never seen by users --
+
+
+class NoSlot(ConnectionError):
+    """The server turned a connection away before its handshake completed, for want of a slot."""
+
+
+class DeliveryConflict(ValueError):
+    """An attempt's rows do not match what an earlier attempt delivered (the data changed)."""

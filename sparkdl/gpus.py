@@ -1,10 +1,10 @@
-"""Choose the GPUs a TensorFlow node process may use.
+"""sparkdl's one GPU module: which GPUs a TensorFlow process may use, for every caller.
 
-The result is a value for ``CUDA_VISIBLE_DEVICES`` that the caller puts in the
-child's environment *before* TensorFlow is imported (TF reads it only once).
-Two sources are supported, in this order of preference:
+The result is a value for ``CUDA_VISIBLE_DEVICES`` that the caller puts in the environment
+*before* TensorFlow is imported (TF reads it only once). Two sources are supported, in this
+order of preference:
 
-1. Spark resource scheduling (``TaskContext.resources()['gpu'].addresses``).
+1. Spark resource scheduling: the running task's GPUs (:func:`task_gpu_addresses`).
 2. ``nvidia-smi``, queried as CSV and parsed with :mod:`csv`, so GPU names such
    as ``NVIDIA H100 80GB HBM3`` parse correctly (TensorFlowOnSpark's regex over
    ``--list-gpus`` did not).
@@ -13,28 +13,37 @@ Two sources are supported, in this order of preference:
 "fastest first"; callers that use indices from :func:`select_gpus` with source
 ``"nvidia-smi"`` should also set ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` in the child.
 
-Standard library only: neither TensorFlow nor PySpark is imported here.
+Callers: a node's launch task (``node/launch.py``: :func:`select_gpus`), the inference workers
+(``inference/worker.py``: :func:`map_spark_addresses`), and TensorFlowOnSpark's faces
+``gpu_info.get_gpus`` (:func:`free_gpus`) and ``util.single_node_env`` (:func:`single_node_gpus`).
+Neither TensorFlow nor PySpark is imported at module level.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import logging
+import os
+import random
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 
-from .errors import SparkDLError
+from .errors import GPUSelectionError as GPUSelectionError  # re-exported: raised here
+
+logger = logging.getLogger(__name__)
 
 #: A GPU using more memory than this (MiB) counts as busy even without listed
 #: compute processes (their listing can be hidden inside containers).
 BUSY_MEMORY_MIB = 500
+MAX_RETRIES = 3  #: times :func:`free_gpus` asks again when too few GPUs are free
+RETRY_WAIT_S = 30.0  #: seconds before the first retry; the n-th retry waits n times as long
+#: Where :func:`single_node_gpus` keeps the CUDA_VISIBLE_DEVICES a Python worker started with.
+INHERITED_GPUS = "SPARKDL_INHERITED_CUDA_VISIBLE_DEVICES"
 
 _GPU_FIELDS = "index,name,uuid,memory.used,memory.total"
-
-
-class GPUSelectionError(SparkDLError):
-    """The requested GPUs cannot be provided; the message says what and why."""
 
 
 @dataclass(frozen=True)
@@ -241,3 +250,79 @@ def select_gpus(
     chosen = choose_free_gpus(gpus, num_gpus if num_gpus is not None else 1, slot, node_label)
     devices = tuple(str(i) for i in chosen)
     return GPUAssignment(",".join(devices), "nvidia-smi", devices)
+
+
+def task_gpu_addresses(context=None) -> list[str]:
+    """The GPU addresses Spark assigned the running task (``context``, else the current one);
+    ``[]`` outside a Spark task or without GPUs."""
+    if context is None:
+        try:
+            from pyspark import TaskContext
+        except ImportError:  # pragma: no cover - pyspark is a dependency
+            return []
+        context = TaskContext.get()
+    resource = context.resources().get("gpu") if context is not None else None
+    return list(resource.addresses) if resource is not None else []
+
+
+def any_gpu(nvidia_smi: str = "nvidia-smi") -> bool:
+    """Whether ``nvidia-smi`` runs and lists at least one GPU on this host."""
+    try:
+        return bool(query_nvidia_smi(nvidia_smi))
+    except GPUSelectionError as exc:
+        logger.debug("no GPU available: %s", exc)
+        return False
+
+
+def free_gpus(count: int, worker_index: int = -1, nvidia_smi: str = "nvidia-smi") -> list[str]:
+    """Indices of ``count`` free GPUs on this host (TensorFlowOnSpark's ``gpu_info.get_gpus``).
+
+    ``worker_index >= 0`` picks deterministically (:func:`choose_free_gpus`); ``-1`` at random among
+    the free GPUs. When too few are free, asks again up to ``MAX_RETRIES`` times, waiting
+    ``RETRY_WAIT_S``, then twice, three times as long; then raises :class:`GPUSelectionError`
+    saying which GPUs are busy (also when ``nvidia-smi`` is missing or fails).
+    """
+    for attempt in range(MAX_RETRIES + 1):
+        found = query_nvidia_smi(nvidia_smi)
+        if found is None:
+            raise GPUSelectionError(f"asked for {count} GPU(s) but {nvidia_smi} was not found")
+        free = [g.index for g in found if not g.busy]
+        if len(free) >= count or attempt == MAX_RETRIES:
+            break
+        wait = RETRY_WAIT_S * (attempt + 1)
+        logger.warning("%d GPU(s) asked for, %d free; asking nvidia-smi again in %.0f s", count, len(free), wait)
+        time.sleep(wait)
+    if worker_index < 0 and len(free) >= count:
+        chosen = sorted(random.sample(free, count))
+    else:
+        chosen = choose_free_gpus(found, count, max(worker_index, 0))
+    logger.info("GPUs chosen: %s", chosen)
+    return [str(i) for i in chosen]
+
+
+def single_node_gpus(num_gpus: int = 1, worker_index: int = -1, nodes: list[str] | None = None) -> GPUAssignment:
+    """The GPUs of a process that runs TensorFlow by itself in a Spark task (``util.single_node_env``).
+
+    The task's Spark GPUs come first (mapped through the ``CUDA_VISIBLE_DEVICES`` the Python worker
+    started with, kept aside on the first call: a reused worker has since had it set); else
+    ``num_gpus`` free GPUs from ``nvidia-smi``, placed by this node's index among the ``nodes``
+    (``"host:port"``) on its host, or by ``worker_index`` alone; else none (``""``: the CPU).
+    """
+    addresses = task_gpu_addresses()
+    if num_gpus > 0 and addresses:
+        inherited = os.environ.setdefault(INHERITED_GPUS, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+        chosen = select_gpus(num_gpus, addresses[:num_gpus], inherited)
+        return GPUAssignment(chosen.cuda_visible_devices or "", "spark", chosen.devices)
+    if num_gpus > 0 and any_gpu():
+        devices = tuple(free_gpus(num_gpus, _index_on_host(worker_index, nodes)))
+        return GPUAssignment(",".join(devices), "nvidia-smi", devices)
+    return GPUAssignment("", "cpu")
+
+
+def _index_on_host(worker_index: int, nodes: list[str] | None) -> int:
+    """This node's position among the ``nodes`` on its own host (else ``worker_index``)."""
+    if worker_index < 0 or not nodes or worker_index >= len(nodes):
+        return worker_index
+    mine = nodes[worker_index]
+    host = mine.split(":")[0]
+    return [n for n in nodes if n.split(":")[0] == host].index(mine)

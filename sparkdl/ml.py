@@ -29,7 +29,6 @@ import os
 from typing import Any, Callable
 
 from pyspark.ml import Estimator, Model
-from pyspark.ml.param import TypeConverters
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
 from .inference import ModelVersions, Predictor
@@ -45,6 +44,7 @@ from .params import (
     HasMasterNode,
     HasMaxRestarts,
     HasModelDir,
+    HasModelVersions,
     HasNumGPUs,
     HasNumPS,
     HasOutputMapping,
@@ -59,27 +59,10 @@ from .params import (
     HasValidationIndicatorCol,
     Namespace,
     TFParams,
-    _mixin,
-    _optional,
 )
+from .timeouts import FEED_TIMEOUT_S
 
 logger = logging.getLogger(__name__)
-
-
-_HasModelVersions = _mixin(
-    "HasModelVersions",
-    (
-        "refresh_seconds",
-        "When set, export_dir is a versioned model directory (base/<integer version>/): score with its "
-        "newest version, looking for a newer one at most this often (seconds)",
-        _optional(TypeConverters.toFloat),
-    ),
-    (
-        "version_column",
-        "With refresh_seconds: a column naming the version that scored each row",
-        _optional(TypeConverters.toString),
-    ),
-)
 
 
 class _SharedParams(TFParams, HasInputMapping, HasOutputMapping, HasBatchSize, HasModelDir, HasExportDir):
@@ -87,7 +70,7 @@ class _SharedParams(TFParams, HasInputMapping, HasOutputMapping, HasBatchSize, H
 
 
 class TFModel(
-    Model, _SharedParams, HasSignatureDefKey, HasTagSet, _HasModelVersions, DefaultParamsReadable, DefaultParamsWritable
+    Model, _SharedParams, HasSignatureDefKey, HasTagSet, HasModelVersions, DefaultParamsReadable, DefaultParamsWritable
 ):
     """A Spark ML Model scoring DataFrames with an exported TensorFlow model.
 
@@ -222,7 +205,7 @@ class TFEstimator(
             master_node="chief",
             driver_ps_nodes=False,
             grace_secs=0.0,
-            feed_timeout=600.0,
+            feed_timeout=FEED_TIMEOUT_S,
             stall_timeout=None,
             max_restarts=0,
             num_gpus=None,
@@ -324,3 +307,9 @@ class TFEstimator(
 
         marked = F.coalesce(F.col(indicator).cast("boolean"), F.lit(False))
         return dataset.where(~marked).select(*columns), dataset.where(marked).select(*columns)
+
+
+# Keras on Spark ML (sparkdl.keras), importable from here too.
+from .keras import KerasEstimator, KerasInputError, KerasModel  # noqa: E402
+
+__all__ = ["TFEstimator", "TFModel", "KerasEstimator", "KerasModel", "KerasInputError"]

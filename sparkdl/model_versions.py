@@ -31,18 +31,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from .errors import SparkDLError
+from .errors import ModelVersionError as ModelVersionError  # re-exported: raised here
 
 __all__ = ["ModelVersions", "ModelVersionError", "publish_version", "newest_version", "version_model_path"]
 
 KERAS_SUFFIXES = (".keras", ".h5", ".hdf5")
 _VERSION_NAME = re.compile(r"0|[1-9][0-9]*")
 _TEMP_PREFIX = ".tmp-"
-
-
-class ModelVersionError(SparkDLError, ValueError):
-    """A versioned model directory cannot be used as asked (no version yet, a version holding
-    no model, a version published twice); the message names the path."""
 
 
 def _local_base(base: str | os.PathLike) -> str:

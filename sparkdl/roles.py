@@ -31,45 +31,69 @@ class NodeRole:
         return f"{self.job_name}:{self.task_index}"
 
 
-def validate_layout(
-    num_executors: int, num_ps: int = 0, master_node: str | None = "chief", eval_node: bool = False
-) -> None:
-    """Raise ValueError, naming the argument, when the layout cannot form a cluster."""
-    if not isinstance(num_executors, int) or num_executors < 1:
-        raise ValueError(f"num_executors must be a positive integer, got {num_executors!r}")
-    if not isinstance(num_ps, int) or num_ps < 0:
-        raise ValueError(f"num_ps must be a non-negative integer, got {num_ps!r}")
-    if master_node not in VALID_MASTER_NODES:
-        raise ValueError(f"master_node must be one of {VALID_MASTER_NODES}, got {master_node!r}")
-    needed = num_ps + (1 if eval_node else 0) + 1
-    if num_executors < needed:
-        raise ValueError(
-            f"num_executors={num_executors} leaves no chief/worker node: num_ps={num_ps}"
-            f"{' and eval_node=True' if eval_node else ''} need at least {needed} executors"
-        )
+@dataclass(frozen=True, kw_only=True)
+class ClusterLayout:
+    """Which nodes a cluster has: ``TFCluster.run``'s layout arguments, checked once, when built
+    (ValueError naming the argument)."""
 
+    num_executors: int
+    num_ps: int = 0
+    master_node: str | None = "chief"
+    eval_node: bool = False
+    driver_ps_nodes: bool = False  # the ps nodes run on the driver, not on executors
 
-def cluster_template(
-    num_executors: int, num_ps: int = 0, master_node: str | None = "chief", eval_node: bool = False
-) -> dict[str, list[int]]:
-    """Map each job name to the node numbers that play it, in TFoS's order."""
-    validate_layout(num_executors, num_ps, master_node, eval_node)
-    remaining = list(range(num_executors))
-    template: dict[str, list[int]] = {}
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_executors, int) or self.num_executors < 1:
+            raise ValueError(f"num_executors must be a positive integer, got {self.num_executors!r}")
+        if not isinstance(self.num_ps, int) or self.num_ps < 0:
+            raise ValueError(f"num_ps must be a non-negative integer, got {self.num_ps!r}")
+        if self.master_node not in VALID_MASTER_NODES:
+            raise ValueError(f"master_node must be one of {VALID_MASTER_NODES}, got {self.master_node!r}")
+        needed = self.num_ps + (1 if self.eval_node else 0) + 1
+        if self.num_executors < needed:
+            raise ValueError(
+                f"num_executors={self.num_executors} leaves no chief/worker node: num_ps={self.num_ps}"
+                f"{' and eval_node=True' if self.eval_node else ''} need at least {needed} executors"
+            )
+        if self.driver_ps_nodes and self.num_ps == 0:
+            raise ValueError("driver_ps_nodes=True needs num_ps > 0")
 
-    def take(job: str, count: int) -> None:
-        template[job] = remaining[:count]
-        del remaining[:count]
+    @property
+    def template(self) -> dict[str, list[int]]:
+        """Each job name and the node numbers that play it, in TFoS's order."""
+        remaining = list(range(self.num_executors))
+        template: dict[str, list[int]] = {}
 
-    if num_ps:
-        take("ps", num_ps)
-    if master_node:
-        take(master_node, 1)
-    if eval_node:
-        take("evaluator", 1)
-    if remaining:
-        take("worker", len(remaining))
-    return template
+        def take(job: str, count: int) -> None:
+            template[job] = remaining[:count]
+            del remaining[:count]
+
+        if self.num_ps:
+            take("ps", self.num_ps)
+        if self.master_node:
+            take(self.master_node, 1)
+        if self.eval_node:
+            take("evaluator", 1)
+        if remaining:
+            take("worker", len(remaining))
+        return template
+
+    @property
+    def roles(self) -> list[NodeRole]:
+        """One NodeRole per node, ordered by node number."""
+        return roles_from_template(self.template)
+
+    @property
+    def first_spark_node(self) -> int:
+        """The first node Spark launches (the ps nodes before it run on the driver, if asked)."""
+        return self.num_ps if self.driver_ps_nodes else 0
+
+    @property
+    def chief_like(self) -> int | None:
+        """The node that runs TensorBoard: the chief (or master), else worker 0."""
+        template = self.template
+        nodes = template.get(self.master_node or "", []) or template.get("worker", [])[:1]
+        return nodes[0] if nodes else None
 
 
 def roles_from_template(template: dict[str, list[int]]) -> list[NodeRole]:

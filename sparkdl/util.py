@@ -12,11 +12,11 @@ import logging
 import os
 import subprocess
 
-from . import gpu_info, gpus
+from . import gpus
 
 logger = logging.getLogger(__name__)
 CLASSPATH_MARK = "SPARKDL_CLASSPATH_UPDATED"
-INHERITED_GPUS = "SPARKDL_INHERITED_CUDA_VISIBLE_DEVICES"
+INHERITED_GPUS = gpus.INHERITED_GPUS
 
 
 def single_node_env(num_gpus: int = 1, worker_index: int = -1, nodes: list[str] | None = None) -> str:
@@ -29,43 +29,16 @@ def single_node_env(num_gpus: int = 1, worker_index: int = -1, nodes: list[str] 
     indices mean what ``nvidia-smi`` meant. Without GPUs, or with ``num_gpus=0``, TensorFlow
     gets none (``""``). With ``HADOOP_PREFIX`` (or ``HADOOP_HOME``) set, ``hadoop classpath
     --glob`` is appended to ``CLASSPATH`` once, for TensorFlow's HDFS access through JNI.
+    The choice is :func:`sparkdl.gpus.single_node_gpus`'s.
     """
     _add_hadoop_classpath()
-    addresses = _spark_gpu_addresses()
-    if num_gpus > 0 and addresses:
-        # Spark's addresses may be indices into the CUDA_VISIBLE_DEVICES the worker started with
-        # (kept aside on the first call: a reused Python worker has since had it set here).
-        inherited = os.environ.setdefault(INHERITED_GPUS, os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-        chosen = gpus.select_gpus(num_gpus, addresses[:num_gpus], inherited)
-        visible = chosen.cuda_visible_devices or ""
-    elif num_gpus > 0 and gpu_info.is_gpu_available():
-        visible = gpu_info.get_gpus(num_gpus, _local_index(worker_index, nodes))
+    chosen = gpus.single_node_gpus(num_gpus, worker_index, nodes)
+    if chosen.source == "nvidia-smi":
         os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
-    else:
-        visible = ""
+    visible = chosen.cuda_visible_devices or ""
     logger.info("single-node TensorFlow on %s", f"GPU(s) {visible}" if visible else "the CPU")
     os.environ["CUDA_VISIBLE_DEVICES"] = visible
     return visible
-
-
-def _local_index(worker_index: int, nodes: list[str] | None) -> int:
-    """This node's position among the ``nodes`` on its own host (else ``worker_index``)."""
-    if worker_index < 0 or not nodes or worker_index >= len(nodes):
-        return worker_index
-    mine = nodes[worker_index]
-    host = mine.split(":")[0]
-    return [n for n in nodes if n.split(":")[0] == host].index(mine)
-
-
-def _spark_gpu_addresses() -> list[str]:
-    """The GPU addresses Spark assigned the running task (none outside a Spark task)."""
-    try:
-        from pyspark import TaskContext
-    except ImportError:
-        return []
-    context = TaskContext.get()
-    resource = context.resources().get("gpu") if context is not None else None
-    return list(resource.addresses) if resource is not None else []
 
 
 def _add_hadoop_classpath() -> None:

@@ -57,6 +57,19 @@ class SparkHolder:
             self.key = None
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        help="also run the slow tier (tests marked slow: soak and scale tests that cannot be made short)",
+    )
+
+
+def pytest_report_header(config):
+    if not config.getoption("--slow"):
+        return "slow tier (marker 'slow') left out: scripts/test.sh --slow runs it too"
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark ``cluster`` every test that starts Spark through ``spark_holder`` (which ``sc2``,
     ``sc3`` and every fixture built on them use); tests that start Spark, a TF node or
@@ -65,6 +78,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark_holder" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+    if not config.getoption("--slow"):
+        slow = [item for item in items if item.get_closest_marker("slow")]
+        if slow:
+            config.hook.pytest_deselected(items=slow)
+            items[:] = [item for item in items if not item.get_closest_marker("slow")]
     items.sort(key=_spark_shape_group)  # stable: module order is kept within each group
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from sparkdl.feed.plan import balanced_plan
+from sparkdl.feed.shares import balanced_shares
 
 
 def planned_labels(sizes, nodes, start=0):
     """Each node's multiset of labels per epoch under the balanced, striped plan, when labels are
     global row numbers from ``start`` (partition 0's rows first)."""
-    plan = balanced_plan(list(sizes), nodes)
+    plan = balanced_shares(list(sizes), nodes)
     shares = [Counter() for _ in range(nodes)]
     for partition, offset in enumerate(plan.partition_offsets):
         for node, rows in plan.assignments(partition, 0, sizes[partition]).items():

@@ -637,3 +637,12 @@ def print_then_wait(args, ctx):
     print(f"marker line of {ctx.job_name}:{ctx.task_index} before the loss", flush=True)
     _write(args, ctx, {"pid": os.getpid(), "supervisor_pid": os.getppid()}, suffix="-ready")
     wait_for_file(_arg(args, "flag"))
+
+
+def return_value(args, ctx):
+    """Return a value naming the node (numpy included), or ``args["bad"]`` from node ``args["bad_node"]``."""
+    import numpy as np
+
+    if ctx.executor_id == args.get("bad_node"):
+        return {"node": ctx.executor_id, "oops": {1, 2}}  # a set: no JSON for it
+    return {"node": ctx.executor_id, "role": f"{ctx.job_name}:{ctx.task_index}", "mean": np.float32(0.5) * 3}

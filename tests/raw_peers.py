@@ -7,7 +7,7 @@ import contextlib
 import socket
 import threading
 
-from sparkdl import channel as ch
+from sparkdl.transport import channel as ch
 
 HELLO_BYTES = len(ch.MAGIC) + ch.NONCE_BYTES
 

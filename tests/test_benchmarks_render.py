@@ -68,6 +68,7 @@ Not generated yet: this placeholder stays.
 <!-- generated: feed_memory --><!-- end generated -->
 <!-- generated: stream_train --><!-- end generated -->
 <!-- generated: columns --><!-- end generated -->
+<!-- generated: keras_estimator --><!-- end generated -->
 
 Closing prose.
 """

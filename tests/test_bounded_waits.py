@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from sparkdl import channel as ch
-from sparkdl.channel import ChannelServer, ChannelTimeout, Endpoint, connect, new_secret
 from sparkdl.feed.queues import END, BoundedQueue
+from sparkdl.transport import channel as ch
+from sparkdl.transport.channel import ChannelServer, ChannelTimeout, Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from sparkdl import channel as ch
-from sparkdl.channel import AuthenticationError, ChannelError, ChannelServer, Endpoint, connect, new_secret
+from sparkdl.transport import channel as ch
+from sparkdl.transport.channel import AuthenticationError, ChannelError, ChannelServer, Endpoint, connect, new_secret
 
 from raw_peers import read_hello
 
@@ -238,7 +238,7 @@ def test_tampered_or_replayed_frame_fails_the_integrity_check(echo, secret, atta
 
 def test_rejection_log_never_contains_the_secret(echo, secret, caplog):
     wrong = new_secret()
-    with caplog.at_level(logging.WARNING, logger="sparkdl.channel"):
+    with caplog.at_level(logging.WARNING, logger="sparkdl.transport.channel"):
         with pytest.raises(ChannelError) as info:
             connect(echo.server.address, wrong, timeout=5, endpoint=ENDPOINT)
         assert wait_until(lambda: any("rejected" in r.getMessage() for r in caplog.records))

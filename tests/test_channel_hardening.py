@@ -18,8 +18,8 @@ import psutil
 import pytest
 from test_channel import closed_by_peer
 
-from sparkdl import channel as ch
-from sparkdl.channel import ChannelError, ChannelServer, Endpoint, connect, new_secret
+from sparkdl.transport import channel as ch
+from sparkdl.transport.channel import ChannelError, ChannelServer, Endpoint, connect, new_secret
 
 from raw_peers import HELLO_BYTES, Relay, read_hello
 
@@ -29,8 +29,8 @@ pytestmark = pytest.mark.timeout(120)
 FLOOD = r"""
 import logging, resource, socket, sys, time
 resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
-from sparkdl import channel as ch
-from sparkdl.channel import ChannelServer, Endpoint, connect, new_secret
+from sparkdl.transport import channel as ch
+from sparkdl.transport.channel import ChannelServer, Endpoint, connect, new_secret
 # Admission would hold the server to 8 pending connections from this one address: lift its caps,
 # so that the flood's connections pile up in the server until its descriptors run out.
 ch.MAX_HANDSHAKES = ch.MAX_HANDSHAKES_PER_SOURCE = 1000
@@ -39,7 +39,7 @@ lines = []
 class Keep(logging.Handler):
     def emit(self, record):
         lines.append(record.getMessage())
-log = logging.getLogger("sparkdl.channel")
+log = logging.getLogger("sparkdl.transport.channel")
 log.addHandler(Keep())
 log.setLevel(logging.WARNING)
 
@@ -137,7 +137,7 @@ def test_channels_beyond_the_cap_are_refused(server, monkeypatch):
 # The receiver runs in its own process, so that its resident memory is its own.
 RECEIVER = r"""
 import sys
-from sparkdl.channel import ChannelServer, Endpoint
+from sparkdl.transport.channel import ChannelServer, Endpoint
 secret = sys.stdin.buffer.read(32)
 def read_frames(channel):
     while True:

@@ -209,7 +209,7 @@ def test_keras3_can_be_chosen_and_custom_loops_work_with_a_warning(sc2, tmp_path
 
 
 def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path, caplog):
-    from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
+    from sparkdl.transport.channel import AuthenticationError, Endpoint, connect, new_secret
 
     flag = tmp_path / "flag"
     out = tmp_path / "out"

@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from sparkdl import protocol
-from sparkdl.channel import ChannelError, ChannelTimeout, Endpoint, connect, new_secret
-from sparkdl.driver.coordinator import Coordinator, NodeStatus
+from sparkdl.driver.coordinator import Coordinator, Listeners, NodeStatus
 from sparkdl.roles import NodeRole
+from sparkdl.transport import protocol
+from sparkdl.transport.channel import ChannelError, ChannelTimeout, Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -22,8 +22,19 @@ SECRET = new_secret()
 
 
 @pytest.fixture
-def coordinator():
-    coordinator = Coordinator(ROLES, SECRET, "127.0.0.1", cluster_id="msgtest")
+def heard():
+    """What the coordinator's listeners heard (given at construction, as TFCluster gives them)."""
+    return {"inferred": [], "logged": [], "epochs": []}
+
+
+@pytest.fixture
+def coordinator(heard):
+    listeners = Listeners(
+        on_inferred=lambda node, event: heard["inferred"].append(event),
+        on_log=lambda node, lines: heard["logged"].extend(lines),
+        on_epoch_end=lambda node, metrics: heard["epochs"].append(metrics["epoch"]),
+    )
+    coordinator = Coordinator(ROLES, SECRET, "127.0.0.1", cluster_id="msgtest", listeners=listeners)
     yield coordinator
     coordinator.close()
 
@@ -39,11 +50,8 @@ def _wait(coordinator: Coordinator, predicate) -> None:
     assert coordinator.wait_until(predicate, 10), "the coordinator never got there"
 
 
-def test_a_node_goes_through_every_status_as_its_messages_arrive(coordinator):
-    inferred, logged, epochs = [], [], []
-    coordinator.on_inferred = lambda node, event: inferred.append(event)
-    coordinator.on_log = lambda node, lines: logged.extend(lines)
-    coordinator.on_epoch_end = lambda node, metrics: epochs.append(metrics["epoch"])
+def test_a_node_goes_through_every_status_as_its_messages_arrive(coordinator, heard):
+    inferred, logged, epochs = heard["inferred"], heard["logged"], heard["epochs"]
     chief = _register(coordinator, 0)
     node = coordinator.nodes[0]
     _wait(coordinator, lambda c: node.status is NodeStatus.REGISTERED)

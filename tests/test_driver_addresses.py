@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdl.channel import Endpoint, connect, new_secret
 from sparkdl.driver import spark_access as sa
 from sparkdl.driver.coordinator import Coordinator
 from sparkdl.roles import NodeRole
+from sparkdl.transport.channel import Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(60)
 

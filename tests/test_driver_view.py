@@ -11,7 +11,7 @@ import pytest
 
 from sparkdl import TFCluster
 from sparkdl.driver.progress import InferenceProgress, TrainProgress
-from sparkdl.protocol import Inferred
+from sparkdl.transport.protocol import Inferred
 
 import node_functions as nf
 

@@ -13,8 +13,8 @@ import time
 import pytest
 from test_node_feed import feed_rows, labelled, make_server, secret, target  # noqa: F401
 
-from sparkdl.channel import AuthenticationError, Endpoint, connect
 from sparkdl.feed.feeder import FeedError, FeedTarget
+from sparkdl.transport.channel import AuthenticationError, Endpoint, connect
 
 from raw_peers import Relay
 

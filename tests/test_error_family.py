@@ -8,13 +8,13 @@ import pytest
 
 import sparkdl
 from sparkdl import SparkDLError
-from sparkdl.channel import AuthenticationError, ChannelError
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.feeder import FeedError, NodeGone
 from sparkdl.feed.results import ResultsError
 from sparkdl.gpus import GPUSelectionError
 from sparkdl.inference.columns import InferenceInputError
 from sparkdl.inference.worker import ModelLoadError
+from sparkdl.transport.channel import AuthenticationError, ChannelError
 
 ERRORS = {
     FeedError: RuntimeError,

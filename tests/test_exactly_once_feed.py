@@ -10,15 +10,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl import protocol
-from sparkdl.channel import Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedTarget
 from sparkdl.feed.ledger import DeliveryConflict, PartitionSlot
-from sparkdl.feed.plan import balanced_plan
 from sparkdl.feed.server import FeedServer
+from sparkdl.feed.shares import balanced_shares
+from sparkdl.transport import protocol
+from sparkdl.transport.channel import Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -83,13 +83,21 @@ def planned_share(plan, node: int) -> list[int]:
 def send_plans(secret, servers, plan, epochs=1, cache=False):
     for index, server in enumerate(servers):
         message = protocol.Plan(
-            session=1, epochs=epochs, rows_per_epoch=plan.rows_per_node, cache=cache, shuffle=True, seed=3, node=index
+            protocol.TrainingPlan(
+                session=1,
+                epochs=epochs,
+                rows_per_epoch=plan.rows_per_node,
+                cache=cache,
+                shuffle=True,
+                seed=3,
+                node=index,
+            )
         )
         assert isinstance(tell(server, secret, message), protocol.Ack)
 
 
 def test_a_retry_after_a_partial_stream_adds_no_row_and_misses_none(secret, nodes):
-    plan = balanced_plan([ROWS], NODES)
+    plan = balanced_shares([ROWS], NODES)
     send_plans(secret, nodes, plan, epochs=2, cache=True)
     with pytest.raises(FlakySource):
         feed(secret, nodes, plan, batches(fail_after=3000), attempt=0)
@@ -103,7 +111,7 @@ def test_a_retry_after_a_partial_stream_adds_no_row_and_misses_none(secret, node
 
 
 def test_two_attempts_at_once_deliver_each_row_once_in_partition_order(secret, nodes):
-    plan = balanced_plan([ROWS], NODES)
+    plan = balanced_shares([ROWS], NODES)
     send_plans(secret, nodes, plan)
     lockstep = threading.Barrier(2)
     results = [None, None]
@@ -125,11 +133,11 @@ def test_two_attempts_at_once_deliver_each_row_once_in_partition_order(secret, n
 
 
 def test_an_attempt_whose_rows_differ_fails_naming_node_partition_and_attempt(secret, nodes):
-    plan = balanced_plan([ROWS], NODES)
+    plan = balanced_shares([ROWS], NODES)
     send_plans(secret, nodes, plan)
     with pytest.raises(FlakySource):
         feed(secret, nodes, plan, batches(fail_after=3000), attempt=0)
-    short_plan = balanced_plan([2000], NODES)  # the retry's data has fewer rows than were delivered
+    short_plan = balanced_shares([2000], NODES)  # the retry's data has fewer rows than were delivered
     with pytest.raises(FeedDataError, match=r"node worker:0 rejected partition 0 \(attempt 2\).*attempt 2"):
         feed(secret, nodes, short_plan, (b for b in batches() if b["id"][0].as_py() < 2000), attempt=2)
 
@@ -175,7 +183,7 @@ def test_a_retry_slices_binary_and_sparse_columns_exactly_once_and_the_cache_rep
     gives back the same bytes and coordinates, never a dense vector."""
     from sparkdl.arrow_rows import vector_rows
 
-    plan = balanced_plan([ROWS], NODES)
+    plan = balanced_shares([ROWS], NODES)
     send_plans(secret, nodes, plan, epochs=2, cache=True)
     with pytest.raises(FlakySource):
         feed(secret, nodes, plan, rich_batches(fail_after=2500), attempt=0)

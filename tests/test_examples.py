@@ -1,29 +1,47 @@
-"""The examples run as users run them: as a plain script (the demo) and through spark-submit.
+"""The examples' own code, run on the suite's shared Spark (each example's ``main(argv, spark)``).
 
-The demo (``examples/mnist/mnist_tf.py``) and the inference example (``score_digits.py``) also
-run through spark-submit on a real standalone master in ``test_standalone.py``, and the demo
-from an installed wheel in ``test_packaging.py``; they are not run a third time here.
+Each example is run with the arguments its README gives, at the smallest size that still shows
+what it teaches, on this session's ``local-cluster`` (two or three executor JVMs) instead of a
+Spark application of its own: the examples are the same code either way, and the suite starts one
+Spark instead of seven. How users start them is tested once each elsewhere: the demo
+(``scripts/demo.sh``) through spark-submit on a real standalone master in ``test_standalone.py``,
+and from an installed wheel with its embedded defaults in ``test_packaging.py``; the inference
+example in ``test_inference.py``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = [pytest.mark.timeout(600), pytest.mark.cluster]  # each runs spark-submit
+pytestmark = [pytest.mark.timeout(600), pytest.mark.cluster]
 
 
-def _run(command: list[str], tmp_path: Path) -> str:
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=540)
-    assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
-    return result.stdout
+def _example(script: str):
+    """The example module at ``script``, imported under its own name; its functions travel to the
+    executors by value (the executors cannot import an example by name)."""
+    from pyspark import cloudpickle
+
+    path = ROOT / script
+    name = f"example_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
+
+def _run(script: str, argv: list[str], spark, capsys) -> str:
+    """Run ``script``'s ``main(argv, spark=spark)`` and return what it printed."""
+    _example(script).main(argv, spark=spark)
+    return capsys.readouterr().out
 
 
 def _accuracy(stdout: str, rows: int = 360) -> float:
@@ -34,72 +52,27 @@ def _accuracy(stdout: str, rows: int = 360) -> float:
     return float(match.group(2))
 
 
-def _spark_submit(executors: int, script: str, *args: str) -> list[str]:
-    """The command line the example READMEs give: spark-submit on local-cluster[N,1,1024]."""
-    return [
-        str(Path(sys.executable).parent / "spark-submit"),
-        "--master",
-        f"local-cluster[{executors},1,1024]",
-        "--conf",
-        "spark.ui.enabled=false",
-        str(ROOT / script),
-        *args,
-    ]
+@pytest.fixture
+def spark2(sc2, spark_holder):
+    return spark_holder.spark
 
 
-def test_mnist_example_runs_with_embedded_defaults(tmp_path):
-    stdout = _run(
-        [
-            sys.executable,
-            str(ROOT / "examples/mnist/mnist_tf.py"),
-            "--epochs",
-            "5",
-            "--export_dir",
-            str(tmp_path / "export"),
-        ],
-        tmp_path,
-    )
-    assert "trained on 2 TF nodes" in stdout
-    assert _accuracy(stdout) > 0.85
-    assert (tmp_path / "export" / "saved_model.pb").exists()
-    # Spark ML's best built-in fit for the task, on the same split, printed beside sparkdl's CNN.
-    assert re.search(r"sparkdl, CNN on 2 TF nodes: +accuracy 0\.\d{4}", stdout), stdout
-    assert re.search(r"Spark ML, MLP 64-128-10: +accuracy 0\.\d{4}", stdout), stdout
-    # The console is for people: TensorFlow's C++ and INFO lines stay in the node logs.
-    assert not re.search(r"^\[\w+:\d\] [IWE]\d{4} \d\d:|INFO tensorflow:|absl::InitializeLog", stdout, re.M), stdout
+@pytest.fixture
+def spark3(sc3, spark_holder):
+    return spark_holder.spark
 
 
-def test_mnist_spark_mode_example_trains_from_a_dataframe(tmp_path):
-    stdout = _run(
-        [
-            sys.executable,
-            str(ROOT / "examples/mnist/mnist_spark.py"),
-            "--epochs",
-            "8",
-            "--export_dir",
-            str(tmp_path / "export"),
-        ],
-        tmp_path,
-    )
+def test_mnist_spark_mode_example_trains_from_a_dataframe(spark2, tmp_path, capsys):
+    argv = ["--epochs", "8", "--export_dir", str(tmp_path / "export")]
+    stdout = _run("examples/mnist/mnist_spark.py", argv, spark2, capsys)
     assert "from a 1437-row DataFrame" in stdout
     assert _accuracy(stdout) > 0.85
 
 
-def test_tfparallel_example_prints_one_result_per_node_and_trial(tmp_path):
+def test_tfparallel_example_prints_one_result_per_node_and_trial(spark2, tmp_path, capsys):
     rates = ["0.001", "0.01", "0.05", "0.3"]
-    stdout = _run(
-        _spark_submit(
-            2,
-            "examples/tfparallel/hparam_search.py",
-            "--epochs",
-            "3",
-            "--learning_rates",
-            ",".join(rates),
-            "--output_dir",
-            str(tmp_path / "trials"),
-        ),
-        tmp_path,
-    )
+    argv = ["--epochs", "3", "--learning_rates", ",".join(rates), "--output_dir", str(tmp_path / "trials")]
+    stdout = _run("examples/tfparallel/hparam_search.py", argv, spark2, capsys)
     assert "4 trials on 2 independent TF nodes" in stdout
     trials = re.findall(r"node (\d+) \(.+, pid (\d+)\): learning_rate=([0-9.e-]+) held-out accuracy=([0-9.]+)", stdout)
     assert len(trials) == 4, stdout
@@ -112,21 +85,17 @@ def test_tfparallel_example_prints_one_result_per_node_and_trial(tmp_path):
     assert best and float(best.group(2)) == max(float(t[3]) for t in trials) > 0.85, stdout
 
 
-def test_ps_strategy_example_trains_with_ps_chief_and_worker(tmp_path):
-    stdout = _run(
-        _spark_submit(
-            3, "examples/ps_strategy/ps_digits.py", "--epochs", "5", "--export_dir", str(tmp_path / "export")
-        ),
-        tmp_path,
-    )
+def test_ps_strategy_example_trains_with_ps_chief_and_worker(spark3, tmp_path, capsys):
+    argv = ["--epochs", "5", "--export_dir", str(tmp_path / "export")]
+    stdout = _run("examples/ps_strategy/ps_digits.py", argv, spark3, capsys)
     assert "trained with ParameterServerStrategy on ps:0, chief:0, worker:0" in stdout
     assert (tmp_path / "export" / "saved_model.pb").exists()
     assert _accuracy(stdout) > 0.85
 
 
-def test_pipeline_example_fits_saves_loads_and_transforms(tmp_path):
+def test_pipeline_example_fits_saves_loads_and_transforms(spark2, tmp_path, capsys):
     stdout = _run(
-        _spark_submit(2, "examples/pipeline/digits_pipeline.py", "--epochs", "5", "--work_dir", str(tmp_path)), tmp_path
+        "examples/pipeline/digits_pipeline.py", ["--epochs", "5", "--work_dir", str(tmp_path)], spark2, capsys
     )
     assert "fitted the pipeline on 2 TF nodes from a 1437-row DataFrame" in stdout
     assert f"saved and reloaded the PipelineModel ({tmp_path / 'pipeline_model'})" in stdout
@@ -135,24 +104,10 @@ def test_pipeline_example_fits_saves_loads_and_transforms(tmp_path):
     assert _accuracy(stdout) > 0.85
 
 
-def test_mnist_streaming_example_trains_from_a_dstream(tmp_path):
-    stdout = _run(
-        [
-            sys.executable,
-            str(ROOT / "examples/mnist_streaming/mnist_spark_streaming.py"),
-            "--files",
-            "2",
-            "--steps",
-            "30",
-            "--batch_interval",
-            "1",
-            "--images_labels",
-            str(tmp_path / "stream"),
-            "--export_dir",
-            str(tmp_path / "export"),
-        ],
-        tmp_path,
-    )
+def test_mnist_streaming_example_trains_from_a_dstream(spark2, tmp_path, capsys):
+    argv = ["--files", "2", "--steps", "30", "--batch_interval", "1"]
+    argv += ["--images_labels", str(tmp_path / "stream"), "--export_dir", str(tmp_path / "export")]
+    stdout = _run("examples/mnist_streaming/mnist_spark_streaming.py", argv, spark2, capsys)
     # The nodes ended their feed after 30 batches each; shutdown(ssc) stopped the stream and returned.
     assert "trained on 2 TF nodes from a DStream (30 batches of 32 rows per node)" in stdout
     assert sorted(p.name for p in (tmp_path / "stream").iterdir())[:1] == ["part-00000.csv"]
@@ -160,17 +115,9 @@ def test_mnist_streaming_example_trains_from_a_dstream(tmp_path):
     assert _accuracy(stdout) > 0.8
 
 
-def test_streaming_example_trains_from_landing_files_and_scores_with_each_new_version(tmp_path):
+def test_streaming_example_trains_from_landing_files_and_scores_with_each_new_version(spark2, tmp_path, capsys):
     stdout = _run(
-        [
-            sys.executable,
-            str(ROOT / "examples/streaming/train_and_serve.py"),
-            "--files",
-            "2",
-            "--work_dir",
-            str(tmp_path),
-        ],
-        tmp_path,
+        "examples/streaming/train_and_serve.py", ["--files", "2", "--work_dir", str(tmp_path)], spark2, capsys
     )
     landed = re.findall(
         r"landed (part-\d+)\.parquet: micro-batch (\d+) trained; (\d+) held-out rows scored by "
@@ -187,10 +134,27 @@ def test_streaming_example_trains_from_landing_files_and_scores_with_each_new_ve
     assert sorted(os.listdir(tmp_path / "exports")) == ["1", "2"]
 
 
-def test_images_example_trains_from_image_files_and_scores_them(tmp_path):
-    stdout = _run([sys.executable, str(ROOT / "examples/images/train_images.py"), "--epochs", "5"], tmp_path)
+def test_images_example_trains_from_image_files_and_scores_them(spark2, tmp_path, capsys):
+    argv = ["--epochs", "5", "--work_dir", str(tmp_path)]
+    stdout = _run("examples/images/train_images.py", argv, spark2, capsys)
     match = re.search(r"trained on 2 TF nodes from (\d+) image files read with binaryFile", stdout)
     assert match, stdout
     scored = re.search(r"test accuracy \(distributed inference over (\d+) rows\): ([0-9.]+)", stdout)
     assert scored and int(match.group(1)) + int(scored.group(1)) == 1797, stdout  # every file, once
     assert float(scored.group(2)) > 0.85, stdout
+
+
+def test_keras_estimator_example_tunes_saves_loads_and_scores(spark2, tmp_path, capsys):
+    """The pipeline example in local mode (--cluster_size 0, to keep CI short: the 2-node path is
+    test_keras_estimator.py's and the notebook's); CrossValidator over the whole Pipeline."""
+    argv = ["--cluster_size", "0", "--epochs", "8", "--work_dir", str(tmp_path)]
+    stdout = _run("examples/keras_estimator/digits_keras_pipeline.py", argv, spark2, capsys)
+    assert "tuned on the driver (local mode): 2 learning rates x 2 folds + the final fit" in stdout
+    rates = re.findall(r"learning_rate=([0-9.]+): cross-validated accuracy ([0-9.]+)", stdout)
+    assert [rate for rate, _ in rates] == ["0.01", "0.001"] and all(float(a) > 0.8 for _, a in rates), stdout
+    difference = re.search(r"same predictions, max \|difference\| ([0-9.e+-]+)", stdout)
+    assert difference and float(difference.group(1)) < 1e-5, stdout
+    accuracy = re.search(r"test accuracy \(held-out 360 rows, the loaded PipelineModel\): ([0-9.]+)", stdout)
+    assert accuracy and float(accuracy.group(1)) > 0.9, stdout
+    assert re.search(r"Spark ML MultilayerPerceptronClassifier 64-64-10: accuracy 0\.\d{4}", stdout), stdout
+    assert (tmp_path / "pipeline_model" / "stages").is_dir()

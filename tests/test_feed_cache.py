@@ -9,14 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl.channel import Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.cache import CacheReplay, RunCache, epoch_order
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedTarget
-from sparkdl.feed.plan import balanced_plan
 from sparkdl.feed.server import FeedServer
+from sparkdl.feed.shares import balanced_shares
 from sparkdl.feed.wire import encode_batch
+from sparkdl.transport import protocol
+from sparkdl.transport.channel import Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,24 +42,14 @@ def ask(server, secret, message):
 
 
 def plan_message(session, rows, epochs, **extra):
-    return {
-        "type": "plan",
-        "qname": "input",
-        "session": session,
-        "epochs": epochs,
-        "rows_per_epoch": rows,
-        "cache": True,
-        "shuffle": True,
-        "seed": 5,
-        "node": 0,
-        **extra,
-    }
+    plan = protocol.TrainingPlan(session=session, epochs=epochs, rows_per_epoch=rows, seed=5, **extra)
+    return protocol.Plan(plan).wire()
 
 
 def feed_epoch(secret, server, partitions, epoch=0, session=1):
     """Feed one epoch of ``partitions`` (lists of row ids) to one node, one feeding task per partition."""
     target = FeedTarget(secret, (server.address,), (server.endpoint,), ("worker:0",), 30.0, "input")
-    plan = balanced_plan([len(p) for p in partitions], 1)
+    plan = balanced_shares([len(p) for p in partitions], 1)
     for index, ids in enumerate(partitions):
         batches = [
             pa.RecordBatch.from_arrays(

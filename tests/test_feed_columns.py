@@ -11,12 +11,17 @@ from sparkdl.feed.columns import (
     batch_to_columns,
     check_spark_schema,
     column_to_numpy,
-    columns_to_rows,
     rows_to_record_batch,
 )
+from sparkdl.feed.elements import RowLayout
 from sparkdl.feed.wire import decode_batch, encode_batch
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def columns_to_rows(columns, names) -> list:
+    """A batch's columns back as row tuples (what ``next_batch`` gives without ``input_mapping``)."""
+    return RowLayout(tuple(names)).rows(columns)
 
 
 # -- rows_to_record_batch (RDD elements) --

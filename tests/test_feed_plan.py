@@ -1,16 +1,16 @@
-"""balanced_plan: every node gets exactly ceil(T/N) rows, rows are striped, little is repeated."""
+"""balanced_shares: every node gets exactly ceil(T/N) rows, rows are striped, little is repeated."""
 
 import random
 from collections import Counter
 
 import pytest
 
-from sparkdl.feed.plan import FeedPlan, balanced_plan
+from sparkdl.feed.shares import RowShares, balanced_shares
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def sent_rows(plan: FeedPlan, frame_rows: int = 7) -> dict[int, list[int]]:
+def sent_rows(plan: RowShares, frame_rows: int = 7) -> dict[int, list[int]]:
     """Global rows each node receives, walking every partition in frames like a feeder does."""
     per_node: dict[int, list[int]] = {n: [] for n in range(plan.num_nodes)}
     for partition, rows in enumerate(plan.partition_rows):
@@ -24,7 +24,7 @@ def sent_rows(plan: FeedPlan, frame_rows: int = 7) -> dict[int, list[int]]:
 
 
 def check_plan(partition_rows, num_nodes, frame_rows=7):
-    plan = balanced_plan(list(partition_rows), num_nodes)
+    plan = balanced_shares(list(partition_rows), num_nodes)
     total = sum(partition_rows)
     assert plan.partition_rows == tuple(partition_rows) and plan.total_rows == total
     per_node = sent_rows(plan, frame_rows)
@@ -72,7 +72,7 @@ def test_fewer_rows_than_nodes():
 def test_empty_and_invalid():
     check_plan([0, 0], 2)
     with pytest.raises(ValueError):
-        balanced_plan([1], 0)
+        balanced_shares([1], 0)
 
 
 def test_random_layouts():

@@ -9,10 +9,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl.channel import Endpoint, connect, new_secret
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.server import FeedServer
 from sparkdl.feed.wire import decode_batch, encode_batch
+from sparkdl.transport.channel import Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -43,8 +43,7 @@ def test_history_has_keras_shape_without_bookkeeping():
         "val_loss": [1.0, 0.6],
         "val_accuracy": [0.4, 0.7],
     }
-    assert history.completed_epochs() == 2
-    assert TrainingHistory().as_dict() == {} and TrainingHistory().completed_epochs() == 0
+    assert TrainingHistory().as_dict() == {} and TrainingHistory().reports == 0
 
 
 def test_a_re_run_epoch_replaces_the_earlier_report():
@@ -63,42 +62,32 @@ def test_missing_metrics_and_epochs_are_nan_so_lists_stay_aligned():
     assert set(result) == {"loss", "val_loss"} and all(len(values) == 4 for values in result.values())
     assert result["loss"][:2] == [0.9, 0.5] and math.isnan(result["loss"][2]) and result["loss"][3] == 0.2
     assert math.isnan(result["val_loss"][0]) and result["val_loss"][1] == 0.6 and math.isnan(result["val_loss"][2])
-    assert history.completed_epochs() == 2, "completed epochs count only the unbroken run from epoch 0"
 
 
-def test_completed_epochs_needs_epoch_zero():
-    history = TrainingHistory()
-    history.record(_report(1, loss=0.5))
-    assert history.completed_epochs() == 0
-    history.record(_report(0, loss=0.9))
-    assert history.completed_epochs() == 2
-
-
-def test_wait_for_epochs_wakes_when_another_thread_records():
+def test_wait_for_reports_wakes_when_another_thread_records():
     history = TrainingHistory()
     release = threading.Event()
 
     def chief() -> None:
         history.record(_report(0, loss=0.9))
-        history.record(_report(2, loss=0.4))
         release.wait(30)
         history.record(_report(1, loss=0.6))
 
     thread = threading.Thread(target=chief, daemon=True)
     thread.start()
-    assert history.wait_for_epochs(1, timeout=30)
-    assert not history.wait_for_epochs(3, timeout=0.1), "epoch 1 is missing: only 1 epoch in a row so far"
+    assert history.wait_for_reports(1, timeout=30)
+    assert not history.wait_for_reports(2, timeout=0.1), "the second report is held back"
     release.set()
-    assert history.wait_for_epochs(3, timeout=30)
+    assert history.wait_for_reports(2, timeout=30)
     thread.join(30)
-    assert history.completed_epochs() == 3
+    assert history.as_dict() == {"loss": [0.9, 0.6]}
 
 
 def test_reports_count_every_epoch_end_also_when_a_later_fit_numbers_from_zero():
     history = TrainingHistory()
     for epoch in (0, 1, 2, 0, 1):  # two fits (two train calls), each numbering its epochs from 0
         history.record(_report(epoch, loss=1.0 / (epoch + 1)))
-    assert history.reports == 5 and history.completed_epochs() == 3
+    assert history.reports == 5 and history.as_dict()["loss"] == [1.0, 0.5, 1.0 / 3]
     assert history.wait_for_reports(5, timeout=0) and not history.wait_for_reports(6, timeout=0.05)
 
 

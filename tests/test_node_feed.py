@@ -8,13 +8,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedError, FeedTarget
-from sparkdl.feed.plan import balanced_plan
 from sparkdl.feed.server import FeedServer
+from sparkdl.feed.shares import balanced_shares
+from sparkdl.transport import protocol
+from sparkdl.transport.channel import AuthenticationError, Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -86,31 +87,30 @@ def driver_send(server, secret, message):
 
 
 def send_plan(server, secret, session, rows_per_epoch, epochs=1):
-    driver_send(
-        server,
-        secret,
-        {"type": "plan", "qname": "input", "session": session, "epochs": epochs, "rows_per_epoch": rows_per_epoch},
+    plan = protocol.TrainingPlan(
+        session=session, epochs=epochs, rows_per_epoch=rows_per_epoch, cache=False, shuffle=False
     )
+    driver_send(server, secret, protocol.Plan(plan).wire())
 
 
 def send_end(server, secret):
     driver_send(server, secret, {"type": "end", "qname": "input"})
 
 
-def target(secret, *servers, feed_timeout=30.0):
+def target(secret, *servers, feed_timeout=30.0, qname="input"):
     return FeedTarget(
         secret,
         tuple(s.address for s in servers),
         tuple(s.endpoint for s in servers),
         tuple(f"worker:{i}" for i in range(len(servers))),
         feed_timeout,
-        "input",
+        qname,
     )
 
 
 def feed_rows(tgt, rows, session=1, epoch=0, partition=0):
     """Feed RDD rows as one partition to a single node; returns (rows read, mask of skipped nodes)."""
-    plan = balanced_plan([0] * partition + [len(rows)], 1)
+    plan = balanced_shares([0] * partition + [len(rows)], 1)
     return feeder.feed_training_partition(tgt, session, epoch, partition, plan, feeder.rdd_batches(rows))
 
 
@@ -153,7 +153,7 @@ def start_big_feed(secret, server, produced, feed_timeout=30.0):
         1,
         0,
         0,
-        balanced_plan([total], 1),
+        balanced_shares([total], 1),
         big_batches(BIG_BATCHES, produced),
     )
 
@@ -248,12 +248,12 @@ def test_a_run_whose_validation_epochs_were_skipped_still_ends(make_server, secr
     events = []
     server = make_server()
     server.notify = lambda event: events.append(event.TYPE)
-    plan = {"type": "plan", "qname": "input", "session": 1, "epochs": 2, "rows_per_epoch": 5, "validation_rows": 3}
-    driver_send(server, secret, plan)
+    plan = protocol.TrainingPlan(session=1, epochs=2, rows_per_epoch=5, validation_rows=3, cache=False, shuffle=False)
+    driver_send(server, secret, protocol.Plan(plan).wire())
     tgt = target(secret, server)
     for epoch in (0, 1):
         feed_rows(tgt, labelled(5), session=1, epoch=epoch)
-        header_plan = balanced_plan([3], 1)
+        header_plan = balanced_shares([3], 1)
         feeder.feed_training_partition(tgt, 1, epoch, 0, header_plan, feeder.rdd_batches(labelled(3)), "validation")
     feed = DataFeed(server, feed_timeout=10)
     assert len(feed.next_batch(10)) == 10  # every training row; no validation row read
@@ -274,7 +274,7 @@ def test_runs_never_mix_without_plans(server, secret):
 def test_balanced_plan_over_two_nodes(make_server, secret):
     nodes = [make_server(), make_server()]
     partitions = [list(range(0, 7)), [], list(range(7, 19))]  # 19 rows -> 10 per node
-    plan = balanced_plan([len(p) for p in partitions], 2)
+    plan = balanced_shares([len(p) for p in partitions], 2)
     for node in nodes:
         send_plan(node, secret, 1, plan.rows_per_node)
     tgt = target(secret, *nodes)
@@ -426,7 +426,7 @@ def test_batch_results_rejects_extra_results(server, secret):
 
 def test_data_error_names_the_column(server, secret):
     batch = pa.RecordBatch.from_pydict({"label": [1, 2, 3], "feature": pa.array([1.0, None, 3.0], pa.float32())})
-    plan = balanced_plan([3], 1)
+    plan = balanced_shares([3], 1)
     with pytest.raises(FeedDataError, match=r"'feature'.*null"):
         feeder.feed_training_partition(target(secret, server), 1, 0, 0, plan, [batch])
     assert server.queue("input").nbytes == 0
@@ -446,7 +446,7 @@ def test_data_error_behind_a_full_queue_names_the_column(make_server, secret):
 
     total = (4 + BIG_BATCHES) * FRAME_ROWS
     worker = Worker(
-        feeder.feed_training_partition, target(secret, server), 1, 0, 0, balanced_plan([total], 1), batches()
+        feeder.feed_training_partition, target(secret, server), 1, 0, 0, balanced_shares([total], 1), batches()
     )
     assert state["full"].wait(30)
     worker.join(1.0)  # let the feeder fill the socket buffers: it is blocked in a send
@@ -471,3 +471,24 @@ def test_wrong_secret_is_rejected(server, secret):
     assert queue.nbytes == 0
     with pytest.raises(TimeoutError):  # nothing was queued
         queue.peek(0)
+
+
+def test_the_driver_s_requests_go_through_one_client_per_node(make_server, secret):
+    """``FeedClient`` writes each request once: a plan, the cache decision after epoch 1, and the end
+    of the feed all reach the node's server, and a request to another node's server is refused."""
+    from sparkdl.transport.clients import FeedClient
+
+    server = make_server()
+    client = FeedClient(server.address, secret, server.endpoint, "chief:0")
+    plan = protocol.TrainingPlan(session=1, epochs=2, rows_per_epoch=5, seed=3, qname="q")
+    client.plan(plan, timeout=10)
+    assert server.known_plan("q", 1) == plan, "the node keeps the plan as the driver built it"
+    feed_rows(target(secret, server, qname="q"), labelled(5), session=1, epoch=0)
+    assert client.seal_cache("q", 1, timeout=10) is None, "the cache holds the node's whole share"
+    client.use_cache("q", 1, True, timeout=10)
+    assert server.replay_decision("q", 1, timeout=10) is True
+    client.end("q", timeout=10)
+    assert server.ended
+    stranger = FeedClient(server.address, secret, Endpoint.feed("another-cluster", 0), "chief:0")
+    with pytest.raises(AuthenticationError):
+        stranger.plan(plan, timeout=10)

@@ -72,6 +72,10 @@ def test_notebook_runs(path, tmp_path):
     except nbclient.exceptions.CellExecutionError as exc:
         pytest.fail(f"{path.name}: a cell raised:\n{exc}", pytrace=False)
     finally:
+        # nbclient leaves a kernel it was given running: end it, and with it the notebook's Spark
+        # (its JVM exits when its Python parent does), or it idles on for the rest of the suite.
+        if client.km.has_kernel:
+            client.km.shutdown_kernel(now=False)
         # Keep the executed copy for debugging; never write back into the repository.
         nbformat.write(nb, tmp_path / path.name)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]

@@ -1,4 +1,4 @@
-"""The message definitions of sparkdl/protocol.py: every message survives its wire form, and
+"""The message definitions of sparkdl/transport/protocol.py: every message survives its wire form, and
 anything a peer could send wrong is refused with a ProtocolError naming the problem."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from sparkdl import protocol
+from sparkdl.transport import protocol
 
 #: One instance of every message type, with its fields set (optional ones included).
 EXAMPLES = [
@@ -25,11 +25,15 @@ EXAMPLES = [
     protocol.FeedConsumed(qname="input", session=2, rows_read=10, rows_received=12),
     protocol.StreamPosition(qname="input", batch_id=7),
     protocol.Inferred(run="r", stage=3, partition=None, rows=5),
+    protocol.Result({"runs": [{"loss": [0.5, -1.25]}], "count": -3}),
     protocol.ClusterSpec({"worker": ["h:1", "h:2"]}),
     protocol.Abort("too late"),
     protocol.Stop(grace_s=5.0),
     protocol.Stall("made no progress"),
-    protocol.Plan(session=1, epochs=3, rows_per_epoch=100, cache=True, cache_max_bytes=1 << 20, seed=9, timeout=60.0),
+    protocol.Plan(
+        protocol.TrainingPlan(session=1, epochs=3, rows_per_epoch=100, cache=True, cache_max_bytes=1 << 20, seed=9),
+        timeout=60.0,
+    ),
     protocol.Train(session=1, partition=2, epoch=1, split="validation", timeout=30.0),
     protocol.Infer(partition=4, run="r", stage=2),
     protocol.CacheSeal(session=1),
@@ -100,7 +104,7 @@ def test_messages_are_frozen():
         ('{"type": "stop", "grace_s": Infinity}', "field 'grace_s' must be a finite number, got inf"),
         ('{"type": "stop", "grace_s": NaN}', "field 'grace_s' must be a finite number, got nan"),
         ('{"type": "train", "session": 1, "timeout": -Infinity}', "field 'timeout' must be a finite number"),
-        ('{"type": "plan", "session": 1, "epochs": 1, "rows_per_epoch": 1, "timeout": 0}', "'timeout' must be positi"),
+        ('{"type": "plan", "plan": {"session": 1}, "timeout": 0}', "'timeout' must be positi"),
         ('{"type": "cache_seal", "session": 1, "timeout": -5.0}', "field 'timeout' must be positive, got -5.0"),
         ('{"type": "done", "rows": -1}', "field 'rows' must not be negative, got -1"),
         ('{"type": "train", "session": -1}', "field 'session' must not be negative"),
@@ -108,9 +112,11 @@ def test_messages_are_frozen():
         ('{"type": "train", "session": 1, "partition": -3}', "field 'partition' must not be negative"),
         ('{"type": "train", "session": 1, "attempt": -1}', "field 'attempt' must not be negative"),
         ('{"type": "infer", "partition": -1}', "field 'partition' must not be negative"),
-        ('{"type": "plan", "session": 1, "epochs": -1, "rows_per_epoch": 1}', "field 'epochs' must not be"),
-        ('{"type": "plan", "session": 1, "epochs": 1, "rows_per_epoch": 1, "seed": -7}', "'seed' must not be"),
-        ('{"type": "plan", "session": 1, "epochs": 1, "rows_per_epoch": 1, "cache_max_bytes": -1}', "must not be"),
+        ('{"type": "plan", "plan": {"session": 1, "epochs": 0}}', "field 'plan': field 'epochs' must be positive"),
+        ('{"type": "plan", "plan": {"session": -1}}', "field 'plan': field 'session' must not be negative"),
+        ('{"type": "plan", "plan": {"seed": -7}}', "'seed' must not be"),
+        ('{"type": "plan", "plan": {"cache_max_bytes": -1}}', "must not be"),
+        ('{"type": "plan", "plan": {"feed_timeout": 0}}', "field 'feed_timeout' must be positive"),
         ('{"type": "started", "pid": 9223372036854775808}', "field 'pid' must fit in 64 bits, got 9223372036854775808"),
         ('{"type": "ack", "rows": -9223372036854775809}', "field 'rows' must fit in 64 bits"),
         ('{"type": "feed_ready", "port": 1e400}', "field 'port' must be int"),  # 1e400 parses as inf: a float
@@ -133,18 +139,37 @@ def test_numbers_at_the_edges_of_their_range_are_accepted():
     assert protocol.parse({"type": "ack", "rows": None}) == protocol.Ack()
     # free-form payloads are not numbers of the protocol: a diverged loss is news, not an attack
     assert protocol.parse(json.loads('{"type": "progress", "metrics": {"loss": NaN}}')).metrics["loss"] != 0
+    # nor is what map_fun returned: a negative or NaN result travels as it is
+    assert protocol.parse({"type": "result", "value": -7}) == protocol.Result(-7)
+    assert protocol.parse(json.loads('{"type": "result", "value": NaN}')).value != 0
+    assert protocol.parse({"type": "result"}) == protocol.Result(None)
 
 
-def test_a_node_keeps_every_field_of_a_training_plan():
-    """A new ``cluster.train`` option is one field of ``Plan`` and ``SessionPlan``: nothing copies it by hand."""
-    from dataclasses import fields
-
-    from sparkdl.feed.session import SessionPlan
-
-    plan = protocol.Plan(
-        session=2, epochs=3, rows_per_epoch=7, validation_rows=1, cache=True, cache_max_bytes=9, shuffle=True,
-        seed=4, node=1, deterministic=True, first_epoch=1,
+def test_a_training_plan_crosses_the_wire_as_it_is():
+    """A ``cluster.train`` call is one ``TrainingPlan`` from ``train()`` to the node's reader: the
+    ``Plan`` message carries it whole, so a new option is one field and nothing copies it by hand."""
+    plan = protocol.TrainingPlan(
+        epochs=3, qname="q", feed_timeout=30.0, cache=True, cache_max_bytes=9, shuffle=True, seed=4,
+        deterministic=True, first_epoch=1, batch_id=7, bad_rows="skip", session=2, rows_per_epoch=7,
+        validation_rows=1, node=1,
     )  # fmt: skip
-    session = SessionPlan.from_message(plan)
-    assert {f.name for f in fields(SessionPlan)} == {f.name for f in fields(protocol.Plan)} - {"qname", "timeout"}
-    assert all(getattr(session, f.name) == getattr(plan, f.name) for f in fields(SessionPlan))
+    assert {f.name for f in dataclasses.fields(protocol.Plan)} == {"plan", "timeout"}
+    received = protocol.parse(json.loads(json.dumps(protocol.Plan(plan).wire())), protocol.Plan).plan
+    assert received == plan and type(received) is protocol.TrainingPlan
+    assert received.splits == ("train", "validation") and received.total_rows("validation") == 3
+
+
+def test_a_training_plan_with_an_unknown_or_mistyped_field_is_refused_naming_it():
+    with pytest.raises(protocol.ProtocolError, match="field 'plan': unknown fields \\['rm'\\]"):
+        protocol.parse({"type": "plan", "plan": {"rm": 1}})
+    with pytest.raises(protocol.ProtocolError, match="field 'plan': field 'shuffle' must be bool, got str"):
+        protocol.parse({"type": "plan", "plan": {"shuffle": "yes"}})
+    with pytest.raises(protocol.ProtocolError, match="field 'plan' must be TrainingPlan, got list"):
+        protocol.parse({"type": "plan", "plan": [1]})
+    # bad_rows is one of a few words (a Literal), checked on the wire like any other field
+    with pytest.raises(
+        protocol.ProtocolError, match="field 'bad_rows' must be one of \\('fail', 'skip'\\), got 'drop'"
+    ):
+        protocol.parse({"type": "plan", "plan": {"bad_rows": "drop"}})
+    with pytest.raises(protocol.ProtocolError, match="field 'bad_rows' must be one of .*, got 1"):
+        protocol.parse({"type": "plan", "plan": {"bad_rows": 1}})

@@ -5,14 +5,13 @@ import json
 import pytest
 
 from sparkdl.roles import (
+    ClusterLayout,
     NodeRole,
     build_cluster_spec,
-    cluster_template,
     count_workers,
     is_chief,
     roles_from_template,
     tf_config,
-    validate_layout,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -35,7 +34,7 @@ pytestmark = pytest.mark.timeout(60)
     ],
 )
 def test_cluster_template_follows_tfos_order(kwargs, expected):
-    template = cluster_template(**kwargs)
+    template = ClusterLayout(**kwargs).template
     assert template == expected
     assert list(template) == list(expected)  # ps, chief/master, evaluator, worker: in that order
 
@@ -51,20 +50,23 @@ def test_cluster_template_follows_tfos_order(kwargs, expected):
         (dict(num_executors=2, num_ps=-1), ["num_ps"]),
         (dict(num_executors=2, num_ps=1, eval_node=True), ["num_executors", "eval_node"]),
         (dict(num_executors=1, eval_node=True), ["num_executors", "eval_node"]),
+        (dict(num_executors=2, driver_ps_nodes=True), ["driver_ps_nodes", "num_ps"]),
     ],
 )
-def test_validate_layout_errors_name_the_argument(kwargs, names):
+def test_a_layout_that_cannot_work_is_refused_naming_the_argument(kwargs, names):
     with pytest.raises(ValueError) as info:
-        validate_layout(**kwargs)
+        ClusterLayout(**kwargs)
     for name in names:
         assert name in str(info.value)
-    with pytest.raises(ValueError):  # cluster_template validates too
-        cluster_template(**kwargs)
 
 
-def test_validate_layout_accepts_the_minimum():
-    validate_layout(3, num_ps=1, eval_node=True)
-    validate_layout(1, master_node=None)
+def test_a_layout_is_checked_once_when_built_and_by_keyword_only():
+    layout = ClusterLayout(num_executors=3, num_ps=1, eval_node=True)
+    assert layout.roles[0] == NodeRole(0, "ps", 0) and layout.chief_like == 1 and layout.first_spark_node == 0
+    assert ClusterLayout(num_executors=1, master_node=None).template == {"worker": [0]}
+    assert ClusterLayout(num_executors=3, num_ps=1, driver_ps_nodes=True).first_spark_node == 1
+    with pytest.raises(TypeError):
+        ClusterLayout(3, 1)  # keyword only: no argument can land in the wrong place
 
 
 def test_roles_from_template_ordered_by_node_number():
@@ -86,7 +88,7 @@ def test_roles_from_template_ordered_by_node_number():
 
 
 def test_build_cluster_spec_indexes_hosts_by_task():
-    roles = roles_from_template(cluster_template(5, num_ps=1, eval_node=True))
+    roles = ClusterLayout(num_executors=5, num_ps=1, eval_node=True).roles
     addresses = {i: f"h{i}:{2000 + i}" for i in range(5)}
     spec = build_cluster_spec(list(reversed(roles)), addresses)
     assert spec == {"ps": ["h0:2000"], "chief": ["h1:2001"], "evaluator": ["h2:2002"], "worker": ["h3:2003", "h4:2004"]}

@@ -20,9 +20,9 @@ import pytest
 from test_faults import cluster_processes, wait_for
 
 from sparkdl import ClusterError, TFCluster
-from sparkdl.channel import AuthenticationError, Endpoint, connect, new_secret
 from sparkdl.feed.feeder import FeedTarget
 from sparkdl.node.launch import prune_old_clusters, user_root
+from sparkdl.transport.channel import AuthenticationError, Endpoint, connect, new_secret
 
 import node_functions as nf
 

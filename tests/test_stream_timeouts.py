@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from test_node_feed import Worker, labelled, make_server, secret, send_end, send_plan, server, target  # noqa: F401
 
-from sparkdl import channel as ch
-from sparkdl.channel import ChannelError, ChannelServer, ChannelTimeout, Endpoint, connect, new_secret
 from sparkdl.feed import feeder
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedError
-from sparkdl.feed.plan import balanced_plan
+from sparkdl.feed.shares import balanced_shares
+from sparkdl.transport import channel as ch
+from sparkdl.transport.channel import ChannelError, ChannelServer, ChannelTimeout, Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -123,7 +123,7 @@ def test_a_training_feeder_that_goes_silent_is_dropped_and_its_task_fails(server
         1,
         0,
         0,
-        balanced_plan([20], 1),
+        balanced_shares([20], 1),
         batches(),
     )
     with caplog.at_level(logging.WARNING, logger="sparkdl.feed.server"):

@@ -13,7 +13,7 @@ import pytest
 from pyspark.ml.param import Params
 from test_gpus import write_fake_smi  # free GPUs 0 and 2; 1 and 3 busy
 
-from sparkdl import compat, gpu_info, pipeline, util
+from sparkdl import compat, gpu_info, gpus, pipeline, util
 from sparkdl.gpus import GPUSelectionError
 
 pytestmark = pytest.mark.timeout(120)
@@ -113,7 +113,7 @@ def test_importing_compat_does_not_import_tensorflow():
 def fake_smi(tmp_path, monkeypatch):
     path = write_fake_smi(tmp_path)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(gpu_info, "RETRY_WAIT_S", 0.0)
+    monkeypatch.setattr(gpus, "RETRY_WAIT_S", 0.0)
     return path
 
 
@@ -160,7 +160,8 @@ def clean_env(monkeypatch):
         util.CLASSPATH_MARK,
         util.INHERITED_GPUS,
     ):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")  # recorded, so the test's own settings are undone afterwards
+        monkeypatch.delenv(name)
     return monkeypatch
 
 
@@ -179,10 +180,10 @@ def test_single_node_env_without_gpus_uses_the_cpu(tmp_path, clean_env):
 
 
 def test_single_node_env_prefers_the_gpus_spark_assigned(fake_smi, clean_env):
-    clean_env.setattr(util, "_spark_gpu_addresses", lambda: ["3", "1"])
+    clean_env.setattr(gpus, "task_gpu_addresses", lambda: ["3", "1"])
     assert util.single_node_env(1) == "3"
     assert util.single_node_env(2) == "3,1"
-    clean_env.setattr(util, "_spark_gpu_addresses", lambda: ["1"])
+    clean_env.setattr(gpus, "task_gpu_addresses", lambda: ["1"])
     assert util.single_node_env(1) == "1"  # a reused worker: its own earlier setting does not get in the way
 
 

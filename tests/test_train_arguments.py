@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from sparkdl.driver import arguments
-from sparkdl.driver.feeding import ClusterFeeder, TrainingRun
+from sparkdl.driver.feeding import ClusterFeeder
+from sparkdl.transport.protocol import TrainingPlan
 
 
 @pytest.mark.parametrize("seed", [None, 0, 7, 2**63 - 1, np.int64(3)])
@@ -43,20 +44,49 @@ def test_a_feed_timeout_must_be_positive_and_finite(feed_timeout):
 
 
 @pytest.mark.parametrize(
-    "run, problem",
+    "plan, problem",
     [
-        (TrainingRun(data=None, num_epochs=1, feed_timeout=600, seed=-1), "seed"),
-        (TrainingRun(data=None, num_epochs=1, feed_timeout=600, qname="../../tmp/x"), "qname"),
-        (TrainingRun(data=None, num_epochs=1, feed_timeout=0), "feed_timeout"),
+        (TrainingPlan(seed=-1), "seed"),
+        (TrainingPlan(qname="../../tmp/x"), "qname"),
+        (TrainingPlan(feed_timeout=0), "feed_timeout"),
+        (TrainingPlan(epochs=0), "num_epochs"),
+        (TrainingPlan(cache_max_bytes=0), "cache_max_bytes"),
+        (TrainingPlan(cache=False, deterministic=True), "cluster.train\\(deterministic=True\\)"),
     ],
 )
-def test_cluster_train_checks_its_arguments_before_anything_else(run, problem):
-    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, cluster_id="c")  # never reached
-    with pytest.raises(ValueError, match=f"^{problem} must be"):
-        feeder.train(run)
+def test_cluster_train_checks_its_arguments_before_anything_else(plan, problem):
+    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, waits=None, cluster_id="c")  # never reached
+    with pytest.raises(ValueError, match=f"^{problem}"):
+        feeder.train(plan, data=None)
 
 
 def test_cluster_inference_checks_qname_before_anything_else():
-    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, cluster_id="c")
+    feeder = ClusterFeeder(spark=None, secret=b"", coordinator=None, waits=None, cluster_id="c")
     with pytest.raises(ValueError, match="^qname must be"):
         feeder.inference(None, 600, "a/b")
+
+
+def test_run_s_settings_are_checked_once_by_keyword_and_in_groups():
+    """``TFCluster.run``'s 26 arguments keep TensorFlowOnSpark's signature; inside they become a
+    ``ClusterLayout`` and ``RunLimits``, each checked once, when built, naming the argument."""
+    from sparkdl.roles import ClusterLayout
+
+    layout = ClusterLayout(num_executors=3, num_ps=1, driver_ps_nodes=True)
+    limits = arguments.RunLimits(max_restarts=1)
+    with pytest.raises(ValueError, match="^max_restarts cannot relaunch ps nodes hosted by the driver"):
+        arguments.check_run(print, arguments.InputMode.TENSORFLOW, layout, limits)
+    with pytest.raises(ValueError, match="^eval_node=True is not supported"):
+        arguments.check_run(print, arguments.InputMode.SPARK, ClusterLayout(num_executors=2, eval_node=True), limits)
+    with pytest.raises(ValueError, match="^map_fun must be callable"):
+        arguments.check_run(None, arguments.InputMode.SPARK, ClusterLayout(num_executors=1), limits)
+    for name, value in [
+        ("reservation_timeout", 0),
+        ("stall_timeout", -1),
+        ("max_restarts", 1.5),
+        ("keep_node_files_days", 0),
+        ("num_gpus", -1),
+    ]:
+        with pytest.raises(ValueError, match=f"^{name} must be"):
+            arguments.RunLimits(**{name: value})
+    with pytest.raises(TypeError):
+        arguments.RunLimits(600)  # keyword only

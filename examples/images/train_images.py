@@ -84,14 +84,19 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--batch_size", type=int, default=32, help="images per node per step")
     parser.add_argument("--images", default=None, help="folder of <label>/<file>.png (default: digits, rendered)")
-    parser.add_argument("--model", default=None, help="where the .keras model is saved (default: a temp dir)")
+    parser.add_argument("--model", default=None, help="where the .keras model is saved (default: in --work_dir)")
+    parser.add_argument("--work_dir", default=None, help="for the rendered images and the model (default: a temp dir)")
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> float:
-    """Train from the image folder, score the held-out files; returns the test accuracy."""
+def main(argv=None, spark=None) -> float:
+    """Train from the image folder, score the held-out files; returns the test accuracy.
+
+    ``spark``: use this running session and leave it running (by default the example starts its own).
+    """
+    own_session = spark is None
     args = parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="sparkdl-images-"))
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="sparkdl-images-"))
     images = Path(args.images) if args.images else work / "digits"
     if not images.exists():
         print(f"rendered {render_digits(images)} digit images into {images}")
@@ -105,13 +110,14 @@ def main(argv=None) -> float:
     from sparkdl.column_specs import Image
     from sparkdl.inference import Predictor
 
-    builder = SparkSession.builder.appName("sparkdl-images")
-    if args.master:
-        builder = builder.master(args.master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain python: an embedded cluster
-        builder = builder.master(f"local-cluster[{args.cluster_size},1,1024]")
-    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    if own_session:
+        builder = SparkSession.builder.appName("sparkdl-images")
+        if args.master:
+            builder = builder.master(args.master)
+        elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain python: an embedded cluster
+            builder = builder.master(f"local-cluster[{args.cluster_size},1,1024]")
+        spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
 
     files = (
         spark.read.format("binaryFile")
@@ -143,7 +149,10 @@ def main(argv=None) -> float:
     rows = scored.count()
     accuracy = scored.filter("prediction = label").count() / rows
     print(f"test accuracy (distributed inference over {rows} rows): {accuracy:.4f}")
-    spark.stop()
+    train.unpersist()
+    test.unpersist()
+    if own_session:
+        spark.stop()
     return accuracy
 
 

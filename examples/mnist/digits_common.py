@@ -40,10 +40,14 @@ def example_parser(
     return parser
 
 
-def start_spark(app_name: str, master: str | None, cluster_size: int):
-    """A SparkSession: ``master`` if given, else spark-submit's, else an embedded local cluster."""
+def start_spark(app_name: str, master: str | None, cluster_size: int, spark=None):
+    """A SparkSession: ``master`` if given, else spark-submit's, else an embedded local cluster;
+    or ``spark``, a session already running (a notebook's, a test's), which the caller keeps."""
     # Executors must run this same interpreter (where sparkdl and TensorFlow are installed).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if spark is not None:
+        spark.sparkContext.addPyFile(os.path.abspath(__file__))
+        return spark
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)

@@ -50,10 +50,11 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> float:
-    """Train, export, score; returns the test accuracy."""
+def main(argv=None, spark=None) -> float:
+    """Train, export, score; returns the test accuracy (``spark``: use this running session and leave it running)."""
+    own_session = spark is None
     args = parse_args(argv)
-    spark = digits_common.start_spark("sparkdl-mnist-tf", args.master, args.cluster_size)
+    spark = digits_common.start_spark("sparkdl-mnist-tf", args.master, args.cluster_size, spark=spark)
     from sparkdl import TFCluster
 
     started = time.time()
@@ -79,7 +80,8 @@ def main(argv=None) -> float:
             f"({seconds:.1f} s: cluster start, training, export)"
         )
         print(f"  Spark ML, MLP 64-128-10:    accuracy {baseline:.4f}  ({baseline_seconds:.1f} s of fitting)")
-    spark.stop()
+    if own_session:
+        spark.stop()
     return accuracy
 
 

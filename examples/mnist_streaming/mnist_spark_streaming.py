@@ -114,10 +114,14 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None) -> float:
-    """Train from a DStream, export, score; returns the test accuracy."""
+def main(argv=None, spark=None) -> float:
+    """Train from a DStream, export, score; returns the test accuracy.
+
+    ``spark``: use this running session and leave it running (by default the example starts its own).
+    """
+    own_session = spark is None
     args = parse_args(argv)
-    spark = digits_common.start_spark("mnist_spark_streaming", args.master, args.cluster_size)
+    spark = digits_common.start_spark("mnist_spark_streaming", args.master, args.cluster_size, spark=spark)
     sc = spark.sparkContext
     from pyspark.streaming import StreamingContext
 
@@ -162,7 +166,8 @@ def main(argv=None) -> float:
         f"per node) in {time.time() - started:.1f} s; model in {args.export_dir}"
     )
     accuracy = digits_common.test_accuracy(spark, args.export_dir, args.cluster_size)
-    spark.stop()
+    if own_session:
+        spark.stop()
     return accuracy
 
 

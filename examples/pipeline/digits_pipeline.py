@@ -45,11 +45,15 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> float:
-    """Fit the pipeline, save and load it, score the held-out DataFrame; returns the accuracy."""
+def main(argv=None, spark=None) -> float:
+    """Fit the pipeline, save and load it, score the held-out DataFrame; returns the accuracy.
+
+    ``spark``: use this running session and leave it running (by default the example starts its own).
+    """
+    own_session = spark is None
     args = parse_args(argv)
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="sparkdl-pipeline-")
-    spark = digits_common.start_spark("sparkdl-ml-pipeline", args.master, args.cluster_size)
+    spark = digits_common.start_spark("sparkdl-ml-pipeline", args.master, args.cluster_size, spark=spark)
     from pyspark.ml import Pipeline, PipelineModel
     from pyspark.sql import functions as F
 
@@ -91,7 +95,8 @@ def main(argv=None) -> float:
     )
     accuracy = scored.filter("predicted_label = label").count() / len(test_y)
     print(f"test accuracy (distributed inference over {len(test_y)} rows): {accuracy:.4f}")
-    spark.stop()
+    if own_session:
+        spark.stop()
     return accuracy
 
 

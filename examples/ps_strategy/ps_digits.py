@@ -72,10 +72,14 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> float:
-    """Train with ParameterServerStrategy, export, score; returns the test accuracy."""
+def main(argv=None, spark=None) -> float:
+    """Train with ParameterServerStrategy, export, score; returns the test accuracy.
+
+    ``spark``: use this running session and leave it running (by default the example starts its own).
+    """
+    own_session = spark is None
     args = parse_args(argv)
-    spark = digits_common.start_spark("sparkdl-ps-strategy", args.master, args.cluster_size)
+    spark = digits_common.start_spark("sparkdl-ps-strategy", args.master, args.cluster_size, spark=spark)
     from sparkdl import TFCluster
 
     started = time.time()
@@ -94,7 +98,8 @@ def main(argv=None) -> float:
         f"trained with ParameterServerStrategy on {roles} in {time.time() - started:.1f} s; model in {args.export_dir}"
     )
     accuracy = digits_common.test_accuracy(spark, args.export_dir, args.cluster_size)
-    spark.stop()
+    if own_session:
+        spark.stop()
     return accuracy
 
 

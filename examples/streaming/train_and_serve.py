@@ -105,8 +105,11 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> list[dict]:
-    """Run the example; returns one record per landing (batch trained, version scored, accuracy)."""
+def main(argv=None, spark=None) -> list[dict]:
+    """Run the example; returns one record per landing (batch trained, version scored, accuracy).
+
+    ``spark``: use this running session and leave it running (by default the example starts its own).
+    """
     args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # executors run this interpreter
     from pyspark.sql import SparkSession
@@ -115,13 +118,15 @@ def main(argv=None) -> list[dict]:
     from sparkdl.inference import Predictor
     from sparkdl.model_versions import ModelVersions
 
-    builder = SparkSession.builder.appName("sparkdl-streaming-train-and-serve")
-    if args.master:
-        builder = builder.master(args.master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain python: an embedded cluster
-        builder = builder.master("local-cluster[2,1,1024]")
-    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    own_session = spark is None
+    if own_session:
+        builder = SparkSession.builder.appName("sparkdl-streaming-train-and-serve")
+        if args.master:
+            builder = builder.master(args.master)
+        elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain python: an embedded cluster
+            builder = builder.master("local-cluster[2,1,1024]")
+        spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
     work = args.work_dir or tempfile.mkdtemp(prefix="sparkdl-streaming-")
     paths = {name: os.path.join(work, name) for name in ("landing", "to_score", "model", "exports", "queries")}
     for name in ("landing", "to_score"):
@@ -174,6 +179,8 @@ def main(argv=None) -> list[dict]:
     training.stop()
     cluster.shutdown()
     print("training:", training.training, flush=True)
+    if own_session:
+        spark.stop()
     return records
 
 

@@ -69,11 +69,15 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def main(argv=None) -> dict:
-    """Run the search; return the best trial (a dict with learning_rate and accuracy)."""
+def main(argv=None, spark=None) -> dict:
+    """Run the search; return the best trial (a dict with learning_rate and accuracy).
+
+    ``spark``: use this running session and leave it running (by default the example starts its own).
+    """
+    own_session = spark is None
     args = parse_args(argv)
     args.output_dir = args.output_dir or tempfile.mkdtemp(prefix="sparkdl-hparam-")
-    spark = digits_common.start_spark("sparkdl-tfparallel-hparam-search", args.master, args.cluster_size)
+    spark = digits_common.start_spark("sparkdl-tfparallel-hparam-search", args.master, args.cluster_size, spark=spark)
     from sparkdl import TFParallel
 
     started = time.time()
@@ -90,7 +94,8 @@ def main(argv=None) -> dict:
         )
     best = max(trials, key=lambda t: t["accuracy"])
     print(f"best: learning_rate={best['learning_rate']:g} held-out accuracy={best['accuracy']:.4f}")
-    spark.stop()
+    if own_session:
+        spark.stop()
     return best
 
 

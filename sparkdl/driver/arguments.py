@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import math
 import numbers
 import os
 import re
+from dataclasses import dataclass
 
-from .. import roles as roles_mod
+from ..roles import ClusterLayout
+from ..timeouts import RESERVATION_TIMEOUT_S, check_feed_timeout
+from ..transport.protocol import TrainingPlan
 
 #: A queue name as it may appear in the nodes' file names: no path separator, no leading dot.
 _QNAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
@@ -20,38 +22,59 @@ class InputMode:
     SPARK = 1  #: Spark feeds RDD/DataFrame partitions to the nodes
 
 
-def validate_layout(map_fun, num_executors: int, num_ps: int, input_mode: int, master_node, eval_node: bool) -> None:
-    """Raise ValueError naming the first of ``TFCluster.run``'s layout arguments that cannot work."""
+@dataclass(frozen=True, kw_only=True)
+class RunLimits:
+    """``TFCluster.run``'s timeouts, counts and limits, checked once, when built (ValueError naming
+    the argument)."""
+
+    reservation_timeout: float = RESERVATION_TIMEOUT_S
+    stall_timeout: float | None = None
+    max_restarts: int = 0
+    keep_node_files_days: float | None = 7
+    num_gpus: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.reservation_timeout or self.reservation_timeout <= 0:
+            raise ValueError(f"reservation_timeout must be positive, got {self.reservation_timeout!r}")
+        if self.stall_timeout is not None and not self.stall_timeout > 0:
+            raise ValueError(f"stall_timeout must be positive seconds or None, got {self.stall_timeout!r}")
+        if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be a non-negative integer, got {self.max_restarts!r}")
+        if self.keep_node_files_days is not None and not self.keep_node_files_days > 0:
+            raise ValueError(f"keep_node_files_days must be positive days or None, got {self.keep_node_files_days!r}")
+        if self.num_gpus is not None and (not isinstance(self.num_gpus, int) or self.num_gpus < 0):
+            raise ValueError(f"num_gpus must be a non-negative integer or None, got {self.num_gpus!r}")
+
+
+def check_run(map_fun, input_mode: int, layout: ClusterLayout, limits: RunLimits, *, return_results="chief") -> None:
+    """Raise ValueError naming what cannot work in ``TFCluster.run``'s arguments beyond each group's
+    own checks (``ClusterLayout``, ``RunLimits``): the function, the input mode, which nodes return
+    their value, and how they combine."""
+    validate_return_results(return_results)
     if not callable(map_fun):
         raise ValueError(f"map_fun must be callable, got {type(map_fun).__name__}")
-    roles_mod.validate_layout(num_executors, num_ps, master_node, eval_node)
     if input_mode not in (InputMode.TENSORFLOW, InputMode.SPARK):
         raise ValueError(f"input_mode must be InputMode.TENSORFLOW or InputMode.SPARK, got {input_mode!r}")
-    if eval_node and input_mode == InputMode.SPARK:
+    if layout.eval_node and input_mode == InputMode.SPARK:
         raise ValueError(
             "eval_node=True is not supported with input_mode=InputMode.SPARK: the evaluator "
             "would receive no data; use InputMode.TENSORFLOW for an evaluator"
         )
-
-
-def validate_limits(
-    reservation_timeout, driver_ps_nodes: bool, num_ps: int, stall_timeout, max_restarts, keep_node_files_days, num_gpus
-) -> None:
-    """Raise ValueError naming the first of ``TFCluster.run``'s timeouts, counts and limits that cannot work."""
-    if not reservation_timeout or reservation_timeout <= 0:
-        raise ValueError(f"reservation_timeout must be positive, got {reservation_timeout!r}")
-    if driver_ps_nodes and num_ps == 0:
-        raise ValueError("driver_ps_nodes=True needs num_ps > 0")
-    if stall_timeout is not None and not stall_timeout > 0:
-        raise ValueError(f"stall_timeout must be positive seconds or None, got {stall_timeout!r}")
-    if not isinstance(max_restarts, int) or max_restarts < 0:
-        raise ValueError(f"max_restarts must be a non-negative integer, got {max_restarts!r}")
-    if max_restarts and driver_ps_nodes:
+    if limits.max_restarts and layout.driver_ps_nodes:
         raise ValueError("max_restarts cannot relaunch ps nodes hosted by the driver (driver_ps_nodes=True)")
-    if keep_node_files_days is not None and not keep_node_files_days > 0:
-        raise ValueError(f"keep_node_files_days must be positive days or None, got {keep_node_files_days!r}")
-    if num_gpus is not None and (not isinstance(num_gpus, int) or num_gpus < 0):
-        raise ValueError(f"num_gpus must be a non-negative integer or None, got {num_gpus!r}")
+
+
+#: Whose ``map_fun`` return value reaches the driver (``TFCluster.run(return_results=...)``).
+RETURN_RESULTS = ("chief", "all")
+
+
+def validate_return_results(return_results) -> None:
+    """Raise ValueError unless ``return_results`` is one of :data:`RETURN_RESULTS`."""
+    if return_results not in RETURN_RESULTS:
+        raise ValueError(
+            f"return_results must be 'chief' (shutdown() returns the chief's map_fun value) or 'all' "
+            f"(cluster.results lists every node's), got {return_results!r}"
+        )
 
 
 def check_feed_arguments(qname, feed_timeout, seed=None) -> None:
@@ -71,10 +94,16 @@ def check_qname(qname) -> None:
         )
 
 
-def check_feed_timeout(feed_timeout) -> None:
-    """``feed_timeout`` is a positive, finite number of seconds (the nodes refuse any other)."""
-    if not _is_number(feed_timeout) or not math.isfinite(feed_timeout) or feed_timeout <= 0:
-        raise ValueError(f"feed_timeout must be a positive, finite number of seconds, got {feed_timeout!r}")
+def check_training_plan(plan: TrainingPlan) -> None:
+    """Raise ValueError naming the first of ``cluster.train``'s arguments (a ``TrainingPlan``'s
+    fields) that cannot work, before any Spark job runs."""
+    check_feed_arguments(plan.qname, plan.feed_timeout, plan.seed)
+    if not _is_integer(plan.epochs) or plan.epochs < 1:
+        raise ValueError(f"num_epochs must be a positive integer, got {plan.epochs!r}")
+    if plan.cache_max_bytes is not None and not (_is_integer(plan.cache_max_bytes) and plan.cache_max_bytes > 0):
+        raise ValueError(f"cache_max_bytes must be a positive number of bytes or None, got {plan.cache_max_bytes!r}")
+    if plan.deterministic and not plan.cache:
+        raise ValueError("cluster.train(deterministic=True) reads epoch 1 from the nodes' caches: it needs cache=True")
 
 
 def check_seed(seed) -> None:
@@ -85,10 +114,6 @@ def check_seed(seed) -> None:
 
 def _is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)  # numpy ints too
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def verbose_logs(verbose: bool | None) -> bool:

@@ -13,13 +13,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..channel import new_secret
 from ..errors import ReservationTimeout
 from ..node.config import LaunchSpec, NodeSettings
 from ..node.launch import launch_node, spark_partition_launcher
-from .coordinator import Coordinator
+from ..transport.channel import new_secret
+from .coordinator import Coordinator, Listeners
 from .feeding import ClusterFeeder
 from .spark_access import SparkAccess
+from .waits import NodeWaits
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,9 @@ class ClusterRequest:
 class ClusterAttempt:
     """Launches and supervises one generation of a cluster's nodes (see the module docstring)."""
 
-    def __init__(self, spark: SparkAccess, request: ClusterRequest, cluster_id: str, attempt: int):
+    def __init__(
+        self, spark: SparkAccess, request: ClusterRequest, cluster_id: str, attempt: int, listeners: Listeners
+    ):
         self.spark = spark
         self.request = request
         self.cluster_id = cluster_id
@@ -56,11 +59,18 @@ class ClusterAttempt:
         self.secret = new_secret()
         bind, advertise = spark.coordinator_addresses()
         self.coordinator = Coordinator(
-            list(request.settings.roles), self.secret, bind, request.stall_timeout, advertise, cluster_id=cluster_id
+            list(request.settings.roles),
+            self.secret,
+            bind,
+            request.stall_timeout,
+            advertise,
+            cluster_id=cluster_id,
+            listeners=listeners,
         )
-        self.feeder = ClusterFeeder(spark, self.secret, self.coordinator, cluster_id)
-        self.job_group = f"sparkdl-{cluster_id}" + (f"-attempt{attempt}" if attempt else "")
         self.launch_errors: list[BaseException] = []
+        self.waits = NodeWaits(self.coordinator, launch_failed=lambda: bool(self.launch_errors))
+        self.feeder = ClusterFeeder(spark, self.secret, self.coordinator, self.waits, cluster_id)
+        self.job_group = f"sparkdl-{cluster_id}" + (f"-attempt{attempt}" if attempt else "")
         self._threads: list[threading.Thread] = []
         self._closed = False
 
@@ -121,9 +131,7 @@ class ClusterAttempt:
         if not self.request.settings.feeds:
             return
         data_nodes = self.feeder.data_nodes()
-        ready = coordinator.wait_until(
-            lambda c: all(n.feed_port or n.finished for n in data_nodes) or bool(c.failures), timeout
-        )
+        ready = self.waits.feed_servers(data_nodes, timeout)
         if coordinator.failures:
             raise coordinator.error("a node failed while starting")
         if not ready:
@@ -145,7 +153,7 @@ class ClusterAttempt:
             return
         logger.debug("sparkdl: aborting cluster %s: %s", self.cluster_id, reason)
         self.coordinator.abort(reason)  # also stops every running node
-        self.coordinator.wait_until(lambda c: c.all_done(), ABORT_WAIT_S)
+        self.waits.all_ended(ABORT_WAIT_S)
         logger.debug("sparkdl: every node of cluster %s ended", self.cluster_id)
         self.spark.cancel(self.job_group)
         self.spark.cancel(self.feeder.job_group)

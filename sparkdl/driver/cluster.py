@@ -18,13 +18,15 @@ from typing import Any
 from .. import roles as roles_mod
 from ..column_specs import check_bad_rows
 from ..errors import ClusterError, ShutdownTimeout
+from ..timeouts import FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S
+from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
 from . import dstreams
 from .arguments import InputMode, check_feed_arguments
 from .attempt import ClusterAttempt, ClusterRequest
 from .console import NodeOutputPrinter
-from .coordinator import CAUSE_WAIT_S
-from .feeding import TrainingRun
+from .coordinator import CAUSE_WAIT_S, Listeners
 from .history import TrainingHistory
+from .lifecycle import ClusterState, FailureDecision, FailurePolicy, Lifecycle
 from .progress import InferenceProgress, progress_enabled
 from .spark_access import SparkAccess
 from .streaming import StreamingTraining, start_stream_training
@@ -55,30 +57,50 @@ class TFCluster:
         self.cluster_id = cluster_id
         self.input_mode = input_mode
         self.max_restarts = max_restarts
-        self.restarts = 0  #: relaunches so far
-        self.failures_survived: list[ClusterError] = []  #: the failures that caused them
         self.progress = progress_enabled(progress)  #: show train() and inference progress on the driver
+        self._lifecycle = Lifecycle(cluster_id)
+        # A relaunch resumes a cluster.train call (SPARK) or the nodes' own run, awaited by shutdown().
+        resumes_in = ClusterState.FEEDING if input_mode == InputMode.SPARK else ClusterState.STOPPING
+        self._policy = FailurePolicy(max_restarts, resumes_in)
         self._inference_progress = InferenceProgress() if self.progress else None
         self._request = request
         self._printer = NodeOutputPrinter() if request.settings.stream_logs else None
         self._history = TrainingHistory()  # the chief's epoch logs, kept across relaunches
+        self._listeners = Listeners(
+            on_log=self._printer, on_inferred=self._inference_progress, on_epoch_end=self._chief_epoch_end
+        )
         self._attempt = self._new_attempt(0)
         self._streams: list[StreamingTraining] = []  # train_stream's queries: shutdown stops them
         self._dstream_feed = None  # train(dstream)'s DStreamFeed (driver/dstreams.py), once it is called
-        self._closed = False
 
     def _new_attempt(self, number: int) -> ClusterAttempt:
-        attempt = ClusterAttempt(self.spark, self._request, self.cluster_id, number)
-        attempt.coordinator.on_log = self._printer
-        attempt.coordinator.on_inferred = self._inference_progress
-        coordinator = attempt.coordinator
+        return ClusterAttempt(self.spark, self._request, self.cluster_id, number, self._listeners)
 
-        def chief_epoch_end(node, report) -> None:  # only the chief's logs make the history
-            if roles_mod.is_chief(coordinator.cluster_spec or {}, node.role.job_name, node.role.task_index):
-                self._history.record(report)
+    def _chief_epoch_end(self, node, report) -> None:
+        """Only the chief's epoch logs make the history."""
+        spec = self._coordinator.cluster_spec or {}
+        if roles_mod.is_chief(spec, node.role.job_name, node.role.task_index):
+            self._history.record(report)
 
-        coordinator.on_epoch_end = chief_epoch_end
-        return attempt
+    @property
+    def state(self) -> ClusterState:
+        """Where the cluster is in its life: ``starting``, ``running``, ``feeding``, ``restarting``,
+        ``stopping``, ``stopped`` or ``failed`` (see ``driver/lifecycle.py``)."""
+        return self._lifecycle.state
+
+    @property
+    def restarts(self) -> int:
+        """Relaunches so far (``max_restarts``)."""
+        return self._policy.restarts
+
+    @property
+    def failures_survived(self) -> list[ClusterError]:
+        """The failures that caused the relaunches, in order."""
+        return list(self._policy.survived)
+
+    @property
+    def _closed(self) -> bool:
+        return self._lifecycle.state.ended
 
     @property
     def _coordinator(self):
@@ -139,19 +161,41 @@ class TFCluster:
             if n.bad_rows
         }
 
+    @property
+    def results(self) -> list[Any]:
+        """What each node's ``map_fun`` returned, by node number (None for a node that returned
+        nothing, or has not returned yet: read it after ``shutdown()``), with
+        ``TFCluster.run(..., return_results="all")``; ValueError otherwise (by default only the
+        chief sends its value, which ``shutdown()`` returns)."""
+        if self._request.settings.return_results != "all":
+            raise ValueError(
+                "cluster.results needs TFCluster.run(..., return_results='all'); by default only the "
+                "chief sends what map_fun returned, and shutdown() returns it"
+            )
+        nodes = self._coordinator.nodes
+        return [nodes[number].result for number in sorted(nodes)]
+
+    def _chief_result(self) -> Any:
+        """What the chief's (else worker 0's) ``map_fun`` returned; None if nothing."""
+        spec = self._coordinator.cluster_spec or {}
+        for node in self._coordinator.nodes.values():
+            if roles_mod.is_chief(spec, node.role.job_name, node.role.task_index):
+                return node.result
+        return None
+
     def tensorboard_url(self, timeout: float = 90.0) -> str | None:
         """TensorBoard's URL, waiting (bounded) for it to answer; None when not requested."""
         if self._request.settings.tensorboard_node is None:
             return None
-        self._coordinator.wait_until(lambda c: c.tensorboard_url is not None or c.failures, timeout)
+        self._attempt.waits.tensorboard(timeout)
         return self._coordinator.tensorboard_url
 
     def train(
         self,
         dataRDD,
         num_epochs: int = 1,
-        feed_timeout: float = 600,
-        qname: str = "input",
+        feed_timeout: float = FEED_TIMEOUT_S,
+        qname: str = DEFAULT_QNAME,
         *,
         validation_data=None,
         cache: bool = True,
@@ -208,38 +252,40 @@ class TFCluster:
             return dstreams.train_dstream(self, dataRDD, num_epochs, feed_timeout, qname)
         if getattr(dataRDD, "isStreaming", False):
             raise TypeError("cluster.train got a streaming DataFrame: train on it with cluster.train_stream(df, ...)")
-        reports_before = self._history.reports
-        run = TrainingRun(
-            dataRDD,
-            num_epochs,
-            feed_timeout,
-            qname,
-            validation_data,
-            cache,
-            cache_max_bytes,
-            shuffle,
-            seed,
+        plan = TrainingPlan(
+            epochs=num_epochs,
+            qname=qname,
+            feed_timeout=feed_timeout,
+            cache=cache,
+            cache_max_bytes=cache_max_bytes,
+            shuffle=shuffle,
+            seed=seed,
             deterministic=deterministic,
             bad_rows=check_bad_rows(bad_rows, "cluster.train"),
-            show_progress=self.progress,
-            history=self._history,
-            history_reports=reports_before + num_epochs,
         )
+        reports_before = self._history.reports
         while True:
             try:
-                self._attempt.feeder.train(run)
+                with self._lifecycle.feeding():
+                    self._attempt.feeder.train(
+                        plan,
+                        dataRDD,
+                        validation_data,
+                        show_progress=self.progress,
+                        history=self._history,
+                        history_reports=reports_before + num_epochs,
+                    )
                 break
             except ClusterError as error:
-                if not self._relaunch(error):
-                    # Nothing of a failed cluster may linger: stop it all now; shutdown() is then a no-op.
-                    self._abort("a node failed during cluster.train")
-                    raise
+                # Nothing of a failed cluster may linger: without a relaunch, stop it all now
+                # (shutdown() is then a no-op).
+                self._recover_or_raise(error, "a node failed during cluster.train")
                 # The relaunched nodes resume from their last completed epoch: feed only the rest.
                 done = self._history.reports - reports_before
                 done = min(max(0, done), num_epochs - 1)
-                run = replace(run, num_epochs=num_epochs - done, first_epoch=done)
+                plan = replace(plan, epochs=num_epochs - done, first_epoch=done)
                 logger.info(
-                    "sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id, run.num_epochs
+                    "sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id, plan.epochs
                 )
         if self._printer is not None:
             self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
@@ -252,8 +298,8 @@ class TFCluster:
         *,
         trigger: dict | None = None,
         query_name: str | None = None,
-        feed_timeout: float = 600,
-        qname: str = "input",
+        feed_timeout: float = FEED_TIMEOUT_S,
+        qname: str = DEFAULT_QNAME,
         shuffle: bool = True,
         seed: int | None = None,
     ) -> StreamingTraining:
@@ -278,7 +324,9 @@ class TFCluster:
         self._streams.append(stream)
         return stream
 
-    def inference(self, dataRDD, feed_timeout: float = 600, qname: str = "input", *, result_schema=None):
+    def inference(
+        self, dataRDD, feed_timeout: float = FEED_TIMEOUT_S, qname: str = DEFAULT_QNAME, *, result_schema=None
+    ):
         """An RDD with one result per input row, in input order partition by partition (lazy).
 
         ``dataRDD`` may be an RDD or a DataFrame; the result is an RDD either way (as in
@@ -311,8 +359,12 @@ class TFCluster:
         if self._closed:
             raise RuntimeError(f"cluster.{what}() after shutdown()")
 
-    def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float = 259200) -> None:
+    def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float = SHUTDOWN_TIMEOUT_S) -> Any:
         """Wait for the training nodes to finish, stop the servers, and release everything.
+
+        Returns what the chief's ``map_fun`` returned (without a chief, worker 0's; None if it
+        returned nothing), as JSON values: see ``TFCluster.run``'s ``return_results``.
+        TensorFlowOnSpark's ``shutdown`` returned None.
 
         ``grace_secs``: how long ps/evaluator nodes may keep running once the training nodes
         are done (they may also end by themselves). ``timeout``: how long to wait for the
@@ -327,42 +379,44 @@ class TFCluster:
         if ssc is not None:  # stops ssc; raises a failed stream batch's error (which may have closed the cluster)
             dstreams.await_dstream_end(self, ssc, grace_secs, timeout)
         if self._closed:
-            return
+            return self._chief_result()
         self._stop_streams()
+        self._lifecycle.move(ClusterState.STOPPING)
+        outcome = ClusterState.FAILED
         try:
             while True:
                 try:
                     self._finish_attempt(grace_secs, timeout)
-                    return
+                    outcome = ClusterState.STOPPED
+                    return self._chief_result()
                 except ClusterError as error:
-                    if self.input_mode == InputMode.SPARK or not self._relaunch(error):
-                        raise
+                    self._recover_or_raise(error)
+                    self._lifecycle.move(ClusterState.STOPPING)
         finally:
-            self._closed = True
+            if not self._closed:
+                self._lifecycle.move(outcome)
             self._attempt.close()
             self._close_displays()
 
     def _finish_attempt(self, grace_secs: float, timeout: float) -> None:
-        attempt, coordinator = self._attempt, self._coordinator
+        attempt, coordinator, waits = self._attempt, self._coordinator, self._attempt.waits
         if self.input_mode == InputMode.SPARK and not coordinator.failures:
             attempt.feeder.end()
-        finished = coordinator.wait_until(
-            lambda c: c.training_nodes_done() or bool(c.failures) or bool(attempt.launch_errors), timeout
-        )
+        finished = waits.training_nodes_ended(timeout)
         if attempt.launch_errors and not coordinator.failures:
             # A lost executor fails the launch job and its node at once; prefer the node's report.
-            coordinator.wait_until(lambda c: bool(c.failures) or c.all_done(), CAUSE_WAIT_S)
+            waits.failure_or_all_ended(CAUSE_WAIT_S)
         if not finished:
             running = coordinator.running_labels()
             coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
-            coordinator.wait_until(lambda c: c.all_done(), STOP_WAIT_S)
+            waits.all_ended(STOP_WAIT_S)
             raise ShutdownTimeout(
                 f"nodes still running after shutdown(timeout={timeout}) were stopped: " + ", ".join(running)
             )
         if grace_secs and not coordinator.failures:
-            coordinator.wait_until(lambda c: c.all_done(), grace_secs)
+            waits.all_ended(grace_secs)
         coordinator.stop_nodes(lambda n: not n.finished, grace_s=0)
-        if not coordinator.wait_until(lambda c: c.all_done() or bool(attempt.launch_errors), STOP_WAIT_S):
+        if not waits.all_ended(STOP_WAIT_S, or_launch_failed=True):
             logger.warning(
                 "sparkdl: nodes %s did not report their end; cancelling their Spark tasks", coordinator.running_labels()
             )
@@ -374,12 +428,15 @@ class TFCluster:
                 [], f"sparkdl cluster {self.cluster_id}: the launch job failed: {attempt.launch_errors[0]}"
             ) from attempt.launch_errors[0]
 
-    def _relaunch(self, error: ClusterError) -> bool:
-        """Replace the failed attempt with a fresh one if ``max_restarts`` allows; False otherwise."""
-        if self.restarts >= self.max_restarts or not error.failures:
-            return False
-        self.restarts += 1
-        self.failures_survived.append(error)
+    def _recover_or_raise(self, error: ClusterError, abort_reason: str | None = None) -> None:
+        """Carry out the failure policy's decision on ``error`` (raised from the state the cluster
+        is in): relaunch the cluster, or re-raise ``error`` (after stopping everything, with an
+        ``abort_reason``). Call it from an ``except`` block."""
+        if self._policy.decide(error, self.state) is FailureDecision.RAISE:
+            if abort_reason:
+                self._abort(abort_reason)
+            raise error
+        self._lifecycle.move(ClusterState.RESTARTING)
         logger.warning(
             "sparkdl cluster %s: relaunching (restart %d of %d) after: %s",
             self.cluster_id,
@@ -390,16 +447,17 @@ class TFCluster:
         self._attempt.abort("relaunching after a failure")
         self._attempt = self._new_attempt(self.restarts)
         self._start()
-        return True
 
     def _start(self) -> None:
         """Launch the current attempt and wait until it is ready (aborting it on any error)."""
+        self._lifecycle.move(ClusterState.STARTING)
         self._attempt.start()
         try:
             self._attempt.wait_ready()
         except BaseException:
             self._abort("reservation failed")
             raise
+        self._lifecycle.move(ClusterState.RUNNING)
         logger.info("sparkdl cluster %s running: %s", self.cluster_id, self._coordinator.cluster_spec)
 
     # -- context manager: shut down on exit --
@@ -417,7 +475,7 @@ class TFCluster:
         """Stop everything now (used on errors at the driver)."""
         if self._closed:
             return
-        self._closed = True
+        self._lifecycle.move(ClusterState.FAILED)
         self._stop_streams()
         self._attempt.abort(reason)
         self._close_displays()

@@ -15,11 +15,13 @@ import traceback
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, Callable
 
-from .. import protocol
-from ..channel import Channel, ChannelError, ChannelServer, Endpoint
 from ..errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
 from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
+from ..transport import protocol
+from ..transport.channel import Channel, ChannelError, ChannelServer, Endpoint
+from ..transport.clients import SupervisorClient
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,15 @@ class NodeStatus(str, Enum):
     REGISTERED = "registered"  # its supervisor registered; the TF process is not started
     RUNNING = "running"  # the TF process runs
     EXITED = "exited"  # it ended, successfully or not
+
+
+@dataclass(frozen=True)
+class Listeners:
+    """Who hears the nodes' events besides the coordinator's own state (given at construction)."""
+
+    on_log: Callable | None = None  # (node, lines): the node's output, for the driver's console
+    on_inferred: Callable | None = None  # (node, Inferred): an inference partition answered in full
+    on_epoch_end: Callable | None = None  # (node, metrics): an epoch-end progress report
 
 
 @dataclass
@@ -60,10 +71,12 @@ class NodeState:
     anchor_pid: int = 0  # the Spark task (or executor JVM) the node lives and dies with
     last_progress: float = 0.0  # time.monotonic() of the last heartbeat
     metrics: dict = field(default_factory=dict)  # the latest progress report (step, epoch, loss, ...)
+    result: Any = None  # what map_fun returned (a Result message), when the node was asked for it
     stall_sent_at: float = 0.0  # when the driver told the supervisor the node stalled
     stop_sent: bool = False  # the driver asked the node to stop
     failure: NodeFailure | None = None
-    channel: Channel | None = field(default=None, repr=False)
+    channel: Channel | None = field(default=None, repr=False)  # the supervisor's, from its registration
+    supervisor: SupervisorClient | None = field(default=None, repr=False)  # commands to it, on that channel
     # The last lines the node forwarded: the tail a lost node's failure shows. The driver never
     # opens the node's log_path: it names a file on the executor's host, not on the driver's.
     recent_lines: deque = field(default_factory=lambda: deque(maxlen=RECENT_LINES), repr=False)
@@ -72,6 +85,15 @@ class NodeState:
     def finished(self) -> bool:
         """Whether the node's process has ended (successfully or not)."""
         return self.status is NodeStatus.EXITED
+
+    @property
+    def feed_ended(self) -> bool:
+        """Whether the node wants no more data: ``DataFeed.terminate()``, or ``map_fun`` returned well."""
+        return self.feed_terminated or (self.finished and self.failure is None)
+
+    def has_read(self, qname: str, session: int) -> bool:
+        """Whether the node read all its rows of training run ``session`` of ``qname`` (or ended)."""
+        return self.feed_consumed.get(qname, 0) >= session or self.feed_terminated or self.finished
 
     def describe_failure(self, **details) -> NodeFailure:
         """A NodeFailure naming this node (role, number, host, executor, log) with ``details``."""
@@ -91,6 +113,7 @@ class Coordinator:
         advertise_host: str | None = None,
         *,
         cluster_id: str,
+        listeners: Listeners = Listeners(),
     ):
         self.roles = roles
         self.nodes = {role.node_number: NodeState(role) for role in roles}
@@ -99,10 +122,8 @@ class Coordinator:
         self.aborted: str | None = None
         self.failures: list[NodeFailure] = []
         self.stall_timeout = stall_timeout
-        self.feed_timeout: float | None = None  # set while cluster.train feeds: a stalled reader fails
-        self.on_inferred = None  # called with (node, event) for each inference partition answered
-        self.on_log = None  # called with (node, lines) for the node's output
-        self.on_epoch_end = None  # called with (node, report) for each epoch-end progress report
+        self._read_stall_s: float | None = None  # while cluster.train feeds (watch_reads): a node not reading stalls
+        self.listeners = listeners
         self._closed = False
         self._cond = threading.Condition()
         #: What the coordinator does with each message a registered node's supervisor sends.
@@ -117,6 +138,7 @@ class Coordinator:
             protocol.StreamPosition: self._on_stream_position,
             protocol.Inferred: self._on_inferred,
             protocol.BadRows: self._on_bad_rows,
+            protocol.Result: self._on_result,
             protocol.NodeWarning: self._on_warning,
             protocol.Log: self._on_log,
             protocol.Exited: self._on_exited,
@@ -186,7 +208,7 @@ class Coordinator:
             node.host, node.port = message.host, message.port
             node.spark_executor, node.log_path = message.spark_executor, message.log_path
             node.supervisor_pid, node.anchor_pid = message.pid, message.anchor_pid
-            node.status, node.channel = NodeStatus.REGISTERED, channel
+            node.status, node.channel, node.supervisor = NodeStatus.REGISTERED, channel, SupervisorClient(channel)
             if all(n.status is not NodeStatus.PENDING for n in self.nodes.values()):
                 self.cluster_spec = build_cluster_spec(
                     self.roles, {i: f"{n.host}:{n.port}" for i, n in self.nodes.items()}
@@ -218,8 +240,8 @@ class Coordinator:
         with self._state_change():
             node.last_progress = time.monotonic()
             node.metrics.update(message.metrics)
-        if message.metrics.get("epoch_end") and self.on_epoch_end is not None:
-            self.on_epoch_end(node, message.metrics)
+        if message.metrics.get("epoch_end") and self.listeners.on_epoch_end is not None:
+            self.listeners.on_epoch_end(node, message.metrics)
 
     def _on_tensorboard(self, node: NodeState, message: protocol.TensorBoard) -> None:
         with self._state_change():
@@ -249,8 +271,12 @@ class Coordinator:
             node.last_progress = time.monotonic()
 
     def _on_inferred(self, node: NodeState, message: protocol.Inferred) -> None:
-        if self.on_inferred is not None:
-            self.on_inferred(node, message)
+        if self.listeners.on_inferred is not None:
+            self.listeners.on_inferred(node, message)
+
+    def _on_result(self, node: NodeState, message: protocol.Result) -> None:
+        with self._state_change():
+            node.result = message.value
 
     def _on_bad_rows(self, node: NodeState, message: protocol.BadRows) -> None:
         with self._state_change():
@@ -267,8 +293,8 @@ class Coordinator:
 
     def _on_log(self, node: NodeState, message: protocol.Log) -> None:
         node.recent_lines.extend(message.lines)
-        if self.on_log is not None:
-            self.on_log(node, message.lines)
+        if self.listeners.on_log is not None:
+            self.listeners.on_log(node, message.lines)
 
     def _on_exited(self, node: NodeState, message: protocol.Exited) -> None:
         if not message.failed:
@@ -299,8 +325,8 @@ class Coordinator:
         limits = []
         if self.stall_timeout:
             limits.append((self.stall_timeout, "stall_timeout"))
-        if self.feed_timeout and not node.feed_terminated:
-            limits.append((self.feed_timeout, "feed_timeout, while cluster.train fed it"))
+        if self._read_stall_s and not node.feed_terminated:
+            limits.append((self._read_stall_s, "feed_timeout, while cluster.train fed it"))
         return min(limits) if limits else None
 
     def _watch_stalls(self) -> None:
@@ -325,10 +351,7 @@ class Coordinator:
                         )
             for node, reason in stalled:
                 logger.error("sparkdl: %s %s; stopping it", node.role.label, reason)
-                try:
-                    node.channel.send(protocol.Stall(reason).wire())
-                except (OSError, ChannelError):
-                    pass  # the supervisor is unreachable: reported as unresponsive below
+                node.supervisor.stall(reason)  # unreachable: reported as unresponsive on a later pass
             for node in unresponsive:
                 self._record_failure(
                     node,
@@ -380,22 +403,32 @@ class Coordinator:
         with self._cond:
             self._cond.notify_all()
 
+    @contextlib.contextmanager
+    def watch_reads(self, read_stall_s: float):
+        """While inside: a data node that reads nothing for ``read_stall_s`` (``cluster.train``'s
+        ``feed_timeout``) is stalled, as by ``stall_timeout``."""
+        with self._state_change():
+            self._read_stall_s = read_stall_s
+        try:
+            yield
+        finally:
+            with self._state_change():
+                self._read_stall_s = None
+
     def wait_until(self, predicate, timeout: float | None) -> bool:
-        """Wait (bounded) until ``predicate(self)`` holds; returns whether it did."""
+        """Wait (bounded) until ``predicate(self)`` holds; returns whether it did (the primitive
+        under ``driver/waits.py``'s named waits)."""
         with self._cond:
             return self._cond.wait_for(lambda: predicate(self), timeout)
 
     def stop_nodes(self, which, grace_s: float) -> None:
         """Ask the supervisors of nodes matching ``which`` to stop their TF processes."""
         with self._cond:
-            targets = [n for n in self.nodes.values() if which(n) and n.channel is not None]
+            targets = [n for n in self.nodes.values() if which(n) and n.supervisor is not None]
             for node in targets:
                 node.stop_sent = True
         for node in targets:
-            try:
-                node.channel.send(protocol.Stop(grace_s).wire())
-            except (OSError, ChannelError):
-                pass
+            node.supervisor.stop(grace_s)
 
     def training_nodes_done(self) -> bool:
         """Whether every node that must end on its own (not ps/evaluator/servers) has ended."""

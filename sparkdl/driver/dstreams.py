@@ -24,6 +24,7 @@ All state lives in a :class:`DStreamFeed` held by the cluster (``cluster._dstrea
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -118,8 +119,7 @@ def _feed_over(cluster, state: DStreamFeed) -> str | None:
 
 def _feeds_ended(cluster) -> bool:
     """Whether every data node has ended its feed (``terminate()``, or ``map_fun`` returned)."""
-    nodes = cluster._attempt.feeder.data_nodes()
-    return all(n.feed_terminated or (n.finished and n.failure is None) for n in nodes)
+    return all(n.feed_ended for n in cluster._attempt.feeder.data_nodes())
 
 
 def _feed_batch(cluster, state: DStreamFeed, batch_time, rdd, num_epochs: int, feed_timeout: float, qname: str):
@@ -181,8 +181,8 @@ def await_dstream_end(cluster, ssc, grace_secs: float, timeout: float) -> None:
     deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
     stream_error = None
     while True:
-        coordinator = cluster._coordinator
-        ended = coordinator.wait_until(lambda c: _wait_over(cluster, state, c), POLL_S)
+        attempt = cluster._attempt
+        ended = attempt.waits.until(functools.partial(_wait_over, cluster, state, attempt.coordinator), POLL_S)
         if ended:
             logger.info("sparkdl: the stream's feed is over (%s); stopping the StreamingContext", _describe(cluster))
             break

@@ -44,7 +44,7 @@ def count_rows(data: RDD | DataFrame) -> list[int]:
 
 
 def feed_epoch(
-    data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, plan, split: str, shuffle_seed: int | None
+    data: RDD | DataFrame, target: FeedTarget, session: int, epoch: int, shares, split: str, shuffle_seed: int | None
 ) -> int:
     """One feeding job: every partition sends its planned slices; returns the mask of skipped nodes."""
     if isinstance(data, DataFrame):
@@ -56,7 +56,7 @@ def feed_epoch(
             task = TaskContext.get()
             partition, attempt = task.partitionId(), task.attemptNumber()
             rows, skipped = feed_training_partition(
-                target, session, epoch, partition, plan, batches, split, shuffle_seed, attempt
+                target, session, epoch, partition, shares, batches, split, shuffle_seed, attempt
             )
             yield pa.RecordBatch.from_pydict({"rows": [rows], "skipped": [skipped]})
 
@@ -68,7 +68,7 @@ def feed_epoch(
 
             attempt = TaskContext.get().attemptNumber()
             yield feed_training_partition(
-                target, session, epoch, index, plan, rdd_batches(rows), split, shuffle_seed, attempt
+                target, session, epoch, index, shares, rdd_batches(rows), split, shuffle_seed, attempt
             )
 
         results = data.mapPartitionsWithIndex(feed_rdd).collect()

@@ -1,40 +1,44 @@
 """Driver side of InputMode.SPARK: plan, launch and watch the Spark jobs that feed the nodes.
 
-``train`` counts each partition's rows (one cheap Spark job), makes a balanced plan (every
-data node gets the same number of rows per epoch, see ``feed.plan``), sends each node its
-plan, then runs one feeding job per epoch. While a job runs, the driver also watches the
-cluster: if a node dies, the job is cancelled and ``ClusterError`` (with the node's traceback)
-is raised at once instead of waiting for ``feed_timeout``.
+``train`` counts each partition's rows (one cheap Spark job), shares them out (every data node
+gets the same number of rows per epoch, see ``feed/shares.py``), sends each node the call's
+``TrainingPlan`` (through its ``FeedClient``), then runs one feeding job per epoch. While a job
+runs, the driver also watches the cluster: if a node dies, the job is cancelled and
+``ClusterError`` (with the node's traceback) is raised at once instead of waiting for
+``feed_timeout``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import secrets
-import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+import threading
+from dataclasses import replace
+from typing import Callable
 
 from pyspark import RDD
 from pyspark.sql import DataFrame
 
-from .. import protocol
-from ..channel import ChannelError, Endpoint, connect
-from ..errors import ClusterError
-from ..feed.columns import FeedDataError, check_same_columns, check_spark_schema
-from ..feed.feeder import FeedError, FeedTarget
-from ..feed.plan import balanced_plan
-from ..feed.wire import TRAIN_SPLIT, VALIDATION_SPLIT
+from ..errors import ClusterError, FeedDataError, FeedError
+from ..feed.columns import check_same_columns, check_spark_schema
+from ..feed.feeder import FeedTarget
+from ..feed.shares import balanced_shares
 from ..roles import COLLECTIVE_ROLES
-from .arguments import check_feed_arguments
+from ..timeouts import Deadline, FeedLimits
+from ..transport import protocol
+from ..transport.channel import ChannelError, Endpoint
+from ..transport.clients import FeedClient
+from ..transport.protocol import TRAIN_SPLIT, VALIDATION_SPLIT
+from .arguments import check_feed_arguments, check_training_plan
 from .coordinator import CAUSE_WAIT_S, Coordinator, NodeState
 from .feed_jobs import count_rows, feed_epoch, infer_frame, infer_frame_to_frame, infer_rdd
 from .history import TrainingHistory
 from .partitions import stable_partitions
 from .progress import TrainProgress
 from .spark_access import SparkAccess
+from .spark_errors import task_failure
+from .waits import NodeWaits
 
 logger = logging.getLogger(__name__)
 
@@ -42,45 +46,14 @@ logger = logging.getLogger(__name__)
 LAST_EPOCH_WAIT_S = 30.0
 
 
-def _spark_error_summary(exc: BaseException) -> str:
-    """The sparkdl error line inside a Spark job failure, else its first line."""
-    text = str(exc)
-    match = re.search(r"(FeedDataError|FeedError): ([^\n]+)", text)
-    if match:
-        return f"{match.group(1)}: {match.group(2)}"
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-
-
-@dataclass(frozen=True)
-class TrainingRun:
-    """One ``cluster.train`` call, as ``TFCluster.train`` hands it to the feeder (its arguments
-    mean what that method's docstring says)."""
-
-    data: Any  # an RDD or a DataFrame
-    num_epochs: int
-    feed_timeout: float
-    qname: str = "input"
-    validation_data: Any = None
-    cache: bool = True
-    cache_max_bytes: int | None = None
-    shuffle: bool = True
-    seed: int | None = None  # None: a new one per call
-    deterministic: bool = False  # epoch 1 read from the nodes' caches in the seeded order too
-    bad_rows: str = "fail"  # "skip": nodes skip (and count) rows no tensor can take
-    first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
-    batch_id: int | None = None  # the Structured Streaming micro-batch this run is (empty: no run)
-    show_progress: bool = False
-    history: TrainingHistory | None = None  # where the chief's epoch reports arrive
-    history_reports: int = 0  # how many reports ``history`` holds once this call's epochs are all in
-
-
 class ClusterFeeder:
     """Feeds RDDs and DataFrames to one cluster's data nodes (its chief and workers)."""
 
-    def __init__(self, spark: SparkAccess, secret: bytes, coordinator: Coordinator, cluster_id: str):
+    def __init__(self, spark: SparkAccess, secret: bytes, coordinator: Coordinator, waits: NodeWaits, cluster_id: str):
         self.spark = spark
         self._secret = secret
         self._coordinator = coordinator
+        self._waits = waits
         self.job_group = f"sparkdl-{cluster_id}-feed"
         self._cluster_id = cluster_id
         self._sessions: dict[str, int] = {}
@@ -91,14 +64,14 @@ class ClusterFeeder:
         nodes = [n for n in self._coordinator.nodes.values() if n.role.job_name in COLLECTIVE_ROLES]
         return sorted(nodes, key=lambda n: n.role.node_number)
 
-    def _target(self, feed_timeout: float, qname: str, run: str = "") -> FeedTarget:
+    def _target(self, stream_timeout: float, qname: str, run: str = "") -> FeedTarget:
         nodes = self.data_nodes()
         return FeedTarget(
             self._secret,
             tuple((n.host, n.feed_port) for n in nodes),
             tuple(map(self._endpoint, nodes)),
             tuple(n.role.label for n in nodes),
-            float(feed_timeout),
+            stream_timeout,
             qname,
             run,
         )
@@ -107,67 +80,56 @@ class ClusterFeeder:
         """The identity of ``node``'s feed server (the handshake is bound to it)."""
         return Endpoint.feed(self._cluster_id, node.role.node_number)
 
-    def _tell_nodes(
-        self, message: protocol.Message, timeout: float, nodes: list[NodeState] | None = None, need_ack: bool = True
-    ) -> None:
-        for node in nodes if nodes is not None else self.data_nodes():
-            with connect(
-                (node.host, node.feed_port), self._secret, timeout=timeout, endpoint=self._endpoint(node)
-            ) as channel:
-                channel.send(message.wire())
-                try:
-                    protocol.parse(channel.recv(timeout), protocol.Ack)
-                except ChannelError:  # ProtocolError included
-                    if need_ack:
-                        raise
+    def _client(self, node: NodeState) -> FeedClient:
+        """The driver's requests to ``node``'s feed server."""
+        return FeedClient((node.host, node.feed_port), self._secret, self._endpoint(node), node.role.label)
 
     # -- training --
 
-    def train(self, run: TrainingRun) -> int:
-        """Feed ``run.data`` (and ``run.validation_data``) ``run.num_epochs`` times, balanced over
-        the data nodes; blocks until every data node has read its rows (or ended its feed).
+    def train(
+        self,
+        plan: protocol.TrainingPlan,
+        data,
+        validation_data=None,
+        *,
+        show_progress: bool = False,
+        history: TrainingHistory | None = None,
+        history_reports: int = 0,
+    ) -> int:
+        """Feed ``data`` (and ``validation_data``) ``plan.epochs`` times, balanced over the data
+        nodes; blocks until every data node has read its rows (or ended its feed).
 
-        With ``cache``, epoch 1 is also kept on each node's disk and, when every node holds its
-        whole share, epochs 2..N are served from there without Spark jobs. ``shuffle`` permutes
-        each node's rows every epoch (seeded by ``seed``). ``show_progress`` displays rows
-        fed/read, epochs, partitions and the chief's metrics, and ends with ``history``'s epoch
-        lines once it holds ``history_reports`` epoch reports (the chief reports an epoch after
-        its validation, so shortly after the rows were read). Returns the rows planned per epoch
-        (0 for an empty micro-batch of a stream, which feeds nothing).
+        With ``plan.cache``, epoch 1 is also kept on each node's disk and, when every node holds
+        its whole share, epochs 2..N are served from there without Spark jobs. ``plan.shuffle``
+        permutes each node's rows every epoch (seeded by ``plan.seed``). ``show_progress``
+        displays rows fed/read, epochs, partitions and the chief's metrics, and ends with
+        ``history``'s epoch lines once it holds ``history_reports`` epoch reports (the chief
+        reports an epoch after its validation, so shortly after the rows were read). Returns the
+        rows planned per epoch (0 for an empty micro-batch of a stream, which feeds nothing).
         """
-        check_feed_arguments(run.qname, run.feed_timeout, run.seed)
-        self.spark.require_frames(run.data, "cluster.train")
-        if run.validation_data is not None:
-            self.spark.require_frames(run.validation_data, "cluster.train(validation_data=...)")
-        self._check_train_arguments(run.data, run.num_epochs, run.validation_data, run.cache_max_bytes)
-        if run.deterministic and not run.cache:
-            raise ValueError(
-                "cluster.train(deterministic=True) reads epoch 1 from the nodes' caches: it needs cache=True"
-            )
-        self.qnames.add(run.qname)
+        check_training_plan(plan)
+        self.spark.require_frames(data, "cluster.train")
+        if validation_data is not None:
+            self.spark.require_frames(validation_data, "cluster.train(validation_data=...)")
+        self._check_data(data, validation_data)
+        self.qnames.add(plan.qname)
         with contextlib.ExitStack() as pinned:
             # With AQE, pinning a shuffled frame already runs its shuffle: do it as a watched job.
             pin = lambda frame: self._run_job(
                 lambda: pinned.enter_context(stable_partitions(frame)),  # noqa: E731
                 "sparkdl: pin the partitions of a shuffled DataFrame",
             )
-            return self._train(
-                replace(
-                    run,
-                    data=pin(run.data),
-                    validation_data=pin(run.validation_data) if run.validation_data is not None else None,
-                    cache=run.cache and (run.num_epochs > 1 or run.deterministic),
-                    seed=secrets.randbits(63) if run.seed is None else int(run.seed),
-                )
+            plan = replace(
+                plan,
+                cache=plan.cache and (plan.epochs > 1 or plan.deterministic),
+                seed=secrets.randbits(63) if plan.seed is None else int(plan.seed),
             )
+            watch = (show_progress, history, history_reports)
+            return self._train(plan, pin(data), pin(validation_data) if validation_data is not None else None, watch)
 
     @staticmethod
-    def _check_train_arguments(data, num_epochs, validation_data, cache_max_bytes) -> None:
-        """Reject bad arguments and unfeedable data before any Spark job runs."""
-        if not isinstance(num_epochs, int) or num_epochs < 1:
-            raise ValueError(f"num_epochs must be a positive integer, got {num_epochs!r}")
-        if cache_max_bytes is not None and not (isinstance(cache_max_bytes, int) and cache_max_bytes > 0):
-            raise ValueError(f"cache_max_bytes must be a positive number of bytes or None, got {cache_max_bytes!r}")
+    def _check_data(data, validation_data) -> None:
+        """Reject unfeedable data before any Spark job runs."""
         for name, frame in (("cluster.train", data), ("validation_data", validation_data)):
             if isinstance(frame, DataFrame):
                 check_spark_schema(frame.schema)
@@ -180,123 +142,103 @@ class ClusterFeeder:
         if isinstance(data, DataFrame):
             check_same_columns(data.schema, validation_data.schema if validation_data is not None else None)
 
-    def _train(self, run: TrainingRun) -> int:
-        is_frame = isinstance(run.data, DataFrame)
-        counts = self._run_job(lambda: count_rows(run.data), "sparkdl: count rows per partition")
-        if sum(counts) == 0 and run.batch_id is not None:
+    def _train(self, plan: protocol.TrainingPlan, data, validation_data, watch: tuple) -> int:
+        show_progress, history, history_reports = watch
+        counts = self._run_job(lambda: count_rows(data), "sparkdl: count rows per partition")
+        if sum(counts) == 0 and plan.batch_id is not None:
             return 0  # an empty micro-batch: nothing to train
         if sum(counts) == 0:
-            raise FeedDataError(
-                f"cluster.train got an empty {'DataFrame' if is_frame else 'RDD'}: there is nothing to feed"
-            )
+            kind = "DataFrame" if isinstance(data, DataFrame) else "RDD"
+            raise FeedDataError(f"cluster.train got an empty {kind}: there is nothing to feed")
         nodes = self.data_nodes()
-        plan = balanced_plan(counts, len(nodes))
-        splits = [(TRAIN_SPLIT, run.data, plan)]
-        if run.validation_data is not None:
+        shares = balanced_shares(counts, len(nodes))
+        splits = [(TRAIN_SPLIT, data, shares)]
+        if validation_data is not None:
             validation_counts = self._run_job(
-                lambda: count_rows(run.validation_data), "sparkdl: count validation rows per partition"
+                lambda: count_rows(validation_data), "sparkdl: count validation rows per partition"
             )
             if sum(validation_counts) == 0:
                 raise FeedDataError("cluster.train got empty validation_data: drop it or give it rows")
-            splits.append((VALIDATION_SPLIT, run.validation_data, balanced_plan(validation_counts, len(nodes))))
-        session = self._sessions.get(run.qname, 0) + 1
-        self._sessions[run.qname] = session
+            splits.append((VALIDATION_SPLIT, validation_data, balanced_shares(validation_counts, len(nodes))))
+        session = self._sessions.get(plan.qname, 0) + 1
+        self._sessions[plan.qname] = session
+        limits = FeedLimits.of(plan.feed_timeout)
+        plan = replace(
+            plan,
+            session=session,
+            rows_per_epoch=shares.rows_per_node,
+            validation_rows=splits[1][2].rows_per_node if len(splits) > 1 else 0,
+        )
         for index, node in enumerate(nodes):
-            self._tell_nodes(
-                protocol.Plan(
-                    qname=run.qname,
-                    session=session,
-                    epochs=run.num_epochs,
-                    rows_per_epoch=plan.rows_per_node,
-                    validation_rows=splits[1][2].rows_per_node if len(splits) > 1 else 0,
-                    cache=run.cache,
-                    cache_max_bytes=run.cache_max_bytes,
-                    shuffle=bool(run.shuffle),
-                    seed=run.seed,
-                    node=index,
-                    deterministic=run.deterministic,
-                    first_epoch=run.first_epoch,
-                    batch_id=run.batch_id,
-                    bad_rows=run.bad_rows,
-                ),
-                min(run.feed_timeout, 60),
-                [node],
-            )
-        target = self._target(run.feed_timeout, run.qname)
+            self._client(node).plan(replace(plan, node=index), limits.control_s)
+        target = self._target(limits.stream_s, plan.qname)
         logger.info(
             "sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
-            plan.total_rows,
-            run.num_epochs,
+            shares.total_rows,
+            plan.epochs,
             len(nodes),
-            plan.rows_per_node,
+            shares.rows_per_node,
         )
-        total = sum(p.rows_per_node for _, _, p in splits) * len(nodes) * run.num_epochs
+        total = sum(s.rows_per_node for _, _, s in splits) * len(nodes) * plan.epochs
         progress = (
             TrainProgress(
                 nodes,
                 total,
-                run.num_epochs,
-                history=run.history,
+                plan.epochs,
+                history=history,
                 partitions=lambda: self.spark.feeding_job_progress(self.job_group),
             )
-            if run.show_progress
+            if show_progress
             else None
         )
-        self._coordinator.feed_timeout = float(run.feed_timeout)  # a node that stops reading is a stall
-        try:
-            with progress or contextlib.nullcontext():
-                replaying = False
-                for epoch in range(run.num_epochs):
-                    if not replaying:
-                        for split, frame, split_plan in splits:
-                            description = (
-                                f"sparkdl: feed {'' if split == TRAIN_SPLIT else 'validation '}epoch "
-                                f"{epoch + 1}/{run.num_epochs} to {len(nodes)} TF nodes"
+        # A data node that stops reading while it is fed is stalled.
+        with self._coordinator.watch_reads(limits.read_stall_s), progress or contextlib.nullcontext():
+            replaying = False
+            for epoch in range(plan.epochs):
+                if not replaying:
+                    for split, frame, split_shares in splits:
+                        description = (
+                            f"sparkdl: feed {'' if split == TRAIN_SPLIT else 'validation '}epoch "
+                            f"{epoch + 1}/{plan.epochs} to {len(nodes)} TF nodes"
+                        )
+                        skipped = self._run_job(
+                            lambda e=epoch, f=frame, s=split_shares, sp=split: feed_epoch(
+                                f, target, session, e, s, sp, plan.seed if plan.shuffle else None
+                            ),
+                            description,
+                        )
+                        if self._check_skipped(nodes, skipped, description):
+                            logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
+                            return shares.total_rows
+                    if progress:
+                        progress.epoch_done(epoch)
+                    if epoch == 0 and plan.cache:
+                        replaying = self._settle_cache(nodes, plan.qname, session, limits.control_s)
+                        if plan.deterministic and not replaying:
+                            raise FeedError(
+                                "cluster.train(deterministic=True): not every node could cache its share of "
+                                "epoch 1 (its log says why); raise cache_max_bytes, free disk space, or train "
+                                "with deterministic=False"
                             )
-                            skipped = self._run_job(
-                                lambda e=epoch, f=frame, p=split_plan, s=split: feed_epoch(
-                                    f, target, session, e, p, s, run.seed if run.shuffle else None
-                                ),
-                                description,
-                            )
-                            if self._check_skipped(nodes, skipped, description):
-                                logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
-                                return plan.total_rows
-                        if progress:
-                            progress.epoch_done(epoch)
-                        if epoch == 0 and run.cache:
-                            replaying = self._settle_cache(nodes, run.qname, session, run.feed_timeout)
-                            if run.deterministic and not replaying:
-                                raise FeedError(
-                                    "cluster.train(deterministic=True): not every node could cache its share of "
-                                    "epoch 1 (its log says why); raise cache_max_bytes, free disk space, or train "
-                                    "with deterministic=False"
-                                )
-                self._await_read(nodes, run.qname, session)
-                if run.history is not None:
-                    self._await_epoch_reports(run.history, run.history_reports, nodes[0])
-            return plan.total_rows
-        finally:
-            self._coordinator.feed_timeout = None
+            self._await_read(nodes, plan.qname, session)
+            if history is not None:
+                self._await_epoch_reports(history, history_reports, nodes[0])
+        return shares.total_rows
 
-    def _settle_cache(self, nodes: list[NodeState], qname: str, session: int, feed_timeout: float) -> bool:
+    def _settle_cache(self, nodes: list[NodeState], qname: str, session: int, timeout: float) -> bool:
         """After epoch 1: replay the nodes' caches if every node holds its whole share, else drop them."""
-        timeout = min(feed_timeout, 60)
         live = [n for n in nodes if not (n.finished or n.feed_terminated)]
         problems = {}
         try:
             for node in live:
-                with connect(
-                    (node.host, node.feed_port), self._secret, timeout=timeout, endpoint=self._endpoint(node)
-                ) as channel:
-                    channel.send(protocol.CacheSeal(session, qname).wire())
-                    problem = protocol.parse(channel.recv(timeout), protocol.CacheStatus).problem
+                problem = self._client(node).seal_cache(qname, session, timeout)
                 if problem:
                     problems[node.role.label] = str(problem)
             use = not problems
-            self._tell_nodes(protocol.CacheUse(session, use, qname), timeout, live)
-        except (OSError, ChannelError) as exc:
-            if self._coordinator.wait_until(lambda c: bool(c.failures), CAUSE_WAIT_S):
+            for node in live:
+                self._client(node).use_cache(qname, session, use, timeout)
+        except (OSError, ChannelError) as exc:  # TimeoutError included
+            if self._waits.failure(CAUSE_WAIT_S):
                 raise self._node_failed("settling the nodes' epoch caches") from exc
             raise FeedError(f"cluster.train: lost contact with a node while settling the epoch caches: {exc}") from exc
         if use:
@@ -315,11 +257,7 @@ class ClusterFeeder:
         makes a failure while they are read surface from ``train`` rather than ``shutdown``. A
         node that stops reading is stopped by the stall watch (``feed_timeout``), so this ends.
         """
-
-        def done(node: NodeState) -> bool:
-            return node.feed_consumed.get(qname, 0) >= session or node.feed_terminated or node.finished
-
-        self._coordinator.wait_until(lambda c: bool(c.failures) or c.aborted or all(done(n) for n in nodes), None)
+        self._waits.rows_read(nodes, qname, session)
         if self._coordinator.failures:
             raise self._node_failed("cluster.train: the nodes reading their last rows")
         if self._coordinator.aborted:
@@ -333,8 +271,8 @@ class ClusterFeeder:
         when ``map_fun`` reports epochs at all (``ctx.progress_callback()``)."""
         if not history.as_dict():
             return
-        deadline = time.monotonic() + LAST_EPOCH_WAIT_S
-        while time.monotonic() < deadline and not chief.finished:
+        deadline = Deadline(LAST_EPOCH_WAIT_S, "waiting for the chief's last epoch report")
+        while not deadline.expired() and not chief.finished:
             if history.wait_for_reports(reports, 0.5):
                 return
 
@@ -343,18 +281,14 @@ class ClusterFeeder:
 
         Returns whether every data node has ended its feed (so feeding can stop).
         """
-
-        def ended(node: NodeState) -> bool:
-            return node.feed_terminated or (node.finished and node.failure is None)
-
-        lost = [n for i, n in enumerate(nodes) if skipped_mask >> i & 1 and not ended(n)]
+        lost = [n for i, n in enumerate(nodes) if skipped_mask >> i & 1 and not n.feed_ended]
         if lost:
-            if self._coordinator.wait_until(lambda c: bool(c.failures) or all(ended(n) for n in lost), CAUSE_WAIT_S):
+            if self._waits.feeds_ended(lost, CAUSE_WAIT_S):
                 if self._coordinator.failures:
                     raise self._node_failed(description)
             else:
                 raise FeedError(f"{description}: lost contact with {', '.join(n.role.label for n in lost)}")
-        return all(ended(n) for n in nodes)
+        return all(n.feed_ended for n in nodes)
 
     # -- inference --
 
@@ -369,7 +303,7 @@ class ClusterFeeder:
         """
         check_feed_arguments(qname, feed_timeout)
         self.spark.require_frames(data, "cluster.inference")
-        target = self._target(feed_timeout, qname, run)
+        target = self._target(FeedLimits.of(feed_timeout).stream_s, qname, run)
         count = len(target.addresses)
         if isinstance(data, DataFrame):
             check_spark_schema(data.schema)
@@ -390,13 +324,12 @@ class ClusterFeeder:
 
     def end(self, timeout: float = 30.0) -> None:
         """Tell every node the feed is over (shutdown): ``should_stop()`` turns True once drained."""
-        for qname in self.qnames | {"input"}:
+        for qname in self.qnames | {protocol.DEFAULT_QNAME}:
             for node in self.data_nodes():
                 if node.finished or not node.feed_port:
                     continue
                 try:
-                    # The node may finish (and close) as soon as it sees the end: no ack needed.
-                    self._tell_nodes(protocol.End(qname), timeout, [node], need_ack=False)
+                    self._client(node).end(qname, timeout)
                 except (OSError, ChannelError) as exc:  # expected of a node that ended its feed and is finishing
                     level = logging.DEBUG if node.feed_terminated else logging.WARNING
                     logger.log(level, "sparkdl: could not tell %s that the feed ended: %s", node.role.label, exc)
@@ -409,6 +342,7 @@ class ClusterFeeder:
     def _run_job(self, action: Callable[[], object], description: str):
         """Run a Spark action in a thread; raise ClusterError as soon as a node fails."""
         outcome: dict = {}
+        finished = threading.Event()
 
         def body() -> None:
             self.spark.set_job_tag(self.job_group, f"{description} (cluster {self._cluster_id})")
@@ -417,14 +351,14 @@ class ClusterFeeder:
             except BaseException as exc:  # noqa: BLE001 - re-raised below, in the caller's thread
                 outcome["error"] = exc
             finally:
-                outcome["done"] = True
+                finished.set()
                 self._coordinator.notify_external()
 
         thread = self.spark.thread(body, "sparkdl-feed-job")
         thread.start()
         # ends on the job's end, a node's failure, or the cluster closing (abort, shutdown)
-        self._coordinator.wait_until(lambda c: "done" in outcome or bool(c.failures) or bool(c.aborted), None)
-        if self._coordinator.failures or ("done" not in outcome and self._coordinator.aborted):
+        done = self._waits.spark_job(finished.is_set)
+        if self._coordinator.failures or (not done and self._coordinator.aborted):
             logger.debug("sparkdl: cancelling the feeding job '%s'", description)
             self.spark.cancel(self.job_group)
             thread.join(60)
@@ -435,9 +369,7 @@ class ClusterFeeder:
         if "error" in outcome:
             error = outcome["error"]
             # A lost node is the usual cause of a failed feed: wait briefly for its report.
-            if self._coordinator.wait_until(lambda c: bool(c.failures), CAUSE_WAIT_S):
+            if self._waits.failure(CAUSE_WAIT_S):
                 raise self._node_failed(description) from error
-            summary = _spark_error_summary(error)
-            kind = FeedDataError if summary.startswith("FeedDataError") else FeedError
-            raise kind(f"{description} failed: {summary}") from error
+            raise task_failure(error).as_feed_error(description) from error
         return outcome.get("value")

@@ -52,17 +52,6 @@ class TrainingHistory:
         span = range(max(epochs) + 1) if epochs else range(0)
         return {name: [epochs.get(e, {}).get(name, math.nan) for e in span] for name in names}
 
-    def completed_epochs(self) -> int:
-        """How many epochs in a row, from epoch 0, have been recorded."""
-        with self._cond:
-            return self._completed()
-
-    def _completed(self) -> int:
-        count = 0
-        while count in self._epochs:
-            count += 1
-        return count
-
     def epoch_lines(self, total: int | None = None) -> list[str]:
         """One line per recorded epoch: ``epoch 1/3: loss 0.4123, accuracy 0.8810, ...``.
 
@@ -75,11 +64,6 @@ class TrainingHistory:
             f"epoch {e + 1}/{total}: " + ", ".join(f"{name} {value:.4f}" for name, value in epochs[e].items())
             for e in sorted(epochs)
         ]
-
-    def wait_for_epochs(self, n: int, timeout: float | None) -> bool:
-        """Block until ``n`` epochs in a row are recorded, or ``timeout`` seconds; whether they are."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._completed() >= n, timeout)
 
     @property
     def reports(self) -> int:

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Callable, TextIO
 
-from .. import protocol
+from ..transport import protocol
 from .coordinator import NodeState
 from .history import TrainingHistory
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import uuid
 from typing import Any, Callable
 
-from .. import roles as roles_mod
 from ..node.config import NodeSettings
+from ..roles import ClusterLayout
+from ..timeouts import RESERVATION_TIMEOUT_S
 from . import preflight, scheduling
-from .arguments import InputMode, validate_layout, validate_limits, verbose_logs
+from .arguments import InputMode, RunLimits, check_run, verbose_logs
 from .attempt import ClusterRequest
 from .cluster import TFCluster
 from .spark_access import spark_access
@@ -30,7 +31,7 @@ def run(
     log_dir: str | None = None,
     driver_ps_nodes: bool = False,
     master_node: str | None = "chief",
-    reservation_timeout: float = 600,
+    reservation_timeout: float = RESERVATION_TIMEOUT_S,
     queues: Any = None,
     eval_node: bool = False,
     release_port: bool = True,
@@ -47,6 +48,7 @@ def run(
     log_to_driver: bool = True,
     verbose: bool | None = None,
     keep_node_files_days: float | None = 7,
+    return_results: str = "chief",
 ) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
@@ -90,54 +92,69 @@ def run(
     directories of this user's earlier clusters on that host once nothing in them has changed
     for ``keep_node_files_days`` (None keeps them for good).
 
+    Results: what ``map_fun`` returns reaches the driver as JSON (numbers, strings, booleans,
+    None, lists, dicts with string keys, numpy numbers and arrays; at most 512 KiB per node):
+    ``shutdown()`` returns the chief's (or, without a chief, worker 0's) value. With
+    ``return_results="all"`` every node sends its value and ``cluster.results`` lists them by
+    node number; by default (``"chief"``) only the chief sends it. A value that cannot travel
+    fails its node with a message naming its type.
+
     Returns once every node has registered; raises PreflightError or ReservationTimeout
     (naming the missing nodes) otherwise.
     """
     del queues  # sparkdl has no multiprocessing-manager queues
-    validate_layout(map_fun, num_executors, num_ps, input_mode, master_node, eval_node)
-    validate_limits(
-        reservation_timeout, driver_ps_nodes, num_ps, stall_timeout, max_restarts, keep_node_files_days, num_gpus
+    layout = ClusterLayout(
+        num_executors=num_executors,
+        num_ps=num_ps,
+        master_node=master_node,
+        eval_node=eval_node,
+        driver_ps_nodes=driver_ps_nodes,
     )
-    template = roles_mod.cluster_template(num_executors, num_ps, master_node, eval_node)
-    node_roles = roles_mod.roles_from_template(template)
-    first_spark_node = num_ps if driver_ps_nodes else 0
-    spark_nodes = num_executors - first_spark_node
+    limits = RunLimits(
+        reservation_timeout=reservation_timeout,
+        stall_timeout=stall_timeout,
+        max_restarts=max_restarts,
+        keep_node_files_days=keep_node_files_days,
+        num_gpus=num_gpus,
+    )
+    check_run(map_fun, input_mode, layout, limits, return_results=return_results)
+    spark_nodes = num_executors - layout.first_spark_node
     feeds = input_mode == InputMode.SPARK
     spark = spark_access(sc)
-    layout = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
+    slots = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
     if not spark.connect:  # a Connect client cannot count executors: Spark's barrier check waits for slots
         preflight.wait_for_executors(
-            spark.count_executors, spark_nodes, layout, executor_wait_timeout, one_node_per_executor=feeds
+            spark.count_executors, spark_nodes, slots, executor_wait_timeout, one_node_per_executor=feeds
         )
     # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
     launch_plan = scheduling.plan_launch(spark, spark_nodes, num_gpus) if feeds else None
 
     from pyspark import cloudpickle
 
-    chief_like = template.get(master_node or "", []) or template.get("worker", [])[:1]
     settings = NodeSettings(
         fn=cloudpickle.dumps((map_fun, tf_args)),
-        roles=tuple(node_roles),
+        roles=tuple(layout.roles),
         feeds=feeds,
         set_tf_config=set_tf_config,
         release_port=release_port,
-        reservation_timeout=float(reservation_timeout),
-        tensorboard_node=chief_like[0] if tensorboard and chief_like else None,
+        reservation_timeout=float(limits.reservation_timeout),
+        tensorboard_node=layout.chief_like if tensorboard else None,
         log_dir=log_dir,
-        num_gpus=num_gpus,
+        num_gpus=limits.num_gpus,
         feed_queue_bytes=int(feed_queue_bytes),
         stream_logs=bool(log_to_driver),
         verbose_logs=verbose_logs(verbose),
         env=dict(env or {}),
-        keep_node_files_days=keep_node_files_days,
+        keep_node_files_days=limits.keep_node_files_days,
+        return_results=return_results,
     )
     request = ClusterRequest(
         settings=settings,
-        first_spark_node=first_spark_node,
+        first_spark_node=layout.first_spark_node,
         use_barrier=use_barrier,
-        stall_timeout=stall_timeout,
+        stall_timeout=limits.stall_timeout,
         launch_profile=launch_plan.profile if launch_plan else None,
     )
-    cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, max_restarts, progress)
+    cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, limits.max_restarts, progress)
     cluster._start()
     return cluster

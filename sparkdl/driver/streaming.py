@@ -20,20 +20,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..feed.columns import FeedDataError
-from ..feed.feeder import FeedError
-from .feeding import TrainingRun
+from ..errors import FeedDataError, FeedError
+from ..errors import StreamEnded as StreamEnded  # re-exported: raised here
+from ..transport.protocol import TrainingPlan
 
 logger = logging.getLogger(__name__)
-
-
-class StreamEnded(FeedError):
-    """Every data node ended its feed (``map_fun`` returned, or called ``feed.terminate()``): the
-    query stops without committing the micro-batch at hand, which a later run trains. The handle's
-    waits end quietly on it."""
 
 
 @dataclass
@@ -63,12 +57,11 @@ def schema_drift(expected, got) -> str | None:
 class MicroBatchTrainer:
     """The query's ``foreachBatch`` function: trains one micro-batch on the cluster, or skips it."""
 
-    def __init__(self, cluster, qname: str, feed_timeout: float, shuffle: bool, seed: int | None):
+    def __init__(self, cluster, plan: TrainingPlan):
         self._cluster = cluster
-        self.qname = qname
-        self.feed_timeout = float(feed_timeout)
-        self.shuffle = shuffle
-        self.seed = seed
+        self.plan = plan  #: every micro-batch's plan, but for its batch id (one epoch, no cache)
+        self.qname = plan.qname
+        self.report_wait_s = plan.feed_timeout  # how long the nodes may take to report their model's batch
         self.stats = StreamTrainingStats()
         self.error: BaseException | None = None  # what stopped the query (StreamEnded: the nodes ended it)
         self._schema = None  # the first micro-batch's: later ones must match it
@@ -90,9 +83,10 @@ class MicroBatchTrainer:
                 f"the query stops, and the model checkpoint keeps micro-batch {self.stats.last_batch_id}"
             )
         self._schema = self._schema or frame.schema
-        feeder, coordinator = self._cluster._attempt.feeder, self._cluster._coordinator
+        attempt = self._cluster._attempt
+        feeder = attempt.feeder
         nodes = feeder.data_nodes()
-        position = self._model_position(coordinator, nodes, batch_id)
+        position = self._model_position(attempt, nodes, batch_id)
         if batch_id <= position:
             self.stats.batches_skipped += 1
             logger.info(
@@ -100,44 +94,32 @@ class MicroBatchTrainer:
             )
             return
         started = time.monotonic()
-        run = TrainingRun(
-            frame,
-            1,
-            self.feed_timeout,
-            self.qname,
-            cache=False,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            batch_id=batch_id,
-        )
         try:
-            rows = feeder.train(run)
+            with self._cluster._lifecycle.feeding():
+                rows = feeder.train(replace(self.plan, batch_id=batch_id), frame)
         except FeedDataError as exc:
             raise FeedDataError(f"micro-batch {batch_id}: {exc}") from exc
         if not rows:
             self.stats.empty_batches += 1
             return
-        self._await_position(coordinator, nodes, batch_id)
+        self._await_position(attempt, nodes, batch_id)
         seconds = time.monotonic() - started
         stats = self.stats
         stats.batches_trained, stats.rows_trained = stats.batches_trained + 1, stats.rows_trained + rows
         stats.last_batch_id, stats.last_batch_seconds = batch_id, round(seconds, 3)
         logger.info("sparkdl stream %r: micro-batch %d trained (%d rows, %.1f s)", self.qname, batch_id, rows, seconds)
 
-    def _model_position(self, coordinator, nodes, batch_id: int) -> int:
+    def _model_position(self, attempt, nodes, batch_id: int) -> int:
         """The last micro-batch the nodes' models hold (-1: none), once each reported it; raises
         StreamEnded when a data node has ended its feed instead (``batch_id`` stays uncommitted)."""
-
-        def reported(node) -> bool:
-            return self.qname in node.stream_position or node.finished or node.feed_terminated
-
-        if not coordinator.wait_until(
-            lambda c: bool(c.failures) or bool(c.aborted) or all(map(reported, nodes)), self.feed_timeout
-        ):
-            waiting = ", ".join(n.role.label for n in nodes if not reported(n))
+        coordinator = attempt.coordinator
+        if not attempt.waits.stream_positions(nodes, self.qname, self.report_wait_s):
+            waiting = ", ".join(
+                n.role.label for n in nodes if not (self.qname in n.stream_position or n.finished or n.feed_terminated)
+            )
             raise FeedError(
                 f"cluster.train_stream: {waiting} did not start reading the stream within feed_timeout="
-                f"{self.feed_timeout:g} s: map_fun must read it with `for batch in feed.micro_batches(...)`"
+                f"{self.report_wait_s:g} s: map_fun must read it with `for batch in feed.micro_batches(...)`"
             )
         self._raise_if_stopped(coordinator, "waiting for the nodes to read the stream")
         positions = [n.stream_position[self.qname] for n in nodes if self.qname in n.stream_position]
@@ -148,22 +130,15 @@ class MicroBatchTrainer:
             logger.warning("sparkdl stream %r: the nodes' models hold different batches %s", self.qname, positions)
         return min(positions)
 
-    def _await_position(self, coordinator, nodes, batch_id: int) -> None:
+    def _await_position(self, attempt, nodes, batch_id: int) -> None:
         """Wait until every data node reports that its model holds ``batch_id`` (its checkpoint is saved)."""
-
-        def holds(node) -> bool:
-            return node.stream_position.get(self.qname, -1) >= batch_id
-
-        done = coordinator.wait_until(
-            lambda c: bool(c.failures) or bool(c.aborted) or all(holds(n) or n.finished for n in nodes),
-            self.feed_timeout,
-        )
-        self._raise_if_stopped(coordinator, f"training micro-batch {batch_id}")
-        missing = [n.role.label for n in nodes if not holds(n)]
+        done = attempt.waits.batch_saved(nodes, self.qname, batch_id, self.report_wait_s)
+        self._raise_if_stopped(attempt.coordinator, f"training micro-batch {batch_id}")
+        missing = [n.role.label for n in nodes if n.stream_position.get(self.qname, -1) < batch_id]
         if missing and done:  # map_fun returned (or terminated its feed) before the batch was saved
             raise StreamEnded(f"{', '.join(missing)} ended its feed before saving micro-batch {batch_id}, uncommitted")
         if missing:
-            why = f"did not report it trained within feed_timeout={self.feed_timeout:g} s"
+            why = f"did not report it trained within feed_timeout={self.report_wait_s:g} s"
             raise FeedError(
                 f"micro-batch {batch_id}: {', '.join(missing)} read its rows but {why}; the query stops "
                 "without committing it (map_fun must read the stream with feed.micro_batches())"
@@ -253,10 +228,9 @@ class StreamingTraining:
 
     def _watch_cluster(self) -> None:
         """Stop the query when a node fails or every data node ends its feed, between micro-batches too."""
-        coordinator, trainer = self._cluster._coordinator, self._trainer
-        nodes = self._cluster._attempt.feeder.data_nodes()
-        ended = lambda: all(n.finished or n.feed_terminated for n in nodes)  # noqa: E731
-        coordinator.wait_until(lambda c: self._stopping or bool(c.failures) or bool(c.aborted) or ended(), None)
+        attempt, trainer = self._cluster._attempt, self._trainer
+        coordinator = attempt.coordinator
+        attempt.waits.stream_over(attempt.feeder.data_nodes(), stopping=lambda: self._stopping)
         if self._stopping:
             return
         if coordinator.failures and trainer.error is None:
@@ -285,7 +259,8 @@ def start_stream_training(
         )
     if not getattr(frame, "isStreaming", False):
         raise TypeError("cluster.train_stream needs a streaming DataFrame (spark.readStream...); use cluster.train")
-    trainer = MicroBatchTrainer(cluster, qname, feed_timeout, shuffle, seed)
+    plan = TrainingPlan(epochs=1, qname=qname, feed_timeout=feed_timeout, cache=False, shuffle=shuffle, seed=seed)
+    trainer = MicroBatchTrainer(cluster, plan)
     writer = frame.writeStream.foreachBatch(trainer)
     if query_name:
         writer = writer.queryName(query_name)

@@ -19,15 +19,11 @@ import pyarrow as pa
 
 from .. import arrow_rows as ar
 from ..arrow_numpy import ColumnRef, arrow_to_numpy
-from ..errors import SparkDLError
+from ..errors import FeedDataError as FeedDataError  # re-exported: raised here
 from .elements import BARE, LIST, TUPLE, RowLayout, value_kind
 
 #: Fields of Spark's image data source struct (``spark.read.format("image")``).
 _IMAGE_FIELDS = ar.IMAGE_FIELDS
-
-
-class FeedDataError(SparkDLError, ValueError):
-    """The data cannot be fed: the message names the column, its type and what to do."""
 
 
 def feedable_type(kind) -> bool:
@@ -201,9 +197,3 @@ def rows_to_record_batch(rows: Sequence[Any]) -> pa.RecordBatch:
     )
     batch = pa.RecordBatch.from_arrays([array for array, _ in converted], names=names)
     return batch.replace_schema_metadata(layout.metadata())
-
-
-def columns_to_rows(columns: dict[str, np.ndarray], names: Sequence[str], layout: RowLayout | None = None) -> list:
-    """The elements of a batch: as they were in the RDD with the batch's ``layout``, else row tuples
-    (TensorFlowOnSpark's ``next_batch`` without ``input_mapping``)."""
-    return (layout or RowLayout(tuple(names))).rows(columns)

@@ -17,9 +17,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import protocol
 from ..arrow_rows import ORIGIN, column_problems
 from ..column_readers import take
+from ..timeouts import FEED_TIMEOUT_S
+from ..transport import protocol
 from .cache import epoch_order
 from .columns import bad_row_error
 from .dataset import build_dataset
@@ -27,7 +28,6 @@ from .elements import RowLayout, column_array
 from .micro_batches import read_micro_batches
 from .queues import END, END_PARTITION, Chunk, Columns, join_columns, join_slices
 from .server import FeedServer
-from .session import SessionPlan
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
 
 logger = logging.getLogger(__name__)
@@ -45,16 +45,16 @@ class DataFeed:
         self,
         server: FeedServer,
         train_mode: bool = True,
-        qname_in: str = "input",
+        qname_in: str = protocol.DEFAULT_QNAME,
         qname_out: str = "output",
         input_mapping: dict[str, str] | None = None,
-        feed_timeout: float = 600.0,
+        feed_timeout: float = FEED_TIMEOUT_S,
     ):
         self.train_mode = train_mode
         self.qname_in = qname_in
         self.qname_out = qname_out
         self.input_mapping = dict(input_mapping) if input_mapping else None
-        self.feed_timeout = feed_timeout
+        self.read_timeout = feed_timeout  # each wait for the driver's plan, rows or the results' reader
         self._server = server
         self._queue = server.queue(qname_in)
         self._chunks: dict[str, Chunk | None] = {}  # the queued chunk being read, per split
@@ -276,7 +276,7 @@ class DataFeed:
 
     # -- internals: planning --
 
-    def _split_rows(self, plan: SessionPlan, split: str, call: str) -> int:
+    def _split_rows(self, plan: protocol.TrainingPlan, split: str, call: str) -> int:
         if split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
             raise ValueError(f"feed.{call}(split={split!r}): split must be {TRAIN_SPLIT!r} or {VALIDATION_SPLIT!r}")
         if split == VALIDATION_SPLIT and not plan.validation_rows:
@@ -287,10 +287,10 @@ class DataFeed:
             )
         return plan.split_rows(split)
 
-    def _current_plan(self) -> SessionPlan:
+    def _current_plan(self) -> protocol.TrainingPlan:
         """The plan of the training run being read (or about to be), waiting for it if needed."""
         self._advance_session()
-        plan = self._server.plan(self.qname_in, self._session, self.feed_timeout)
+        plan = self._server.plan(self.qname_in, self._session, self.read_timeout)
         if plan is None:
             raise EOFError("the feed has ended (cluster.shutdown was called) before any more training data")
         return plan
@@ -338,7 +338,7 @@ class DataFeed:
         chunk = self._chunks.get(TRAIN_SPLIT)
         if chunk is not None and chunk.left:
             return chunk
-        return self._queue.peek(self.feed_timeout, self._server.progress)
+        return self._queue.peek(self.read_timeout, self._server.progress)
 
     # -- internals: reading a training run --
 
@@ -350,7 +350,7 @@ class DataFeed:
             self._server.release_run(self.qname_in, session - 1)
             self._released = session - 1
         if plan is None:  # rows fed without a plan: one open-ended epoch
-            plan = SessionPlan(session, rows_per_epoch=1 << 62, epochs=1)
+            plan = protocol.TrainingPlan(session=session, rows_per_epoch=1 << 62, cache=False, shuffle=False)
         per_epoch = plan.split_rows(split)
         done = self._server.rows_read_of(self.qname_in, session, split)
         max_rows = min(max_rows, plan.total_rows(split) - done)
@@ -361,7 +361,7 @@ class DataFeed:
             epoch, offset = divmod(done + count, per_epoch)
             wanted = min(max_rows - count, per_epoch - offset)
             from_cache = (epoch or plan.deterministic) and plan.cache
-            if from_cache and self._server.replay_decision(self.qname_in, session, self.feed_timeout):
+            if from_cache and self._server.replay_decision(self.qname_in, session, self.read_timeout):
                 replay = self._server.run_cache(self.qname_in, session).replay(split)
                 columns, piece_layout, got = (
                     replay.take(self._epoch_order(plan, split, epoch, replay.rows), offset, wanted),
@@ -384,7 +384,7 @@ class DataFeed:
             self._server.count_read(self.qname_in, session, count, split)
         return columns, layout, count
 
-    def _epoch_order(self, plan: SessionPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
+    def _epoch_order(self, plan: protocol.TrainingPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
         """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""
         if not plan.shuffle or split != TRAIN_SPLIT:
             return None
@@ -421,7 +421,7 @@ class DataFeed:
         chunk = self._chunks.get(split)
         if chunk is not None and chunk.left:
             return chunk
-        item = queue.get(self.feed_timeout, self._server.progress)
+        item = queue.get(self.read_timeout, self._server.progress)
         if item == END:
             self._stopped = True
             queue.put(END)

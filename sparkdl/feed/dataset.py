@@ -122,7 +122,7 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
             "validation iterator every epoch, so validation needs one epoch per iteration"
         )
     session = plan.session
-    example, names = feed._server.example(feed.qname_in, session, feed.feed_timeout)
+    example, names = feed._server.example(feed.qname_in, session, feed.read_timeout)
     selection = Selection(features, label, sample_weight, names, feed.input_mapping)
     unknown = sorted(set(specs) - set(names))
     if unknown:

@@ -3,9 +3,10 @@
 Each task opens authenticated channels to the node(s) its rows belong to (each channel bound
 to that node's feed server: a connection relayed to another node fails its handshake) and
 sends Arrow record batches. Sends block while a node's queue is full (backpressure) and time
-out after ``feed_timeout`` with a message naming the node and partition. The node holds the
-task to the same ``feed_timeout`` (named in each stream's first message): a task that sends
-nothing, or reads none of its inference results, for that long is dropped and fails. The
+out after the stream timeout (``feed_timeout``: ``timeouts.FeedLimits.stream_s``) with a message
+naming the node and partition. The node holds the task to the same limit (named in each stream's
+first message): a task that sends nothing, or reads none of its inference results, for that long
+is dropped and fails. The
 functions here are shipped to executors inside Spark closures: they hold only the small
 ``FeedTarget`` description.
 """
@@ -19,24 +20,18 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .. import protocol
 from ..arrow_rows import ORIGIN, fixed_width, origin_values
-from ..channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
-from ..errors import SparkDLError
+from ..errors import FeedError as FeedError  # re-exported: raised here
+from ..errors import NodeGone
+from ..timeouts import control_timeout
+from ..transport import protocol
+from ..transport.channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from .columns import FeedDataError, rows_to_record_batch
-from .plan import FeedPlan
+from .shares import RowShares
 from .wire import TRAIN_SPLIT, batch_to_results, decode_batch, encode_batch
 
 FRAME_TARGET_BYTES = 4 * 1024 * 1024
 RDD_CHUNK_ROWS = 1024
-
-
-class FeedError(SparkDLError):
-    """Feeding a partition failed: the message names the node and the partition."""
-
-
-class NodeGone(FeedError):
-    """The node's feed server is gone (it finished, terminated its feed, or died)."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +42,7 @@ class FeedTarget:
     addresses: tuple[tuple[str, int], ...]
     endpoints: tuple[Endpoint, ...]  # who each address must be (the handshake is bound to it)
     labels: tuple[str, ...]
-    feed_timeout: float
+    stream_timeout: float  # each wait of a stream, at both ends (timeouts.FeedLimits.stream_s)
     qname: str
     run: str = ""  # which cluster.inference() call the partitions belong to (for the driver's progress)
 
@@ -90,11 +85,14 @@ class _NodeLink:
         self.label = target.labels[node]
         attempt = getattr(header, "attempt", 0)
         self.partition = f"{partition} (attempt {attempt})" if attempt else partition  # as error messages name it
-        self.timeout = target.feed_timeout
+        self.timeout = target.stream_timeout
         self.rows = 0
         try:
             self.channel: Channel = connect(
-                target.addresses[node], target.secret, timeout=min(60.0, self.timeout), endpoint=target.endpoints[node]
+                target.addresses[node],
+                target.secret,
+                timeout=control_timeout(self.timeout),
+                endpoint=target.endpoints[node],
             )
         except AuthenticationError as exc:  # a configuration or security problem, never "node gone"
             raise FeedError(f"node {self.label} refused this feeder's credentials: {exc}") from exc
@@ -174,13 +172,13 @@ def feed_training_partition(
     session: int,
     epoch: int,
     partition: int,
-    plan: FeedPlan,
+    shares: RowShares,
     batches: Iterable[pa.RecordBatch],
     split: str = TRAIN_SPLIT,
     shuffle_seed: int | None = None,
     attempt: int = 0,
 ) -> tuple[int, int]:
-    """Send this partition's rows to their nodes per the plan, interleaved frame by frame.
+    """Send this partition's rows to their nodes per ``shares``, interleaved frame by frame.
 
     With ``shuffle_seed``, each frame's rows go out in a permuted order (seeded by the seed,
     epoch, partition and frame: the same data gives the same order). Returns ``(rows read,
@@ -195,7 +193,7 @@ def feed_training_partition(
         session=session, epoch=epoch, partition=partition, split=split, qname=target.qname, attempt=attempt
     )
     offset = 0
-    expected_rows = plan.partition_rows[partition]
+    expected_rows = shares.partition_rows[partition]
     try:
         for batch in batches:
             for piece in _frames(_fixed_width(batch)):
@@ -205,14 +203,14 @@ def feed_training_partition(
                     if shuffle_seed is not None
                     else None
                 )
-                for node, rows in plan.assignments(partition, offset, end).items():
+                for node, rows in shares.assignments(partition, offset, end).items():
                     if node in skipped:
                         continue
                     if rng is not None:
                         rows = rng.permutation(rows)
                     part = (
                         piece
-                        if plan.num_nodes == 1 and len(rows) == piece.num_rows and rng is None
+                        if shares.num_nodes == 1 and len(rows) == piece.num_rows and rng is None
                         else piece.take(rows)
                     )
                     # each row's place in the partition, so a node can name a bad row
@@ -225,7 +223,7 @@ def feed_training_partition(
                     except NodeGone:
                         skipped.add(node)
                 offset = end
-            if len(skipped) == plan.num_nodes:
+            if len(skipped) == shares.num_nodes:
                 return offset, _mask(skipped)  # every destination is gone: skip the rest quickly
         if offset != expected_rows:
             raise FeedDataError(
@@ -281,14 +279,14 @@ def infer_partition(
     try:
         while True:
             try:
-                frame = link.channel.recv_any(target.feed_timeout)
+                frame = link.channel.recv_any(target.stream_timeout)
             except ChannelError as exc:
                 if failure:
                     raise failure[0] from exc
                 raise FeedError(
                     f"lost node {link.label} during inference on partition {partition} ({exc}): the node "
                     "failed, or this task read none of its results (or sent no rows) for feed_timeout "
-                    f"({target.feed_timeout:g} s) and the node dropped it"
+                    f"({target.stream_timeout:g} s) and the node dropped it"
                 ) from exc
             if isinstance(frame, dict):
                 reply = link._reply(frame, protocol.Complete)
@@ -302,7 +300,7 @@ def infer_partition(
             else:
                 received += decode_batch(frame).num_rows
                 yield bytes(frame)
-        sender.join(target.feed_timeout)
+        sender.join(target.stream_timeout)
         if failure:
             raise failure[0]
         if received != link.rows:

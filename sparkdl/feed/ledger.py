@@ -20,12 +20,10 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from ..errors import DeliveryConflict as DeliveryConflict  # re-exported: the server catches it
+
 #: (qname, session, epoch, split, partition): one partition's rows of one epoch and split.
 SlotKey = tuple[str, int, int, str, int]
-
-
-class DeliveryConflict(ValueError):
-    """An attempt's rows do not match what an earlier attempt delivered (the data changed)."""
 
 
 @dataclass

@@ -12,9 +12,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Iterator
 
-from .. import protocol
+from ..transport import protocol
 from .columns import FeedDataError
-from .session import SessionPlan
 from .wire import TRAIN_SPLIT
 
 if TYPE_CHECKING:
@@ -26,7 +25,7 @@ logger = logging.getLogger(__name__)
 class MicroBatch:
     """One micro-batch of a streaming query, as this node receives it (its share of the rows)."""
 
-    def __init__(self, feed: DataFeed, plan: SessionPlan):
+    def __init__(self, feed: DataFeed, plan: protocol.TrainingPlan):
         self._feed = feed
         self._plan = plan
 
@@ -92,7 +91,7 @@ def read_micro_batches(feed: DataFeed, checkpoint=None) -> Iterator[MicroBatch]:
         server.notify(protocol.StreamPosition(qname=qname, batch_id=position))
 
 
-def _rows_arrive(server, qname: str, plan: SessionPlan) -> bool:
+def _rows_arrive(server, qname: str, plan: protocol.TrainingPlan) -> bool:
     """Wait for the micro-batch's first rows: False when the feed ends first, or the driver gives the
     batch up (its query failed before any rows came) and plans a later one."""
     try:
@@ -102,7 +101,7 @@ def _rows_arrive(server, qname: str, plan: SessionPlan) -> bool:
     return True
 
 
-def _drain(feed: DataFeed, plan: SessionPlan) -> bool:
+def _drain(feed: DataFeed, plan: protocol.TrainingPlan) -> bool:
     """Read what is left of ``plan``'s run (so the driver sees it read in full); whether all of it came."""
     left = feed._server.rows_left(feed.qname_in, plan.session) or 0
     if left > 0:

@@ -23,14 +23,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import SparkDLError
+from ..errors import ResultsError as ResultsError  # re-exported: raised here
 
 METADATA_KEY = b"sparkdl.results"
 ARRAY, RAGGED, TUPLE, PYTHON = "array", "ragged", "tuple", "python"
-
-
-class ResultsError(SparkDLError, TypeError):
-    """``batch_results`` was given values that cannot be sent back; the message says which."""
 
 
 def encode_results(results: Any) -> pa.RecordBatch:

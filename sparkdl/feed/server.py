@@ -23,15 +23,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import protocol
 from ..arrow_rows import origin_values
-from ..channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
+from ..transport import protocol
+from ..transport.channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
 from .cache import RunCache
 from .columns import FeedDataError, batch_to_columns, check_rows, data_names
 from .elements import RowLayout
 from .ledger import DeliveryConflict, DeliveryLedger
 from .queues import END, END_PARTITION, BoundedQueue, Chunk, copy_rows, describe_kind, same_kind, wait_with_heartbeat
-from .session import RunState, SessionPlan
+from .session import RunState
 from .streams import FIRST_MESSAGE_TIMEOUT_S, InferenceStream, send_notice, stream_timeout
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch, encode_batch
 
@@ -108,7 +108,7 @@ class FeedServer:
                     self._queues[key].put(END)
             return self._queues[key]
 
-    def plan(self, qname: str, session: int, timeout: float | None) -> SessionPlan | None:
+    def plan(self, qname: str, session: int, timeout: float | None) -> protocol.TrainingPlan | None:
         """The plan of ``session`` on ``qname``, waiting (bounded) for the driver to send it;
         None when the feed ended first."""
         with self._cond:
@@ -122,7 +122,7 @@ class FeedServer:
             run = self._runs.get((qname, session))
             return None if run is None else run.plan
 
-    def known_plan(self, qname: str, session: int) -> SessionPlan | None:
+    def known_plan(self, qname: str, session: int) -> protocol.TrainingPlan | None:
         """The plan of ``session`` if it has arrived (never waits)."""
         with self._cond:
             run = self._runs.get((qname, session))
@@ -242,7 +242,9 @@ class FeedServer:
         self._handlers[type(message)](channel, message, timeout)
 
     def _on_plan(self, channel: Channel, message: protocol.Plan, timeout: float) -> None:
-        self._add_plan(message.qname, SessionPlan.from_message(message))
+        if message.plan.shuffle and message.plan.seed is None:
+            raise protocol.ProtocolError("a shuffled training plan must carry its seed")
+        self._add_plan(message.plan)
         channel.send(protocol.Ack().wire())
 
     def _on_cache_seal(self, channel: Channel, message: protocol.CacheSeal, timeout: float) -> None:
@@ -313,10 +315,10 @@ class FeedServer:
                     )
                 )
 
-    def _add_plan(self, qname: str, plan: SessionPlan) -> None:
-        cache = None
+    def _add_plan(self, plan: protocol.TrainingPlan) -> None:
+        qname, cache = plan.qname, None
         if plan.cache and (plan.epochs > 1 or plan.deterministic):
-            label = f"training run {plan.session}" + (f" of queue {qname!r}" if qname != "input" else "")
+            label = f"training run {plan.session}" + (f" of queue {qname!r}" if qname != protocol.DEFAULT_QNAME else "")
             cache = RunCache(self._cache_dir / f"{qname}-run{plan.session}", plan.cache_max_bytes, label)
         with self._cond:
             self._runs[(qname, plan.session)] = RunState(plan, cache)

@@ -1,8 +1,9 @@
 """One feeder's stream to a node's feed server: how long the node waits on it, and the
 inference stream through which ``map_fun``'s results go back to their Spark task.
 
-A stream's first message names its ``timeout`` (the ``feed_timeout`` of ``cluster.train`` /
-``cluster.inference``). The node waits that long at most for each frame the feeder sends, and
+A stream's first message names its ``timeout`` (the stream limit set by the ``feed_timeout`` of
+``cluster.train`` / ``cluster.inference``: ``timeouts.FeedLimits.stream_s``; ``FEED_TIMEOUT_S``
+when it names none). The node waits that long at most for each frame the feeder sends, and
 for the feeder to take each frame the node sends; a stream that runs past it is dropped, its
 feeder told why (best effort) and its channel closed, so that Spark task fails while
 ``map_fun`` and the node's other streams go on.
@@ -16,21 +17,21 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import protocol
-from ..channel import Channel, ChannelError, ChannelTimeout
+from ..timeouts import FEED_TIMEOUT_S
+from ..transport import protocol
+from ..transport.channel import Channel, ChannelError, ChannelTimeout
 from .wire import encode_batch, results_to_batch
 
 logger = logging.getLogger(__name__)
 
 FIRST_MESSAGE_TIMEOUT_S = 60.0  # a connection must say what it is within this long
-DEFAULT_STREAM_TIMEOUT_S = 600.0  # a stream's bound when its first message names none (feed_timeout's default)
 NOTICE_TIMEOUT_S = 1.0  # how long the node tries to tell a dropped feeder why
 
 
 def stream_timeout(value: float | None) -> float:
     """The ``timeout`` (seconds) a stream's first message names (None: the default): how long
     the node waits on that peer for one frame, or to take one frame it sends."""
-    value = DEFAULT_STREAM_TIMEOUT_S if value is None else value
+    value = FEED_TIMEOUT_S if value is None else value
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ChannelError(f"a stream's timeout must be a positive number of seconds, got {value!r}")
     return float(value)

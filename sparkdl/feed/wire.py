@@ -1,7 +1,7 @@
 """Arrow IPC framing for feed data: record batches and inference results as binary frames.
 
 Data frames are Arrow IPC streams (one record batch each) carried as binary frames on an
-authenticated ``Channel``, between the control messages of a feed stream (``sparkdl/protocol.py``
+authenticated ``Channel``, between the control messages of a feed stream (``sparkdl/transport/protocol.py``
 defines those and the order of each exchange). Nothing here unpickles anything.
 """
 

@@ -24,7 +24,7 @@ from .. import arrow_numpy, arrow_rows
 from ..arrow_numpy import TEXT_DTYPES, ColumnRef, castable
 from ..column_readers import ColumnSpecError, VectorReader, reader_for, take
 from ..column_specs import Sparse
-from ..errors import SparkDLError
+from ..errors import InferenceInputError as InferenceInputError  # re-exported: raised here
 
 __all__ = [
     "InferenceInputError",
@@ -40,10 +40,6 @@ __all__ = [
     "needs_reader",
     "read_column",
 ]
-
-
-class InferenceInputError(SparkDLError, ValueError):
-    """A column cannot be turned into the model input it is mapped to; the message says why."""
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,10 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import SparkDLError
+from ..errors import ModelLoadError as ModelLoadError  # re-exported: raised here
 from ..model_versions import ModelVersions
 
 GPU_MODES = ("spark", "visible", "none")  #: the ``gpus=`` choices (see :mod:`.worker`)
-
-
-class ModelLoadError(SparkDLError):
-    """The model cannot be loaded or does not have the requested signature."""
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ executor's Python memory (``spark.executor.pyspark.memory`` /
 each task slot has its own worker.
 
 **Devices.** The first time a worker needs TensorFlow, it imports it with the GPUs Spark
-assigned to the task (``TaskContext.resources()['gpu']``, mapped with
+assigned to the task (:func:`sparkdl.gpus.task_gpu_addresses`, mapped with
 :func:`sparkdl.gpus.map_spark_addresses`) as ``CUDA_VISIBLE_DEVICES``, or none (CPU) when Spark
 assigned none, turns memory growth on, and then *restores* the worker's environment, so a later
 task in the same worker (for instance a TFCluster launch task) still inherits the executor's
@@ -105,19 +105,6 @@ def clear_cache() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def task_gpu_addresses() -> list[str]:
-    """GPU addresses Spark assigned to the running task ([] outside a task or without GPUs)."""
-    try:
-        from pyspark import TaskContext
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        return []
-    context = TaskContext.get()
-    if context is None:
-        return []
-    resource = context.resources().get("gpu")
-    return list(resource.addresses) if resource is not None else []
-
-
 def task_cpus() -> int | None:
     """``spark.task.cpus`` of the running task (None outside a task)."""
     try:
@@ -174,7 +161,7 @@ def ensure_tensorflow(mode: str = "spark") -> tuple[Any, str]:
     The first call in a worker decides what TensorFlow can see (see the module docstring); later
     calls only choose the device for the current task.
     """
-    addresses = task_gpu_addresses()
+    addresses = gpus_mod.task_gpu_addresses()
     inherited = os.environ.get("CUDA_VISIBLE_DEVICES")
     with _WORKER.lock:
         if _WORKER.tf_setup is None:

@@ -41,6 +41,7 @@ class NodeSettings:
     verbose_logs: bool = False  # forward all of it, TensorFlow's INFO lines included (node/console.py)
     env: dict[str, str] = field(default_factory=dict)  # extra environment of the TF processes
     keep_node_files_days: float | None = 7  # see launch.prune_old_clusters
+    return_results: str = "chief"  # whose map_fun return value goes to the driver: the chief's, or "all"
 
 
 @dataclass(frozen=True)

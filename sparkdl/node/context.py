@@ -15,7 +15,9 @@ import tempfile
 import time
 from typing import Any
 
-from .. import paths, protocol, roles
+from .. import paths, roles
+from ..timeouts import FEED_TIMEOUT_S
+from ..transport import protocol
 
 
 class NodeContext:
@@ -257,17 +259,18 @@ class NodeContext:
     def get_data_feed(
         self,
         train_mode: bool = True,
-        qname_in: str = "input",
+        qname_in: str = protocol.DEFAULT_QNAME,
         qname_out: str = "output",
         input_mapping: dict[str, str] | None = None,
-        feed_timeout: float = 600.0,
+        feed_timeout: float = FEED_TIMEOUT_S,
     ):
         """This node's :class:`~sparkdl.feed.data_feed.DataFeed` (InputMode.SPARK only).
 
         ``train_mode=False`` for ``cluster.inference`` (batches never mix partitions, and
         ``batch_results`` returns one result per row). ``input_mapping`` (``{column: tensor}``)
         makes ``next_batch`` return a dict of arrays keyed by tensor name. ``feed_timeout``
-        bounds each wait for data.
+        bounds each wait of the feed: for the driver's plan, for rows, and for a feeding task to
+        take ``batch_results``.
         """
         if self._feed_server is None:
             raise RuntimeError(

@@ -253,8 +253,7 @@ def spark_partition_launcher(spec: LaunchSpec, first_node_number: int = 0):
             # Spark retried the launch; a TF node is never restarted behind the driver's back.
             yield {"node_number": node_number, "skipped": "retry"}
             return
-        resources = context.resources()
-        addresses = list(resources["gpu"].addresses) if "gpu" in resources else None
+        addresses = gpus.task_gpu_addresses(context) or None
         spark_executor = ""
         if isinstance(context, BarrierTaskContext):
             spark_executor = context.getTaskInfos()[context.partitionId()].address

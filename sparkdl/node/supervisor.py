@@ -24,8 +24,9 @@ import threading
 import time
 from pathlib import Path
 
-from .. import protocol, roles
-from ..channel import Channel, ChannelError, Endpoint, connect
+from .. import roles
+from ..transport import protocol
+from ..transport.channel import Channel, ChannelError, Endpoint, connect
 from . import keras_policy, watchdog
 from .config import NodeConfig, ProcessConfig
 from .console import console_lines

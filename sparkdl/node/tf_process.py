@@ -3,8 +3,9 @@
 Started by the node supervisor with the environment already final (TF_CONFIG,
 CUDA_VISIBLE_DEVICES, TF_USE_LEGACY_KERAS), so TensorFlow sees the right devices and Keras
 when ``map_fun`` first imports it. Reads its ProcessConfig (node/config.py) from stdin (a pipe from its own
-parent, never a socket), runs ``map_fun(args, ctx)``, and on failure writes the traceback
-as JSON to the file the supervisor named before exiting with status 1.
+parent, never a socket), runs ``map_fun(args, ctx)``, sends its return value to the driver
+when asked (``return_value.py``), and on failure writes the traceback as JSON to the file the
+supervisor named before exiting with status 1.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import sys
 import threading
 import traceback
 
-from .. import protocol
-from . import keras_policy, watchdog
+from ..transport import protocol
+from . import keras_policy, return_value, watchdog
 from .config import ProcessConfig
 from .context import NodeContext
 
@@ -98,8 +99,8 @@ def main() -> int:
         tmp_socket = socket.socket(fileno=config.socket_fd)  # the node's TF port, reserved until released
         feed_server = None
         if launch.settings.feeds:
-            from ..channel import Endpoint
             from ..feed.server import FeedServer
+            from ..transport.channel import Endpoint
 
             feed_server = FeedServer(
                 launch.secret,
@@ -123,7 +124,9 @@ def main() -> int:
         if launch.settings.release_port:
             ctx.release_port()
         print(f"sparkdl: starting map_fun on {ctx!r}", flush=True)
-        map_fun(tf_args, ctx)
+        result = map_fun(tf_args, ctx)
+        if launch.settings.return_results == "all" or ctx.is_chief:
+            ctx.report(protocol.Result(return_value.as_json(result)))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the driver
         text = traceback.format_exc()
         print(text, file=sys.stderr, flush=True)

@@ -1,4 +1,4 @@
-"""Balanced, interleaved feeding plans: every training node gets the same rows count per epoch.
+"""Each data node's share of an epoch's rows: balanced (the same count for every node) and striped.
 
 With MultiWorkerMirroredStrategy every worker must run the same number of steps, or the
 collective waits forever for the worker that ran out. The driver counts each partition's
@@ -22,8 +22,9 @@ import numpy as np
 
 
 @dataclass(frozen=True)
-class FeedPlan:
-    """Which rows go to which data node, for one epoch."""
+class RowShares:
+    """Which rows go to which data node, for one epoch (the training run's plan is
+    ``protocol.TrainingPlan``; this is how its rows are shared out)."""
 
     rows_per_node: int
     partition_rows: tuple[int, ...]
@@ -56,17 +57,17 @@ class FeedPlan:
         return result
 
 
-def balanced_plan(partition_rows: list[int], num_nodes: int) -> FeedPlan:
-    """A plan giving each of ``num_nodes`` nodes exactly ``ceil(total / num_nodes)`` rows per epoch."""
+def balanced_shares(partition_rows: list[int], num_nodes: int) -> RowShares:
+    """Shares giving each of ``num_nodes`` nodes exactly ``ceil(total / num_nodes)`` rows per epoch."""
     if num_nodes < 1:
-        raise ValueError("a feeding plan needs at least one node")
+        raise ValueError("sharing rows out needs at least one node")
     total = sum(partition_rows)
     if total == 0:
-        return FeedPlan(0, tuple(partition_rows), num_nodes)
+        return RowShares(0, tuple(partition_rows), num_nodes)
     per_node = -(-total // num_nodes)
     extras = []
     for node in range(num_nodes):
         striped = len(range(node, total, num_nodes))
         # Copies of the node's own rows (wrapping), so the extra rows are spread over the data.
         extras += [((node + i * num_nodes) % total, node) for i in range(striped, per_node)]
-    return FeedPlan(per_node, tuple(partition_rows), num_nodes, tuple(extras))
+    return RowShares(per_node, tuple(partition_rows), num_nodes, tuple(extras))

@@ -49,9 +49,12 @@ import threading
 import time
 from typing import Any, Callable
 
-from .admission import BUSY, Admission, NoSlot, Pending, retry_while_no_slot, say_busy
+from ..errors import AuthenticationError as AuthenticationError  # re-exported: the channel's errors
+from ..errors import ChannelError as ChannelError
+from ..errors import ChannelTimeout as ChannelTimeout
+from ..errors import NoSlot
+from .admission import BUSY, Admission, Pending, retry_while_no_slot, say_busy
 from .endpoint import Endpoint
-from .errors import SparkDLError
 from .rejection_log import RejectionLog
 from .tcp_options import KEEPALIVE_IDLE_S as KEEPALIVE_IDLE_S  # re-exported: the channel's timings
 from .tcp_options import KEEPALIVE_PROBES as KEEPALIVE_PROBES
@@ -74,19 +77,6 @@ CLOSE_JOIN_S = 2.0  # how long close() waits, in all, for the threads serving co
 KIND_JSON = b"J"
 KIND_BYTES = b"B"
 _HEAD = struct.Struct("!I1s")  # payload length, kind
-
-
-class ChannelError(SparkDLError, ConnectionError):
-    """The peer failed authentication, broke the protocol, or went away."""
-
-
-class AuthenticationError(ChannelError):
-    """The peer did not prove the cluster's secret (for the endpoint named)."""
-
-
-class ChannelTimeout(ChannelError):
-    """A receive or a send did not complete in time (the channel stays usable after a receive
-    timeout; a send timeout closes it, as a partial frame cannot be taken back)."""
 
 
 def new_secret() -> bytes:

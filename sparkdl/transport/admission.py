@@ -23,16 +23,14 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
+from ..errors import NoSlot as NoSlot  # re-exported: raised here
+
 BUSY = b"SPARKDL BUSY".ljust(32, b".")  # sent instead of the server's proof to a connection it evicted
 BUSY_SEND_S = 1.0  # how long a server tries to tell an evicted connection so
 RETRY_FIRST_S = 0.05  # a client's first pause before retrying a connection the server had no slot for,
 RETRY_MAX_S = 0.5  # doubling up to this
 
 T = TypeVar("T")
-
-
-class NoSlot(ConnectionError):
-    """The server turned a connection away before its handshake completed, for want of a slot."""
 
 
 def say_busy(sock: socket.socket) -> None:

@@ -1,6 +1,6 @@
 """Every message sparkdl's processes send each other, each defined once, with its parser.
 
-Messages travel as JSON objects on an authenticated ``Channel`` (``sparkdl/channel.py``): a
+Messages travel as JSON objects on an authenticated ``Channel`` (``sparkdl/transport/channel.py``): a
 ``"type"`` tag plus the fields of one class below. ``Message.wire()`` builds that object and
 ``parse(data, *expected)`` turns a received one back into its class, checking the tag, every
 field's presence and JSON type (a peer's bytes are never trusted, and never unpickled).
@@ -10,8 +10,8 @@ Control plane: the node's supervisor and the driver's coordinator (one channel p
 
     supervisor -> coordinator   Register, then Started, Log, NodeWarning, TensorBoard, the node's
                                 events (Progress, Serving, FeedReady, FeedTerminated,
-                                FeedConsumed, StreamPosition, Inferred: written by the TF process, relayed by its
-                                supervisor) and finally Exited
+                                FeedConsumed, StreamPosition, Inferred, Result: written by the TF process, relayed
+                                by its supervisor) and finally Exited
     coordinator -> supervisor   ClusterSpec (or Abort) after registration; Stop, Stall
 
 Data plane: the driver or a feeding task and a node's feed server (one channel per stream;
@@ -25,104 +25,19 @@ the first message names the stream; data frames in between are Arrow IPC bytes):
 
 # No ``from __future__ import annotations`` here: parse() checks values against the field
 # annotations, which must therefore be real types, not strings.
-import math
 import types
-import typing
-from dataclasses import MISSING, dataclass, fields
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
-from .channel import ChannelError
+from ..errors import ProtocolError as ProtocolError  # re-exported: what parse raises
+from ..timeouts import FEED_TIMEOUT_S
+from .message import Message
 
-
-class ProtocolError(ChannelError):
-    """A peer sent a message that is not one of sparkdl's, or not the one expected now."""
-
-
-@dataclass(frozen=True)
-class Message:
-    """One message type: subclasses set ``TYPE`` (the wire tag) and declare their fields.
-
-    A field whose default is None is optional: left out of the wire form when None. Every number
-    field is a count, id, port, size, seed or duration: parse refuses a negative or non-finite one,
-    an int outside 64 bits, and a field named in ``POSITIVE`` that is zero.
-    """
-
-    TYPE: ClassVar[str] = ""
-    POSITIVE: ClassVar[frozenset[str]] = frozenset({"timeout"})  #: number fields that must be > 0
-
-    def wire(self) -> dict[str, Any]:
-        """The JSON object sent on a channel."""
-        data: dict[str, Any] = {"type": self.TYPE}
-        for spec in fields(self):
-            value = getattr(self, spec.name)
-            if value is None and spec.default is None:
-                continue
-            data[spec.name] = list(value) if isinstance(value, tuple) else value
-        return data
-
-    @classmethod
-    def from_wire(cls, data: dict[str, Any]):
-        """The message ``data`` holds; ProtocolError names a missing, unknown or mistyped field."""
-        values = {}
-        for spec in fields(cls):
-            if spec.name in data:
-                value = data[spec.name]
-                if not _conforms(value, spec.type):
-                    raise ProtocolError(
-                        f"{cls.TYPE!r} message: field {spec.name!r} must be {_describe(spec.type)}, "
-                        f"got {type(value).__name__}"
-                    )
-                _check_number(cls, spec.name, value)
-                values[spec.name] = value
-            elif spec.default is MISSING and spec.default_factory is MISSING:
-                raise ProtocolError(f"{cls.TYPE!r} message: field {spec.name!r} is missing")
-        unknown = set(data) - {"type"} - {spec.name for spec in fields(cls)}
-        if unknown:
-            raise ProtocolError(f"{cls.TYPE!r} message: unknown fields {sorted(unknown)}")
-        return cls(**values)
-
-
-def _conforms(value: Any, kind: Any) -> bool:
-    """Whether a JSON value fits the annotation ``kind`` (bool is never a number here)."""
-    origin = typing.get_origin(kind)
-    if kind is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_conforms(value, option) for option in typing.get_args(kind))
-    if kind is type(None):
-        return value is None
-    if kind is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin in (list, tuple):
-        args = typing.get_args(kind)
-        return isinstance(value, (list, tuple)) and all(_conforms(item, args[0]) for item in value)
-    if origin is dict or kind is dict:
-        return isinstance(value, dict) and all(isinstance(key, str) for key in value)
-    return isinstance(value, kind)
-
-
-def _check_number(cls: type[Message], name: str, value: Any) -> None:
-    """Raise ProtocolError when a number field's ``value`` is out of its range (see ``Message``)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return
-    problem = None
-    if isinstance(value, float) and not math.isfinite(value):
-        problem = "must be a finite number"
-    elif isinstance(value, int) and not -(2**63) <= value < 2**63:
-        problem = "must fit in 64 bits"  # numpy and Arrow hold counts as int64
-    elif name in cls.POSITIVE and value <= 0:
-        problem = "must be positive"
-    elif value < 0:
-        problem = "must not be negative"
-    if problem:
-        raise ProtocolError(f"{cls.TYPE!r} message: field {name!r} {problem}, got {value!r}")
-
-
-def _describe(kind: Any) -> str:
-    """``int``, ``list[str]``, ``int | None``: an annotation as written."""
-    return kind.__name__ if typing.get_origin(kind) is None and isinstance(kind, type) else str(kind)
+#: The feed's queue when ``qname`` is not given (TensorFlowOnSpark's name).
+DEFAULT_QNAME = "input"
+#: The two splits of a training run: its training rows, and ``validation_data``'s.
+TRAIN_SPLIT = "train"
+VALIDATION_SPLIT = "validation"
 
 
 # -- control plane: supervisor -> coordinator --
@@ -269,8 +184,28 @@ class BadRows(Message):
     example: str
 
 
+@dataclass(frozen=True)
+class Result(Message):
+    """What ``map_fun`` returned, as JSON (``node/return_value.py``): sent once, as it returns, by the
+    nodes ``TFCluster.run(return_results=...)`` asks (the chief by default, or every node)."""
+
+    TYPE: ClassVar[str] = "result"
+    FREE: ClassVar[frozenset[str]] = frozenset({"value"})
+    value: Any = None
+
+
 #: What a TF process may report through its supervisor (``NodeContext.report``).
-NODE_EVENTS = (Progress, Serving, FeedReady, FeedTerminated, FeedConsumed, StreamPosition, Inferred, BadRows)
+NODE_EVENTS = (
+    Progress,
+    Serving,
+    FeedReady,
+    FeedTerminated,
+    FeedConsumed,
+    StreamPosition,
+    Inferred,
+    BadRows,
+    Result,
+)
 
 
 # -- control plane: coordinator -> supervisor --
@@ -312,24 +247,53 @@ class Stall(Message):
 
 
 @dataclass(frozen=True)
-class Plan(Message):
-    """One training run of ``qname``: what the node will be fed (driver -> node)."""
+class TrainingPlan:
+    """One ``cluster.train`` call (a training run), from ``train()``'s arguments to the node's reader.
 
-    TYPE: ClassVar[str] = "plan"
-    session: int
-    epochs: int
-    rows_per_epoch: int
-    qname: str = "input"
-    validation_rows: int = 0
-    cache: bool = False
+    ``train()`` builds it from its arguments; the driver's feeder adds what it works out (the run's
+    number, each node's rows per epoch of each split, the node's place among the data nodes) with
+    ``dataclasses.replace``; a ``Plan`` message carries it to each node, which keeps it as it
+    arrived. A new ``train()`` option is one field here, and the code that uses it.
+    """
+
+    POSITIVE: ClassVar[frozenset[str]] = frozenset({"epochs", "feed_timeout"})  #: checked on the wire
+
+    epochs: int = 1  # epochs fed by this call (after a relaunch that resumes: those not yet completed)
+    qname: str = DEFAULT_QNAME
+    feed_timeout: float = FEED_TIMEOUT_S  # see timeouts.FeedLimits
+    cache: bool = True  # keep epoch 1 on the node's disk and, if the driver agrees, replay it
     cache_max_bytes: int | None = None
-    shuffle: bool = False
-    seed: int = 0  # of the per-epoch shuffle
-    node: int = 0  # the node's index among the data nodes
-    deterministic: bool = False  # epoch 1 too is read in the seeded order, from the cache
+    shuffle: bool = True  # permute each node's rows every epoch
+    seed: int | None = None  # of the permutations; the driver draws one when None
+    deterministic: bool = False  # epoch 1 too is read from the cache, in the seeded order
     first_epoch: int = 0  # the absolute number of the first epoch fed (a relaunch resumes past 0)
     batch_id: int | None = None  # the Structured Streaming micro-batch this run is (train_stream)
-    bad_rows: str = "fail"  # "skip": the node skips rows no tensor can take, and counts them
+    bad_rows: Literal["fail", "skip"] = "fail"  # "skip": the node skips rows no tensor can take, and counts them
+    session: int = 0  # the run's number on its queue (set by the driver's feeder)
+    rows_per_epoch: int = 0  # this node's training rows per epoch (set by the feeder)
+    validation_rows: int = 0  # and its validation rows per epoch (0: no validation data)
+    node: int = 0  # the node's index among the data nodes (set by the feeder)
+
+    def split_rows(self, split: str) -> int:
+        """Rows per epoch of ``split``."""
+        return self.rows_per_epoch if split == TRAIN_SPLIT else self.validation_rows
+
+    def total_rows(self, split: str = TRAIN_SPLIT) -> int:
+        """Rows of ``split`` over the whole call (every epoch)."""
+        return self.split_rows(split) * self.epochs
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits this run feeds."""
+        return (TRAIN_SPLIT, VALIDATION_SPLIT) if self.validation_rows else (TRAIN_SPLIT,)
+
+
+@dataclass(frozen=True)
+class Plan(Message):
+    """One training run: what the node will be fed (driver -> node)."""
+
+    TYPE: ClassVar[str] = "plan"
+    plan: TrainingPlan
     timeout: float | None = None
 
 
@@ -341,8 +305,8 @@ class Train(Message):
     session: int  # the training run
     partition: int = 0
     epoch: int = 0
-    split: str = "train"
-    qname: str = "input"
+    split: str = TRAIN_SPLIT
+    qname: str = DEFAULT_QNAME
     timeout: float | None = None
     attempt: int = 0  # Spark's attempt number of the feeding task (retries and speculative copies)
 
@@ -353,7 +317,7 @@ class Infer(Message):
 
     TYPE: ClassVar[str] = "infer"
     partition: int | None = None
-    qname: str = "input"
+    qname: str = DEFAULT_QNAME
     run: str = ""
     stage: int = 0
     timeout: float | None = None
@@ -365,7 +329,7 @@ class CacheSeal(Message):
 
     TYPE: ClassVar[str] = "cache_seal"
     session: int
-    qname: str = "input"
+    qname: str = DEFAULT_QNAME
     timeout: float | None = None
 
 
@@ -376,7 +340,7 @@ class CacheUse(Message):
     TYPE: ClassVar[str] = "cache_use"
     session: int
     use: bool
-    qname: str = "input"
+    qname: str = DEFAULT_QNAME
     timeout: float | None = None
 
 
@@ -385,7 +349,7 @@ class End(Message):
     """No more data will come (shutdown)."""
 
     TYPE: ClassVar[str] = "end"
-    qname: str = "input"
+    qname: str = DEFAULT_QNAME
     timeout: float | None = None
 
 

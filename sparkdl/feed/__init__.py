@@ -1,0 +1,1 @@
+"""Data plane (InputMode.SPARK): rows from Spark tasks to the nodes, exactly once, and results back."""

@@ -1,0 +1,272 @@
+"""One fit on the driver, from Params to trained ``KerasModel``s: check, prepare, train, collect.
+
+``fit_group`` trains the param maps that share data and cluster (one for ``fit``, several for
+``fitMultiple``): every check first (Params, columns, model, callbacks, then the data scan and
+the shapes), so bad input fails before any TF node starts; then one ``TFCluster`` (InputMode.SPARK)
+runs ``node_program.main_fun`` and is fed once per param map, or local mode trains in this
+process. The models stay files where the driver chose (``run_store.py``); the chief's return
+value brings each run's history back (``TFCluster.shutdown()``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .. import hadoop_files
+from . import checks, data, run_store, tracking
+from .compiling import CompileSpec, normalise
+from .layout import plan_layout
+from .model import KerasModel
+from .run_store import RunPaths
+from .shipping import KERAS3, TF_KERAS, ship
+from .spec import RunSpec, TrainingJob
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """Every Param of one param map, resolved (``KerasEstimator``'s Params, by name)."""
+
+    model: Any
+    optimizer: Any
+    learning_rate: float | None
+    loss: Any
+    metrics: Any
+    feature_cols: list
+    label_cols: list
+    sample_weight_col: str | None
+    validation: Any
+    batch_size: int
+    epochs: int
+    shuffle: bool
+    seed: int
+    num_workers: int | None
+    num_gpus: int | None
+    callbacks: list
+    max_restarts: int
+    checkpoint_dir: str | None
+    run_id: str | None
+    monitor: str | None
+    mode: str
+    model_dir: str | None
+    verbose: int
+    log_to_mlflow: bool
+    prediction_col: str
+    predicted_class_col: str | None
+    predict_batch_size: int
+
+    @classmethod
+    def of(cls, estimator) -> "FitSettings":
+        """The settings of ``estimator`` (a copy holding one param map)."""
+        return cls(**{f.name: estimator.getOrDefault(f.name) for f in fields(cls)})
+
+    def shared_key(self) -> tuple:
+        """What param maps must share to train on one cluster from one preparation of the data."""
+        return (
+            id(self.model),
+            tuple(self.feature_cols),
+            tuple(self.label_cols),
+            self.sample_weight_col,
+            self.validation,
+            self.seed,
+            self.num_workers,
+            self.num_gpus,
+            self.max_restarts,
+            self.model_dir,
+            self.checkpoint_dir,
+        )
+
+    def compile_spec(self) -> CompileSpec:
+        """The compile overrides, as JSON-like values."""
+        return CompileSpec(
+            normalise(self.optimizer, "optimizer"),
+            normalise(self.loss, "loss"),
+            normalise(self.metrics, "metrics"),
+            self.learning_rate,
+        )
+
+
+def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool) -> dict[int, KerasModel]:
+    """Train the param maps of ``group`` (``(index, settings)``, sharing ``shared_key``); models by index."""
+    for _, settings in group:
+        checks.check_settings(settings)
+    first = group[0][1]
+    tracking.wanted(first.log_to_mlflow)  # log_to_mlflow without MLflow fails now, not after training
+    sc = _spark_context(dataset)
+    kinds = checks.column_kinds(dataset.schema, first)
+    payload, info = ship(first.model)
+    nodes = _nodes(sc, first.num_workers)
+    specs = {index: settings.compile_spec() for index, settings in group}
+    for spec in specs.values():
+        checks.check_model(info, spec, nodes, shipped_file=payload.file_bytes is not None)
+    callbacks_flavour = info.flavour if (payload.file_bytes is not None or nodes == 0) else TF_KERAS
+    pickled = {index: checks.pickled_callbacks(settings.callbacks, callbacks_flavour) for index, settings in group}
+    store = use_run_store and first.run_id is not None
+    base = _base_dir(sc, first, store)
+    runs, done, models = [], {}, {}
+    for index, settings in group:
+        paths = RunPaths(base if store else f"{base}/run-{index}")
+        config = _config(settings, specs[index], info)
+        stored = run_store.read_stored_run(sc, paths, settings.run_id, config) if store else None
+        if stored is not None and stored.finished and stored.epochs_completed >= settings.epochs:
+            logger.info("sparkdl KerasEstimator: run %r is finished; its model is returned", settings.run_id)
+            models[index] = _model(settings, paths, stored.history, info)
+            continue
+        done[index] = stored.epochs_completed if stored is not None else 0
+        backup = store or settings.max_restarts > 0
+        runs.append(
+            RunSpec(index, settings.epochs, settings.batch_size, specs[index], settings.seed, settings.shuffle, paths,
+                    config, backup, pickled[index], settings.monitor, settings.mode, settings.verbose)
+        )  # fmt: skip
+    if runs:
+        outcomes = _train(dataset, sc, first, kinds, payload, info, runs, done, nodes, base)
+        for run in runs:
+            outcome = outcomes.get(run.index)
+            if outcome is None or not hadoop_files.exists(sc, hadoop_files.from_tensorflow(run.paths.export_path)):
+                raise RuntimeError(
+                    f"sparkdl KerasEstimator: the chief saved no model at {run.paths.export_path} (param map "
+                    f"{run.index}): are model_dir/checkpoint_dir on storage every node and the driver reach?"
+                )
+            settings = dict(group)[run.index]
+            models[run.index] = _model(settings, run.paths, outcome["history"], info)
+    for index, settings in group:
+        tracking.log_fit(settings, models[index], nested=len(group) > 1)
+    return models
+
+
+def _train(dataset, sc, first: FitSettings, kinds, payload, info, runs, done, nodes, base) -> dict[int, dict]:
+    """Prepare the data once, then train every run (local mode, or one cluster); outcomes by index."""
+    started = time.perf_counter()
+    prepared = data.prepare(dataset, list(kinds), kinds, first.validation, first.seed)
+    try:
+        widths = checks.check_scan(prepared.stats, first, kinds)
+        layout = plan_layout(info, first.feature_cols, first.label_cols, first.sample_weight_col, widths)
+        marker = f"{base}/current-run.json" if first.max_restarts and len(runs) > 1 else None
+        job = TrainingJob(payload, layout, first.validation is not None, tuple(runs), marker)
+        for run in runs:
+            hadoop_files.mkdirs(sc, hadoop_files.from_tensorflow(run.paths.run_dir))
+        logger.info(
+            "sparkdl KerasEstimator: %d rows checked and persisted in %.1f s", prepared.stats.rows,
+            time.perf_counter() - started,
+        )  # fmt: skip
+        if nodes == 0:
+            from .local import train_locally
+
+            result = train_locally(job, prepared.train, prepared.validation)
+        else:
+            result = _train_on_cluster(dataset.sparkSession, sc, first, job, prepared, done, nodes, payload.flavour)
+    finally:
+        prepared.release()
+    if not isinstance(result, dict) or not isinstance(result.get("runs"), list):
+        raise RuntimeError(f"sparkdl KerasEstimator: the chief returned no training results ({result!r})")
+    return {outcome["index"]: outcome for outcome in result["runs"]}
+
+
+def _train_on_cluster(spark, sc, first: FitSettings, job: TrainingJob, prepared, done, nodes, flavour) -> Any:
+    from ..driver.arguments import InputMode
+    from ..driver.run import run as run_cluster
+    from .node_program import main_fun
+
+    env = {"TF_USE_LEGACY_KERAS": "0"} if flavour == KERAS3 and job.model.file_bytes is not None else None
+    started = time.perf_counter()
+    cluster = run_cluster(
+        spark, main_fun, job, nodes, input_mode=InputMode.SPARK, num_gpus=first.num_gpus,
+        max_restarts=first.max_restarts, env=env,
+    )  # fmt: skip
+    with cluster:  # a driver-side error stops every node
+        ready = time.perf_counter()
+        for run in job.runs:
+            if job.current_run_path is not None:  # a relaunched node reads which run is being fed
+                marker = hadoop_files.from_tensorflow(job.current_run_path)
+                hadoop_files.write_text(sc, marker, json.dumps({"index": run.index}))
+            epochs = max(1, run.epochs - done[run.index])  # a resumed run is fed the epochs it has left
+            cluster.train(
+                prepared.train, epochs, validation_data=prepared.validation, shuffle=run.shuffle, seed=run.seed
+            )
+        trained = time.perf_counter()
+        result = cluster.shutdown()
+        logger.info(
+            "sparkdl KerasEstimator: %d TF nodes started in %.1f s, fed %d run(s) in %.1f s, shut down in %.1f s",
+            nodes, ready - started, len(job.runs), trained - ready, time.perf_counter() - trained,
+        )  # fmt: skip
+        return result
+
+
+def _spark_context(dataset):
+    from ..driver.spark_access import spark_access
+
+    access = spark_access(dataset.sparkSession)
+    if access.connect:
+        raise checks.KerasInputError(
+            "KerasEstimator needs a classic SparkSession (it reads and copies model files through the driver's "
+            "JVM); under Spark Connect, train with TFCluster.run and score with sparkdl.inference"
+        )
+    return access.sc
+
+
+def _nodes(sc, num_workers: int | None) -> int:
+    """How many TF nodes to start (0: local mode); None means one per executor."""
+    if num_workers is not None:
+        return num_workers
+    from ..driver.spark_access import spark_access
+
+    return max(1, spark_access(sc).count_executors() or 1)
+
+
+def _base_dir(sc, s: FitSettings, store: bool) -> str:
+    """Where this fit's runs keep their files, as TensorFlow names it (see ``run_store.py``)."""
+    if store:
+        return hadoop_files.tensorflow_path(sc, f"{s.checkpoint_dir.rstrip('/')}/{s.run_id}")
+    root = s.model_dir or s.checkpoint_dir
+    if root is None:
+        if not sc.master.startswith("local"):
+            raise checks.KerasInputError(
+                f"model_dir is not set: on a cluster ({sc.master}) the trained models need storage every node and "
+                "the driver reach (HDFS, S3, a shared file system): set model_dir (or checkpoint_dir and run_id)"
+            )
+        root = sc._temp_dir  # the application's temporary directory: removed when Spark stops
+    return hadoop_files.tensorflow_path(sc, f"{root.rstrip('/')}/keras-{uuid.uuid4().hex[:12]}")
+
+
+def _config(s: FitSettings, spec: CompileSpec, info) -> dict:
+    """What a run store records, and refuses to resume with other values of."""
+    return json.loads(
+        json.dumps(
+            {
+                "feature_cols": list(s.feature_cols),
+                "label_cols": list(s.label_cols),
+                "sample_weight_col": s.sample_weight_col,
+                "validation": s.validation,
+                "batch_size": s.batch_size,
+                "seed": s.seed,
+                "shuffle": s.shuffle,
+                "compile": spec.fingerprint(),
+                "model": info.fingerprint(),
+            },
+            default=str,
+        )
+    )
+
+
+def _model(s: FitSettings, paths: RunPaths, history: dict, info) -> KerasModel:
+    """The fitted model: its file, the Params it shares with the estimator, how its columns meet its tensors."""
+    several_inputs, several_outputs = len(info.inputs) > 1, len(info.outputs) > 1
+    model = KerasModel(
+        model_path=paths.export_path,
+        input_cols={t.name: [t.name] for t in info.inputs} if several_inputs else None,
+        output_names=[t.name for t in info.outputs] if several_outputs else None,
+        feature_cols=list(s.feature_cols),
+        label_cols=list(s.label_cols),
+        prediction_col=s.prediction_col,
+        predicted_class_col=s.predicted_class_col,
+        predict_batch_size=s.predict_batch_size,
+    )
+    model._set_history(history)
+    model.best_model_path = paths.best_path if s.monitor else None
+    return model

@@ -1,0 +1,57 @@
+"""Local mode (``num_workers=0``): the same job trained in the driver process, no TF node started.
+
+For debugging a model before paying for a cluster: the rows are prepared and checked as for a
+cluster (``data.py``), collected to the driver as Arrow and turned into numpy columns by
+``sparkdl/arrow_numpy.py`` (Vectors densified, arrays reshaped, as the feed does), and each run
+is built, compiled, fitted (with the same callbacks, history and run store as on the nodes) and
+saved by the same code as ``node_program.py``, with one process instead of a strategy. The data
+must fit in the driver's memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..arrow_numpy import ColumnRef, arrow_to_numpy
+from . import training
+from .compiling import compile_model
+from .layout import batch_mapper
+from .shipping import build
+from .spec import TrainingJob
+
+
+def collect_columns(df, columns: list[str]) -> dict[str, Any]:
+    """``df``'s ``columns`` on the driver, one dense numpy array each (through Arrow, no per-row Python)."""
+    table = df.select(*columns).toArrow()
+    return {name: arrow_to_numpy(table.column(name), ColumnRef(name)) for name in columns}
+
+
+def train_locally(job: TrainingJob, train_df, validation_df) -> dict:
+    """Train every run of ``job`` in this process; the same result as the node program's chief returns."""
+    import tensorflow as tf
+
+    columns = job.layout.columns()
+    train_columns = collect_columns(train_df, columns)
+    validation_columns = collect_columns(validation_df, columns) if validation_df is not None else None
+    to_keras = batch_mapper(job.layout)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    outcomes = []
+    for run in job.runs:
+        training.set_seed(job.model.flavour, run.seed)
+        model = build(job.model)
+        keras = training.check_flavour(model, 1)
+        compile_model(model, run.compile, keras)
+        rows = len(next(iter(train_columns.values())))
+        train = tf.data.Dataset.from_tensor_slices(train_columns)
+        if run.shuffle:
+            train = train.shuffle(rows, seed=run.seed, reshuffle_each_iteration=True)
+        train = train.batch(run.batch_size).map(to_keras).prefetch(2).with_options(options)
+        validation = None
+        if validation_columns is not None:
+            validation = tf.data.Dataset.from_tensor_slices(validation_columns).batch(run.batch_size).map(to_keras)
+        keeper, callbacks = training.run_callbacks(keras, run, chief=True)
+        model.fit(train, validation_data=validation, epochs=run.epochs, callbacks=callbacks, verbose=run.verbose)
+        model.save(run.paths.export_path)
+        outcomes.append(training.finish(run, keeper, chief=True))
+    return {"runs": outcomes}

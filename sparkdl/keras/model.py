@@ -1,0 +1,185 @@
+"""``KerasModel``: what ``KerasEstimator.fit`` returns, a Spark ML ``Model`` that scores with sparkdl's inference.
+
+``transform(df)`` appends the model's output column(s) (``prediction_col``; one per output,
+``prediction_col + "_" + name``, for a multi-output model) and, with ``predicted_class_col``,
+the predicted class as a double for Spark ML's evaluators. The feature columns are turned into
+the model's inputs by Spark SQL (numbers, arrays and Vectors concatenated as ``array<float>``, as
+during training) and scored by :class:`sparkdl.inference.Predictor` (one cached model per Python
+worker, Arrow batches). ``history`` holds the per-epoch metrics of the fit; ``keras_model`` loads
+the trained model on the driver. ``write()``/``read()`` save the model file and every Param, so a
+``PipelineModel`` holding a ``KerasModel`` saves, loads and predicts the same.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from typing import Any
+
+from pyspark.ml import Model
+from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter
+
+from .. import hadoop_files
+from .params import HasFeatureCols, HasLabelCols, HasModelPath, HasModelStructure, HasPredictionCols
+
+MODEL_FILE = "model/model.keras"  #: where ``write()`` keeps the model file inside the saved directory
+_INPUT = "__sparkdl_input_"
+
+
+class KerasModel(
+    Model, HasFeatureCols, HasLabelCols, HasPredictionCols, HasModelPath, HasModelStructure, MLReadable, MLWritable
+):
+    """A trained Keras model as a Spark ML ``Model`` (see the module docstring).
+
+    Made by ``KerasEstimator.fit``; also usable on its own for any ``.keras`` file:
+    ``KerasModel(model_path="/models/m.keras", feature_cols=["features"]).transform(df)``.
+    ``model_path`` must be readable by every executor (and the driver, for ``keras_model`` and
+    ``write()``).
+    """
+
+    def __init__(self, **params: Any):
+        super().__init__()
+        self._setDefault(
+            feature_cols=[],
+            label_cols=[],
+            prediction_col="prediction",
+            predicted_class_col=None,
+            predict_batch_size=1024,
+            model_path=None,
+            input_cols=None,
+            output_names=None,
+        )
+        self._history: dict[str, list[float]] = {}
+        self._keras_model = None
+        self.best_model_path: str | None = None  #: with ``monitor``: the best epoch's model (best.keras)
+        if params:
+            self._set(**params)
+
+    @property
+    def history(self) -> dict[str, list[float]]:
+        """The fit's metrics per epoch, Keras' ``History.history`` shape (``{"loss": [...], "val_loss": [...]}``)."""
+        return {name: list(values) for name, values in self._history.items()}
+
+    def _set_history(self, history: dict) -> None:
+        self._history = {str(name): [float(v) for v in values] for name, values in (history or {}).items()}
+
+    @property
+    def keras_model(self):
+        """The trained model, loaded on the driver (once; Keras' safe mode on)."""
+        if self._keras_model is None:
+            from pyspark.sql import SparkSession
+
+            sc = SparkSession.active().sparkContext
+            scratch = tempfile.mkdtemp(prefix="sparkdl-keras-model-")
+            try:
+                local = os.path.join(scratch, "model.keras")
+                hadoop_files.copy_to_local(sc, hadoop_files.from_tensorflow(self._path()), local)
+                self._keras_model = _keras_for_file(local).models.load_model(local, safe_mode=True)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return self._keras_model
+
+    def _path(self) -> str:
+        path = self.getModelPath()
+        if not path:
+            raise ValueError("KerasModel needs model_path: the trained model's .keras file")
+        return path
+
+    def _transform(self, dataset):
+        from pyspark.sql import functions as F
+
+        from ..inference import Predictor
+
+        groups = self.getInputCols() or {None: list(self.getFeatureCols())}
+        if not any(groups.values()):
+            raise ValueError("KerasModel needs feature_cols: the columns that feed the model")
+        inputs = {f"{_INPUT}{i}": _as_float_array(dataset.schema, cols) for i, cols in enumerate(groups.values())}
+        names = list(groups)
+        mapping = list(inputs) if names == [None] else dict(zip(inputs, names))
+        prediction = self.getPredictionCol()
+        outputs = self.getOutputNames()
+        output_mapping = {name: f"{prediction}_{name}" for name in outputs} if outputs else prediction
+        predictor = Predictor(
+            self._path(), input_mapping=mapping, output_mapping=output_mapping, batch_size=self.getPredictBatchSize()
+        )
+        scored = predictor.with_predictions(dataset.withColumns(inputs)).drop(*inputs)
+        class_col = self.getPredictedClassCol()
+        if class_col:
+            if outputs:
+                raise ValueError("predicted_class_col needs a model with one output")
+            values = F.col(f"`{prediction}`")
+            is_array = scored.schema[prediction].dataType.typeName() == "array"
+            predicted = F.array_position(values, F.array_max(values)) - 1 if is_array else values > 0.5
+            scored = scored.withColumn(class_col, predicted.cast("double"))
+        return scored
+
+    # -- MLWritable / MLReadable --
+
+    def write(self) -> MLWriter:
+        """A writer saving every Param (as JSON) and a copy of the model file."""
+        return _KerasModelWriter(self)
+
+    @classmethod
+    def read(cls) -> MLReader:
+        """A reader loading what ``write()`` saved (the model file from inside the saved directory)."""
+        return _KerasModelReader()
+
+
+def _as_float_array(schema, columns: list[str]):
+    """Columns (numbers, arrays, Vectors) as one ``array<float>`` expression, concatenated in order."""
+    from pyspark.ml.functions import vector_to_array
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType
+
+    parts = []
+    for name in columns:
+        column = F.col("`" + name.replace("`", "``") + "`")
+        kind = schema[name].dataType
+        if isinstance(kind, VectorUDT):
+            parts.append(vector_to_array(column, "float32"))
+        elif isinstance(kind, ArrayType):
+            parts.append(column.cast("array<float>"))
+        else:
+            parts.append(F.array(column.cast("float")))
+    return parts[0] if len(parts) == 1 else F.concat(*parts)
+
+
+def _keras_for_file(path: str):
+    """The Keras that wrote a ``.keras`` file (its metadata's version: 2.x is tf-keras)."""
+    from .shipping import KERAS3, TF_KERAS, keras_module
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            version = str(json.loads(archive.read("metadata.json")).get("keras_version", ""))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{path} is not a .keras model file: {exc}") from exc
+    return keras_module(TF_KERAS if version.startswith("2.") else KERAS3)
+
+
+class _KerasModelWriter(MLWriter):
+    def __init__(self, instance: KerasModel):
+        super().__init__()
+        self.instance = instance
+
+    def saveImpl(self, path: str) -> None:
+        sc = self.sparkSession.sparkContext
+        extra = {"history": self.instance._history, "model_file": MODEL_FILE}
+        DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession, extraMetadata=extra)
+        source = hadoop_files.from_tensorflow(self.instance._path())
+        hadoop_files.copy(sc, source, f"{path.rstrip('/')}/{MODEL_FILE}")
+
+
+class _KerasModelReader(MLReader):
+    def load(self, path: str) -> KerasModel:
+        sc = self.sparkSession.sparkContext
+        metadata = DefaultParamsReader.loadMetadata(path, self.sparkSession)
+        model = KerasModel()
+        DefaultParamsReader.getAndSetParams(model, metadata, skipParams=["model_path"])
+        model._resetUid(metadata["uid"])
+        model._set(model_path=hadoop_files.tensorflow_path(sc, f"{path.rstrip('/')}/{metadata['model_file']}"))
+        model._set_history(metadata.get("history", {}))
+        return model

@@ -1,0 +1,96 @@
+"""The program every TF node of a ``KerasEstimator`` fit runs: ``main_fun(job, ctx)``.
+
+For each run of the job (one per param map), in the order the driver feeds them (one
+``cluster.train`` call each): build the model inside the strategy's scope (a shipped ``.keras``
+file loaded in safe mode, or the user's function called), compile it with the run's overrides,
+read the fed rows as ``tf.data`` (every epoch in one iterator, ``batch_size`` rows per worker per
+step), fit with the run's callbacks and ``ctx.progress_callback()`` (the driver's progress and
+history), read whatever the fit left of the fed rows (an early stop, or an epoch the backup
+already held), and save the model where the driver said (the chief keeps it). It returns every
+run's history to the driver (``TFCluster.shutdown()``'s value): the model stays a file.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+
+from . import training
+from .layout import batch_mapper
+from .shipping import build
+from .spec import RunSpec, TrainingJob
+
+#: Rows read per call when the node reads what a fit left of its feed.
+DRAIN_ROWS = 65536
+
+
+def main_fun(job: TrainingJob, ctx) -> dict:
+    """Train every run of ``job`` on this node; the chief's return value reaches the driver."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1 else tf.distribute.get_strategy()
+    feed = ctx.get_data_feed(qname_in=job.qname)
+    first = _first_run(job, ctx)
+    outcomes = []
+    for session, run in enumerate(job.runs[first:], start=1):  # feed sessions count this attempt's train calls
+        outcomes.append(_train(job, run, ctx, feed, strategy, session))
+    return {"runs": outcomes}
+
+
+def _first_run(job: TrainingJob, ctx) -> int:
+    """The run the driver feeds first to this attempt: 0, or after a relaunch the one it named."""
+    if ctx.attempt == 0 or job.current_run_path is None:
+        return 0
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(job.current_run_path, "r") as marker:
+        index = int(json.loads(marker.read())["index"])
+    return next(position for position, run in enumerate(job.runs) if run.index == index)
+
+
+def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int) -> dict:
+    from .compiling import compile_model
+
+    training.set_seed(job.model.flavour, run.seed)  # before a model function draws its initial weights
+    with strategy.scope():
+        model = build(job.model)
+        keras = training.check_flavour(model, ctx.num_workers)
+        compile_model(model, run.compile, keras)
+    global_batch = run.batch_size * ctx.num_workers  # Keras treats a dataset's batch as the global batch
+    to_keras = batch_mapper(job.layout)
+    train = feed.as_dataset(global_batch, all_epochs=True).map(to_keras)
+    steps = feed.keras_steps_per_epoch(global_batch, strategy if ctx.num_workers > 1 else None)
+    validation = feed.as_dataset(global_batch, split="validation").map(to_keras) if job.validation else None
+    keeper, callbacks = training.run_callbacks(keras, run, ctx.is_chief)
+    callbacks.append(ctx.progress_callback())  # after the backup: a relaunch is fed only the epochs not done
+    model.fit(
+        train,
+        validation_data=validation,
+        epochs=run.epochs,
+        steps_per_epoch=steps,
+        callbacks=callbacks,
+        verbose=run.verbose if ctx.is_chief else 0,
+    )
+    del train, validation
+    _read_the_rest(feed, ctx, job.qname, session)
+    with ctx.export_path(run.paths.export_path) as target:  # every node saves (MWMS); the chief keeps it
+        model.save(target)
+    return training.finish(run, keeper, ctx.is_chief)
+
+
+def _read_the_rest(feed, ctx, qname: str, session: int) -> None:
+    """Read the rows of this run that the fit left unread, so ``cluster.train`` can return: an
+    early stop (e.g. Keras' EarlyStopping), or a resumed epoch the backup already held.
+
+    Keras' iterator over the feed is gone once fit returns (collected below), so nothing else
+    reads the run meanwhile; ``fit_ended`` then lets the driver's train call end even when
+    validation epochs were left unread.
+    """
+    gc.collect()
+    server = ctx.mgr  # the node's feed server (TensorFlowOnSpark's ctx.mgr)
+    left = server.rows_left(qname, session) or 0
+    while left > 0:
+        if not feed.next_batch(min(left, DRAIN_ROWS)):
+            break
+        left = server.rows_left(qname, session) or 0
+    server.fit_ended()

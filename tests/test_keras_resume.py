@@ -1,0 +1,67 @@
+"""A KerasEstimator fit with a run store, its application killed mid-fit, resumes in a new application
+at the next epoch with the same run_id (issue 23, "Must show"); fitting a finished run trains nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import keras_functions as kf
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+EPOCHS, HOLD_AFTER = 6, 2
+
+
+def _app(tmp_path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        os.path.join(os.path.dirname(__file__), "keras_resume_app.py"),
+        *("--data", str(tmp_path / "digits.parquet"), "--checkpoint_dir", str(tmp_path / "runs")),
+        *("--run_id", "digits-1", "--out", str(tmp_path / "out"), "--epochs", str(EPOCHS), *extra),
+    ]
+
+
+def test_a_killed_fit_resumes_at_the_next_epoch_in_a_new_application(tmp_path):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    table = pa.table({"x": pa.array(list((digits.data[:800] / 16.0).astype("float32"))), "label": digits.target[:800]})
+    pq.write_table(table, tmp_path / "digits.parquet")
+    (tmp_path / "out").mkdir()
+
+    with open(tmp_path / "run1.err", "wb") as err:  # application 1: killed (all of it) while its node holds
+        first = subprocess.Popen(
+            _app(tmp_path, "--hold_after", str(HOLD_AFTER)), stdout=subprocess.PIPE, stderr=err, start_new_session=True
+        )
+        for line in first.stdout:  # the node's stdout, relayed by the driver's console
+            if b"HOLDING" in line:
+                os.killpg(first.pid, signal.SIGKILL)
+                break
+        first.wait(60)
+    assert first.returncode == -signal.SIGKILL, (tmp_path / "run1.err").read_text()[-3000:]
+    run1 = kf.read_epoch_logs(tmp_path / "out")
+    state = json.loads((tmp_path / "runs" / "digits-1" / "state.json").read_text())
+
+    second = subprocess.run(_app(tmp_path), capture_output=True, text=True, timeout=400)  # application 2
+    assert second.returncode == 0, second.stderr[-3000:]
+    run2 = kf.read_epoch_logs(tmp_path / "out")[len(run1) :]
+    history = json.loads(second.stdout.split("HISTORY ", 1)[1].splitlines()[0])
+    print("epochs trained: application 1", [e["epoch"] for e in run1], "application 2", [e["epoch"] for e in run2])
+    assert [e["epoch"] for e in run1] == [0, 1, 2] and state["epochs_completed"] == 3 and not state["finished"]
+    assert [e["epoch"] for e in run2] == [3, 4, 5]  # resumed at the next epoch, in one node process
+    assert len({e["pid"] for e in run1}) == 1 and len({e["pid"] for e in run2}) == 1
+    np.testing.assert_allclose(history["loss"][:3], [e["loss"] for e in run1], rtol=1e-6)  # kept from application 1
+    np.testing.assert_allclose(history["loss"][3:], [e["loss"] for e in run2], rtol=1e-6)
+    assert history["loss"][-1] < history["loss"][0]
+    again = second.stdout.split("AGAIN ", 1)[1].splitlines()[0]
+    assert json.loads(again.rsplit(" ", 1)[0]) == history and again.endswith("True")  # finished: nothing trained
+    assert len(kf.read_epoch_logs(tmp_path / "out")) == 6
+    assert sorted(p.name for p in (tmp_path / "runs" / "digits-1").iterdir()) == ["backup", "model.keras", "state.json"]

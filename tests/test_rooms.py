@@ -1,0 +1,84 @@
+"""The rooms of sparkdl import one another only along the arrows of docs/architecture.md's map.
+
+Each module belongs to a room (``driver``, ``node``, ``feed``, ``inference``, ``transport``,
+``keras``) or is a helper at the package root. The test reads every ``import`` in the source (no
+module is imported) and checks two things: every room-to-room import is an arrow of ``ARROWS``,
+and ``ARROWS`` is exactly what the architecture page draws, so the map cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "sparkdl"
+ROOMS = ("driver", "node", "feed", "inference", "transport", "keras")
+#: Which rooms each room may import (helpers at the root are open to every room).
+ARROWS = {
+    "driver": {"node", "feed", "transport"},
+    "node": {"feed", "transport"},
+    "feed": {"transport"},
+    "inference": set(),
+    "transport": set(),
+    "keras": {"driver", "inference"},
+}
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else None
+
+
+def _imports(path: Path) -> set[str]:
+    """The sparkdl modules ``path`` imports, as absolute names."""
+    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    package = package.removesuffix(".__init__")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            if node.module is None:  # from . import x: x may be a module
+                found |= {f"{name}.{alias.name}" for alias in node.names}
+            else:
+                found.add(name)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+    return {name for name in found if name.split(".")[0] == "sparkdl"}
+
+
+def _room_imports() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {room: set() for room in ROOMS}
+    for path in PACKAGE.rglob("*.py"):
+        source = _room(".".join(path.relative_to(ROOT).with_suffix("").parts))
+        if source is None:
+            continue
+        for target in filter(None, map(_room, _imports(path))):
+            if target != source:
+                edges[source].add(target)
+    return edges
+
+
+def test_rooms_import_one_another_only_along_the_arrows():
+    edges = _room_imports()
+    extra = {room: sorted(targets - ARROWS[room]) for room, targets in edges.items() if targets - ARROWS[room]}
+    assert not extra, f"imports against the arrows of docs/architecture.md: {extra}"
+    assert edges["driver"], "the import scan found nothing: is the package layout still sparkdl/<room>/?"
+
+
+def test_the_architecture_map_draws_exactly_these_arrows():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = re.search(r"```mermaid\n(flowchart[^\n]*\n(?:.*\n)*?)```", text[text.index("## The rooms") :])
+    assert block, "docs/architecture.md has no mermaid map under '## The rooms'"
+    drawn = {(a, b) for a, b in re.findall(r"^\s*(\w+)\s*-->\s*(\w+)\s*$", block.group(1), re.M)}
+    drawn = {(a, b) for a, b in drawn if a in ROOMS and b in ROOMS}
+    declared = {(room, target) for room, targets in ARROWS.items() for target in targets}
+    assert drawn == declared, (
+        f"drawn but not allowed: {sorted(drawn - declared)}; allowed but not drawn: {sorted(declared - drawn)}"
+    )

@@ -214,6 +214,8 @@ def _reader_spec(data_type: Any, spec: Any, info: TensorInfo | None) -> tuple[An
         return Ragged(), False
     strings = isinstance(data_type, ArrayType) and isinstance(data_type.elementType, StringType)
     if spec is None and strings:
+        if info is not None and info.dtype is not None and info.dtype not in arrow_numpy.TEXT_DTYPES:  # no spec helps
+            raise InferenceInputError(f"the column holds str values but the model expects {info.dtype}")
         raise InferenceInputError("an array<string> column needs columns={...: Ragged()} or Padded(length)")
     return spec, False
 

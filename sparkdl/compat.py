@@ -33,10 +33,30 @@ def export_saved_model(model: Any, export_dir: str, is_chief: bool = False) -> s
     return None
 
 
-def _save(model: Any, path: str) -> None:
-    if path.endswith((".keras", ".h5")):
+def save_keras_file(model: Any, path: str) -> None:
+    """``model.save(path)`` in Keras' ``.keras`` (zip) format, whichever thread saves it.
+
+    tf-keras keeps "``.keras`` means the zip format" in a thread-local flag that its own save and
+    load leave False in any thread but the one that imported it: a second save in, say, a Spark ML
+    tuning thread silently writes HDF5 under the ``.keras`` name, which no ``.keras`` loader reads.
+    ``save_format="keras_v3"`` forces the zip; Keras 3 refuses that argument and always writes it.
+    """
+    if _is_keras3(model):
         model.save(path)
-    elif any(c.__module__.split(".")[0] == "keras" for c in type(model).__mro__):  # Keras 3: model.export
+    else:
+        model.save(path, save_format="keras_v3")
+
+
+def _is_keras3(model: Any) -> bool:
+    return any((c.__module__ or "").split(".")[0] == "keras" for c in type(model).__mro__)
+
+
+def _save(model: Any, path: str) -> None:
+    if path.endswith(".keras"):
+        save_keras_file(model, path)
+    elif path.endswith(".h5"):
+        model.save(path)
+    elif _is_keras3(model):  # Keras 3: model.export
         model.export(path)
     else:  # tf-keras (what sparkdl's nodes use by default)
         model.save(path, save_format="tf")

@@ -71,3 +71,14 @@ class Relay:
         self.listener.close()
         for sock in self.sockets:
             sock.close()
+
+
+def closed_by_peer(sock, timeout=5.0):
+    """Whether the peer closes ``sock`` within ``timeout`` (EOF or reset)."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False

@@ -13,7 +13,7 @@ import pytest
 from sparkdl.transport import channel as ch
 from sparkdl.transport.channel import AuthenticationError, ChannelError, ChannelServer, Endpoint, connect, new_secret
 
-from raw_peers import read_hello
+from raw_peers import closed_by_peer, read_hello
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,17 +68,6 @@ def raw_client(address):
     sock = socket.create_connection(address, timeout=5)
     read_hello(sock)
     return sock
-
-
-def closed_by_peer(sock, timeout=5.0):
-    """Whether the peer closes ``sock`` within ``timeout`` (EOF or reset)."""
-    sock.settimeout(timeout)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
 
 
 def frame_bytes(channel, message):

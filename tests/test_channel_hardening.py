@@ -16,12 +16,11 @@ import time
 
 import psutil
 import pytest
-from test_channel import closed_by_peer
 
 from sparkdl.transport import channel as ch
 from sparkdl.transport.channel import ChannelError, ChannelServer, Endpoint, connect, new_secret
 
-from raw_peers import HELLO_BYTES, Relay, read_hello
+from raw_peers import HELLO_BYTES, Relay, closed_by_peer, read_hello
 
 pytestmark = pytest.mark.timeout(120)
 

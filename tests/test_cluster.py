@@ -10,7 +10,7 @@ import urllib.request
 
 import numpy as np
 import pytest
-from test_faults import wait_for
+from cluster_watch import wait_for
 
 from sparkdl import ClusterError, PreflightError, ReservationTimeout, TFCluster, TFParallel
 

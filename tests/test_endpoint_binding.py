@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from test_node_feed import feed_rows, labelled, make_server, secret, target  # noqa: F401
+from feed_servers import feed_rows, labelled, make_server, secret, target  # noqa: F401
 
 from sparkdl.feed.feeder import FeedError, FeedTarget
 from sparkdl.transport.channel import AuthenticationError, Endpoint, connect

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from cluster_watch import cluster_processes, wait_for
 
 from sparkdl import ClusterError, NodeStalled, TFCluster
 
@@ -30,18 +31,6 @@ import node_functions as nf
 pytestmark = pytest.mark.timeout(240)
 SPARK = TFCluster.InputMode.SPARK
 DETECTION_LIMIT_S = 10.0
-POLL_S = 0.05
-
-
-def wait_for(predicate, timeout_s: float, what: str):
-    """Poll ``predicate`` until it returns something true (returned), or fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(POLL_S)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def _read(tmp_path: Path, name: str) -> dict:
@@ -58,18 +47,6 @@ def _report(case: str, seconds: float) -> None:
     if os.environ.get("SPARKDL_FAULT_REPORT"):
         with open(os.environ["SPARKDL_FAULT_REPORT"], "a") as out:
             out.write(line + "\n")
-
-
-def cluster_processes(cluster_id: str) -> list[psutil.Process]:
-    """Every live process started for this cluster (supervisors and TF processes carry its id)."""
-    found = []
-    for process in psutil.process_iter(["cmdline", "status"]):
-        try:
-            if cluster_id in " ".join(process.info["cmdline"] or []) and process.info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(process)
-        except psutil.Error:
-            continue
-    return found
 
 
 def _bindable(host: str, port: int) -> bool:

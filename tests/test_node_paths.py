@@ -13,7 +13,7 @@ import signal
 import sys
 
 import pytest
-from test_faults import wait_for
+from cluster_watch import wait_for
 
 from sparkdl import ClusterError, TFCluster
 

@@ -82,3 +82,16 @@ def test_the_architecture_map_draws_exactly_these_arrows():
     assert drawn == declared, (
         f"drawn but not allowed: {sorted(drawn - declared)}; allowed but not drawn: {sorted(declared - drawn)}"
     )
+
+
+def test_no_test_module_imports_another_test_module():
+    """What tests share lives in helper modules beside them (``feed_servers.py``, ``cluster_watch.py``,
+    ...), never in a ``test_*`` module: importing one would collect and couple its tests too."""
+    offenders = []
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module]
+            offenders += [f"{path.relative_to(ROOT)} imports {name}" for name in names if name.startswith("test_")]
+    assert not offenders, offenders

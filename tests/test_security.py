@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_faults import cluster_processes, wait_for
+from cluster_watch import cluster_processes, wait_for
 
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.feeder import FeedTarget

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 import pytest
-from test_node_feed import Worker, labelled, make_server, secret, send_end, send_plan, server, target  # noqa: F401
+from feed_servers import Worker, labelled, make_server, secret, send_end, send_plan, server, target  # noqa: F401
 
 from sparkdl.feed import feeder
 from sparkdl.feed.data_feed import DataFeed

@@ -10,8 +10,8 @@ import stat
 import sys
 
 import pytest
+from fake_nvidia_smi import write_fake_smi  # free GPUs 0 and 2; 1 and 3 busy
 from pyspark.ml.param import Params
-from test_gpus import write_fake_smi  # free GPUs 0 and 2; 1 and 3 busy
 
 from sparkdl import compat, gpu_info, gpus, pipeline, util
 from sparkdl.gpus import GPUSelectionError

@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..arrow_numpy import ColumnRef, arrow_to_numpy
+from ..compat import save_keras_file
 from . import training
 from .compiling import compile_model
 from .layout import batch_mapper
-from .shipping import build
+from .shipping import build, keep_tf_keras_saves_zipped
 from .spec import TrainingJob
 
 
@@ -41,6 +42,7 @@ def train_locally(job: TrainingJob, train_df, validation_df) -> dict:
         training.set_seed(job.model.flavour, run.seed)
         model = build(job.model)
         keras = training.check_flavour(model, 1)
+        keep_tf_keras_saves_zipped(job.model.flavour)  # fit may run in a Spark ML tuning thread
         compile_model(model, run.compile, keras)
         rows = len(next(iter(train_columns.values())))
         train = tf.data.Dataset.from_tensor_slices(train_columns)
@@ -52,6 +54,6 @@ def train_locally(job: TrainingJob, train_df, validation_df) -> dict:
             validation = tf.data.Dataset.from_tensor_slices(validation_columns).batch(run.batch_size).map(to_keras)
         keeper, callbacks = training.run_callbacks(keras, run, chief=True)
         model.fit(train, validation_data=validation, epochs=run.epochs, callbacks=callbacks, verbose=run.verbose)
-        model.save(run.paths.export_path)
+        save_keras_file(model, run.paths.export_path)
         outcomes.append(training.finish(run, keeper, chief=True))
     return {"runs": outcomes}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import json
 
+from ..compat import save_keras_file
 from . import training
 from .layout import batch_mapper
 from .shipping import build
@@ -74,7 +75,7 @@ def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int) ->
     del train, validation
     _read_the_rest(feed, ctx, job.qname, session)
     with ctx.export_path(run.paths.export_path) as target:  # every node saves (MWMS); the chief keeps it
-        model.save(target)
+        save_keras_file(model, target)
     return training.finish(run, keeper, ctx.is_chief)
 
 

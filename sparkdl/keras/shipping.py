@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from ..compat import save_keras_file
+
 TF_KERAS, KERAS3 = "tf_keras", "keras"
 FLAVOUR_NAMES = {TF_KERAS: "tf-keras", KERAS3: "Keras 3"}
 
@@ -44,6 +46,19 @@ def keras_module(flavour: str):
     import keras
 
     return keras
+
+
+def keep_tf_keras_saves_zipped(flavour: str) -> None:
+    """In this thread, make tf-keras' own ``.keras`` saves (``ModelCheckpoint``'s best model) zips,
+    as ``compat.save_keras_file`` does for sparkdl's: the thread-local flag it reads is set back to True.
+    A no-op for Keras 3, or if a tf-keras release moves the flag."""
+    if flavour != TF_KERAS:
+        return
+    from tf_keras.src.saving import saving_lib  # the flag has no public setter
+
+    flag = getattr(saving_lib, "_SAVING_V3_ENABLED", None)
+    if flag is not None:
+        flag.value = True
 
 
 @dataclass(frozen=True)
@@ -154,7 +169,7 @@ def ship(model: Any) -> tuple[ModelPayload, ModelInfo]:
     try:
         path = os.path.join(scratch, "model.keras")
         try:
-            model.save(path)
+            save_keras_file(model, path)
         except Exception as exc:  # noqa: BLE001 - e.g. a subclassed model without get_config
             raise ValueError(
                 f"model: Keras cannot save this {type(model).__name__} in its .keras format ({exc}); pass a function "

@@ -1,7 +1,8 @@
 """Images from a folder of files: sparkdl (Spark's ``binaryFile`` source, decoded on the node by
 ``as_dataset(columns={"content": Image(...)})``) against tf.data reading the same files in one process.
 
-``--images`` (3000) JPEG files of ``--size`` (128x128) RGB, written to a temporary folder once,
+``--images`` (10,000: enough that a Spark job's start does not dominate) JPEG files of ``--size``
+(128x128) RGB, written to a temporary folder once,
 labelled by their file name; decoded and resized to ``--target`` (64x64x3); batch ``--batch`` (64);
 medians of ``--runs`` runs; all in this one script:
 
@@ -17,7 +18,7 @@ medians of ``--runs`` runs; all in this one script:
     pipeline, in the same one-node set-up; rows/s of the fit (after an untimed warm-up fit: the
     reference on two batches, the node on a first, small ``cluster.train``). Ratio sparkdl / reference.
 
-    .venv/bin/python benchmarks/image_train.py [--images 3000] [--runs 3] [--json results.json]
+    .venv/bin/python benchmarks/image_train.py [--images 10000] [--runs 3] [--json results.json]
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ print(json.dumps(rows / (time.perf_counter() - started)))
 def main() -> None:
     """Write the images, run both sides, report."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--images", type=int, default=3000)
+    parser.add_argument("--images", type=int, default=10000)
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--target", type=int, default=64)
     parser.add_argument("--batch", type=int, default=64)

@@ -20,14 +20,15 @@ from pathlib import Path
 from sparkdl import TFCluster, TFParallel
 from sparkdl.errors import ClusterError
 
-import node_functions as nf
+import cluster_functions as cluster_fns
+import feed_functions as feed_fns
 
 SPARK = TFCluster.InputMode.SPARK
 
 
 def tensorflow_mode(spark, out: Path) -> dict:
     """InputMode.TENSORFLOW: two MWMS nodes train from in-memory data and save their weights."""
-    cluster = TFCluster.run(spark, nf.mwms_fit, {"out": str(out)}, num_executors=2)
+    cluster = TFCluster.run(spark, cluster_fns.mwms_fit, {"out": str(out)}, num_executors=2)
     nodes = cluster.cluster_info
     cluster.shutdown()
     return {"sc": repr(cluster.sc), "executors": sorted(n["spark_executor"] for n in nodes)}
@@ -39,7 +40,7 @@ def spark_mode_training(spark, out: Path) -> dict:
     frame = spark.createDataFrame(rows, "x array<float>, y double").repartition(3)
     cluster = TFCluster.run(
         spark,
-        nf.fit_from_feed,
+        feed_fns.fit_from_feed,
         {"out": str(out), "batch": 32, "epochs": 2, "progress_callback": True},
         2,
         input_mode=SPARK,
@@ -53,7 +54,7 @@ def spark_mode_training(spark, out: Path) -> dict:
 
 def spark_mode_inference(spark, out: Path) -> dict:
     """cluster.inference on a DataFrame gives a DataFrame of results; wrong inputs are named."""
-    cluster = TFCluster.run(spark, nf.infer_times_ten, {"out": str(out)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(spark, feed_fns.infer_times_ten, {"out": str(out)}, 2, input_mode=SPARK)
     frame = spark.range(0, 200, 1, numPartitions=5).selectExpr("cast(id as double) as v")
     errors = {}
     with cluster:
@@ -73,7 +74,7 @@ def spark_mode_inference(spark, out: Path) -> dict:
 
 def failure_report(spark, out: Path) -> dict:
     """A node that raises: shutdown() raises ClusterError naming it, with its traceback."""
-    cluster = TFCluster.run(spark, nf.fail_on_worker, {"out": str(out)}, 2)
+    cluster = TFCluster.run(spark, cluster_fns.fail_on_worker, {"out": str(out)}, 2)
     try:
         cluster.shutdown()
     except ClusterError as exc:
@@ -88,7 +89,7 @@ def failure_report(spark, out: Path) -> dict:
 
 def parallel(spark, out: Path) -> dict:
     """TFParallel.run: independent nodes, one per executor."""
-    TFParallel.run(spark, nf.parallel_task, {"out": str(out)}, 2)
+    TFParallel.run(spark, cluster_fns.parallel_task, {"out": str(out)}, 2)
     return {}
 
 

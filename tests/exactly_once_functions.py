@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-import node_functions as nf
+import feed_functions as feed_fns
 
 ROWS, PARTITIONS, FAIL_AFTER = 20_000, 4, 3_000
 
@@ -15,7 +15,7 @@ def record_orders_and_executor(args, ctx):
     """Say which Spark executor hosts this node (its working directory is named after it), then
     record each training run's per-epoch label order (``node_functions.record_epoch_orders``)."""
     Path(args["out"], f"executor-node{ctx.executor_id}").write_text(os.path.basename(os.getcwd()))
-    nf.record_epoch_orders(args, ctx)
+    feed_fns.record_epoch_orders(args, ctx)
 
 
 def _feeding() -> bool:

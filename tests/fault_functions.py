@@ -14,7 +14,7 @@ import signal
 import time
 from pathlib import Path
 
-import node_functions as nf
+import cluster_functions as cluster_fns
 
 GIVE_UP_S = 120.0
 STEP_S = 0.02
@@ -88,7 +88,7 @@ def parameter_server_training(args, ctx):
         return
     import tensorflow as tf
 
-    _, model, data = nf.parameter_server_model(0.01)
+    _, model, data = cluster_fns.parameter_server_model(0.01)
 
     class MarkTraining(tf.keras.callbacks.Callback):  # epoch-level: PSStrategy refuses batch hooks
         def on_epoch_end(self, epoch, logs=None):
@@ -106,7 +106,7 @@ def resumable_fit(args, ctx):
     """
     import tensorflow as tf
 
-    _, model, dataset = nf.mwms_classifier(rows=256, hidden=8)
+    _, model, dataset = cluster_fns.mwms_classifier(rows=256, hidden=8)
     fit_epochs = args["epochs"]
     if args.get("from_feed"):  # InputMode.SPARK: rows of 8 floats "x" and an int label "y"
         feed = ctx.get_data_feed()

@@ -11,7 +11,7 @@ import pytest
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.columns import FeedDataError
 
-import node_functions as nf
+import feed_functions as feed_fns
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -28,7 +28,7 @@ def spark(sc2):
     "answer,message", [("fewer", "got 9 results for a batch of 10 rows"), ("more", "more results than rows were read")]
 )
 def test_inference_with_a_wrong_number_of_results_raises(sc2, tmp_path, answer, message):
-    cluster = TFCluster.run(sc2, nf.infer_wrong_count, {"answer": answer}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.infer_wrong_count, {"answer": answer}, 2, input_mode=SPARK)
     results = cluster.inference(sc2.parallelize([(float(i),) for i in range(200)], 4))
     with pytest.raises(Exception, match=r"chief:0|worker:0"):  # the Spark job fails, naming the node
         results.collect()
@@ -42,7 +42,7 @@ def test_nan_labels_are_fed_unchanged(sc2, spark, tmp_path):
     rows = [([1.0, 2.0], float("nan") if i == 7 else 1.0) for i in range(100)]
     frame = spark.createDataFrame(rows, "x array<float>, y double")
     args = {"out": str(tmp_path), "mapping": {"x": "x", "y": "y"}, "label_key": "y"}
-    cluster = TFCluster.run(sc2, nf.count_feed, args, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, args, 2, input_mode=SPARK)
     cluster.train(frame, 1)
     cluster.shutdown(timeout=120)
     nodes = [json.loads(p.read_text()) for p in tmp_path.glob("node*.json")]
@@ -52,7 +52,7 @@ def test_nan_labels_are_fed_unchanged(sc2, spark, tmp_path):
 
 def test_nulls_are_rejected_naming_the_column_before_any_node_reads(sc2, spark, tmp_path):
     frame = spark.createDataFrame([([1.0], 1.0), ([2.0], None)], "x array<float>, y double").coalesce(1)
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     try:
         with pytest.raises(FeedDataError, match=r"column 'y', partition 0, row 1: a null value"):
             cluster.train(frame, 1)

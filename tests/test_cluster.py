@@ -14,6 +14,7 @@ from cluster_watch import wait_for
 
 from sparkdl import ClusterError, PreflightError, ReservationTimeout, TFCluster, TFParallel
 
+import cluster_functions as cluster_fns
 import node_functions as nf
 from conftest import read_json_files
 
@@ -63,7 +64,7 @@ def test_tf_config_is_set_for_every_node(sc2, tmp_path):
 
 
 def test_mwms_model_fit_ends_with_identical_weights(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.mwms_fit, {"out": str(tmp_path)}, num_executors=2)
+    cluster = TFCluster.run(sc2, cluster_fns.mwms_fit, {"out": str(tmp_path)}, num_executors=2)
     cluster.shutdown(timeout=200)
     nodes = read_json_files(tmp_path)
     assert [n["replicas"] for n in nodes.values()] == [2, 2]
@@ -77,7 +78,7 @@ def test_mwms_model_fit_ends_with_identical_weights(sc2, tmp_path):
 
 
 def test_exception_in_map_fun_raises_with_remote_traceback_then_a_new_cluster_runs(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.fail_on_worker, {"out": str(tmp_path)}, num_executors=2)
+    cluster = TFCluster.run(sc2, cluster_fns.fail_on_worker, {"out": str(tmp_path)}, num_executors=2)
     with pytest.raises(ClusterError) as caught:
         cluster.shutdown(timeout=120)
     message = str(caught.value)
@@ -85,7 +86,7 @@ def test_exception_in_map_fun_raises_with_remote_traceback_then_a_new_cluster_ru
     assert "Traceback" in message and "boom from worker:0 (sentinel 7f3a)" in message
     failure = caught.value.failures[0]
     assert failure.label == "worker:0" and failure.node_number == 1 and failure.host
-    assert "node_functions.py" in failure.traceback
+    assert "cluster_functions.py" in failure.traceback
 
     # No state survives the failed cluster: the same driver runs a healthy one.
     healthy = TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, num_executors=2)
@@ -95,7 +96,9 @@ def test_exception_in_map_fun_raises_with_remote_traceback_then_a_new_cluster_ru
 
 @pytest.mark.parametrize("release_port", [True, False])
 def test_port_released_or_kept_for_the_node(sc2, tmp_path, release_port):
-    cluster = TFCluster.run(sc2, nf.check_port, {"out": str(tmp_path)}, num_executors=2, release_port=release_port)
+    cluster = TFCluster.run(
+        sc2, cluster_fns.check_port, {"out": str(tmp_path)}, num_executors=2, release_port=release_port
+    )
     cluster.shutdown(timeout=120)
     for node in read_json_files(tmp_path).values():
         assert node["bindable_before_release"] is release_port
@@ -109,7 +112,7 @@ def test_tensorboard_url_answers(sc2, tmp_path):
     out.mkdir()
     cluster = TFCluster.run(
         sc2,
-        nf.wait_for_flag,
+        cluster_fns.wait_for_flag,
         {"out": str(out), "flag": str(flag)},
         num_executors=2,
         tensorboard=True,
@@ -184,7 +187,7 @@ def test_tfparallel_with_and_without_barrier(sc2, tmp_path):
     for use_barrier in (True, False):
         out = tmp_path / str(use_barrier)
         out.mkdir()
-        TFParallel.run(sc2, nf.parallel_task, {"out": str(out)}, num_executors=2, use_barrier=use_barrier)
+        TFParallel.run(sc2, cluster_fns.parallel_task, {"out": str(out)}, num_executors=2, use_barrier=use_barrier)
         nodes = read_json_files(out)
         assert sorted(n["executor_id"] for n in nodes.values()) == [0, 1]
         assert all(n["tf_config"] is None for n in nodes.values())
@@ -192,12 +195,12 @@ def test_tfparallel_with_and_without_barrier(sc2, tmp_path):
 
 def test_tfparallel_barrier_with_too_few_executors_raises(sc2, tmp_path):
     with pytest.raises(PreflightError, match="num_executors=3"):
-        TFParallel.run(sc2, nf.parallel_task, {"out": str(tmp_path)}, num_executors=3, use_barrier=True)
+        TFParallel.run(sc2, cluster_fns.parallel_task, {"out": str(tmp_path)}, num_executors=3, use_barrier=True)
 
 
 def test_keras3_can_be_chosen_and_custom_loops_work_with_a_warning(sc2, tmp_path):
     cluster = TFCluster.run(
-        sc2, nf.keras3_custom_loop, {"out": str(tmp_path)}, num_executors=2, env={"TF_USE_LEGACY_KERAS": "0"}
+        sc2, cluster_fns.keras3_custom_loop, {"out": str(tmp_path)}, num_executors=2, env={"TF_USE_LEGACY_KERAS": "0"}
     )
     info = cluster.cluster_info
     cluster.shutdown(timeout=200)
@@ -214,7 +217,7 @@ def test_coordinator_rejects_peers_without_the_cluster_secret(sc2, tmp_path, cap
     flag = tmp_path / "flag"
     out = tmp_path / "out"
     out.mkdir()
-    cluster = TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, num_executors=2)
+    cluster = TFCluster.run(sc2, cluster_fns.wait_for_flag, {"out": str(out), "flag": str(flag)}, num_executors=2)
     try:
         with pytest.raises(AuthenticationError):
             connect(

@@ -8,14 +8,14 @@ import pytest
 
 from sparkdl import TFCluster
 
-import node_functions as nf
+import cluster_functions as cluster_fns
 from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def test_parameter_server_strategy_trains_end_to_end(sc3, tmp_path):
-    cluster = TFCluster.run(sc3, nf.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1)
+    cluster = TFCluster.run(sc3, cluster_fns.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1)
     assert {job: len(hosts) for job, hosts in cluster.cluster_spec.items()} == {"ps": 1, "chief": 1, "worker": 1}
     # ps and the worker serve forever; shutdown stops them once the chief (coordinator) is done.
     cluster.shutdown(timeout=240)
@@ -28,7 +28,7 @@ def test_parameter_server_strategy_trains_end_to_end(sc3, tmp_path):
 
 
 def test_evaluator_runs_outside_the_collective(sc3, tmp_path):
-    cluster = TFCluster.run(sc3, nf.evaluator_layout, {"out": str(tmp_path)}, num_executors=3, eval_node=True)
+    cluster = TFCluster.run(sc3, cluster_fns.evaluator_layout, {"out": str(tmp_path)}, num_executors=3, eval_node=True)
     spec = cluster.cluster_spec
     cluster.shutdown(timeout=200)
     assert set(spec) == {"chief", "evaluator", "worker"}
@@ -46,7 +46,7 @@ def test_evaluator_runs_outside_the_collective(sc3, tmp_path):
 def test_driver_ps_nodes_host_the_ps_on_the_driver(sc2, tmp_path):
     """driver_ps_nodes=True: the ps runs beside the driver, chief and worker on the two executors."""
     cluster = TFCluster.run(
-        sc2, nf.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1, driver_ps_nodes=True
+        sc2, cluster_fns.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1, driver_ps_nodes=True
     )
     info = {n["job_name"]: n for n in cluster.cluster_info}
     cluster.shutdown(timeout=240)

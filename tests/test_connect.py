@@ -93,7 +93,7 @@ def test_a_failing_node_is_reported_with_role_host_and_traceback(outcome):
     assert result["error"] is not None, "shutdown() did not raise"
     assert result["failed"] == ["worker:0"]
     assert "boom from worker:0 (sentinel 7f3a)" in result["error"]
-    assert result["hosts"][0] and "node_functions.py" in result["tracebacks"][0]
+    assert result["hosts"][0] and "cluster_functions.py" in result["tracebacks"][0]
 
 
 def test_tfparallel_runs_one_independent_node_per_executor(outcome):

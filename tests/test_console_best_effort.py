@@ -15,7 +15,7 @@ import pytest
 from sparkdl import ClusterError, TFCluster
 from sparkdl.driver.console import NodeOutputPrinter
 
-import node_functions as nf
+import cluster_functions as cluster_fns
 from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(240)
@@ -32,7 +32,7 @@ def test_a_closed_console_pipe_costs_no_node(sc2, tmp_path, monkeypatch, caplog)
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
     caplog.set_level(logging.WARNING, logger="sparkdl.driver.console")
     cluster = TFCluster.run(
-        sc2, nf.print_text, {"out": str(tmp_path), "text": "a line for a closed pipe", "times": 200}, 2
+        sc2, cluster_fns.print_text, {"out": str(tmp_path), "text": "a line for a closed pipe", "times": 200}, 2
     )
     cluster.shutdown(timeout=120)  # before: nodes killed, no end recorded, shutdown waited it out
     assert set(read_json_files(tmp_path)) == {"node0", "node1"}, "both nodes ran map_fun to its end"
@@ -42,7 +42,7 @@ def test_a_closed_console_pipe_costs_no_node(sc2, tmp_path, monkeypatch, caplog)
 def test_a_console_that_cannot_encode_a_line_shows_it_replaced(sc2, tmp_path, monkeypatch):
     console = io.TextIOWrapper(io.BytesIO(), encoding="ascii")  # e.g. LANG=C
     monkeypatch.setattr(sys, "stdout", console)
-    cluster = TFCluster.run(sc2, nf.print_text, {"out": str(tmp_path), "text": "naïve café ✓"}, 2)
+    cluster = TFCluster.run(sc2, cluster_fns.print_text, {"out": str(tmp_path), "text": "naïve café ✓"}, 2)
     cluster.shutdown(timeout=120)
     console.flush()
     shown = console.buffer.getvalue().decode("ascii")
@@ -55,7 +55,7 @@ def test_an_unexpected_error_handling_a_node_message_is_that_nodes_recorded_fail
         raise RuntimeError("a bug in the driver's console")
 
     monkeypatch.setattr(NodeOutputPrinter, "__call__", broken_printer)
-    cluster = TFCluster.run(sc2, nf.print_text, {"out": str(tmp_path), "text": "hello"}, 2)
+    cluster = TFCluster.run(sc2, cluster_fns.print_text, {"out": str(tmp_path), "text": "hello"}, 2)
     with pytest.raises(
         ClusterError,
         match=r"the driver failed handling its 'log' message "

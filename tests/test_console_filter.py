@@ -10,7 +10,7 @@ import pytest
 from sparkdl import TFCluster
 from sparkdl.node.console import console_lines, is_framework_chatter
 
-import node_functions as nf
+import cluster_functions as cluster_fns
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -60,7 +60,7 @@ def _printed(capsys) -> str:
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_the_driver_console_leaves_tensorflow_chatter_in_node_log(sc2, tmp_path, capsys, verbose):
-    cluster = TFCluster.run(sc2, nf.tensorflow_chatter, {"out": str(tmp_path)}, 2, verbose=verbose)
+    cluster = TFCluster.run(sc2, cluster_fns.tensorflow_chatter, {"out": str(tmp_path)}, 2, verbose=verbose)
     cluster.shutdown(timeout=200)
     printed = _printed(capsys)
     for label in ("chief:0", "worker:0"):

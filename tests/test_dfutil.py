@@ -9,7 +9,7 @@ import pytest
 
 from sparkdl import TFCluster, dfutil
 
-import node_functions as nf
+import feed_functions as feed_fns
 from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(300)
@@ -130,7 +130,7 @@ def test_dataframe_to_tfrecords_and_back_and_into_a_node(spark, sc2, tmp_path):
     back = sorted((r.id, r.x, r.score, r.name, bytes(r.raw)) for r in loaded.collect())
     assert back == [(i, x, score, name, bytes(raw)) for i, x, score, name, raw in rows]
 
-    cluster = TFCluster.run(sc2, nf.read_tfrecords, {"out": str(tmp_path), "dir": out}, 2)
+    cluster = TFCluster.run(sc2, feed_fns.read_tfrecords, {"out": str(tmp_path), "dir": out}, 2)
     cluster.shutdown(timeout=120)
     for node in read_json_files(tmp_path).values():
         assert node["files"] == 3 and node["ids"] == list(range(50)) and node["names"] == ["n0", "n1", "n2"]

@@ -13,7 +13,8 @@ from sparkdl import TFCluster
 from sparkdl.driver.progress import InferenceProgress, TrainProgress
 from sparkdl.transport.protocol import Inferred
 
-import node_functions as nf
+import cluster_functions as cluster_fns
+import feed_functions as feed_fns
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -26,7 +27,7 @@ def _node_lines(text: str, label: str) -> list[str]:
 
 
 def test_every_line_of_node_output_reaches_the_driver_with_its_role_prefix(sc2, tmp_path, capsys):
-    cluster = TFCluster.run(sc2, nf.chatty, {"out": str(tmp_path), "lines": LINES}, 2)
+    cluster = TFCluster.run(sc2, cluster_fns.chatty, {"out": str(tmp_path), "lines": LINES}, 2)
     cluster.shutdown(timeout=120)
     printed = capsys.readouterr().out
     for label in ("chief:0", "worker:0"):
@@ -43,7 +44,7 @@ def test_every_line_of_node_output_reaches_the_driver_with_its_role_prefix(sc2, 
 
 
 def test_node_output_can_stay_in_the_node_logs(sc2, tmp_path, capsys):
-    cluster = TFCluster.run(sc2, nf.chatty, {"out": str(tmp_path), "lines": 10}, 2, log_to_driver=False)
+    cluster = TFCluster.run(sc2, cluster_fns.chatty, {"out": str(tmp_path), "lines": 10}, 2, log_to_driver=False)
     cluster.shutdown(timeout=120)
     assert "[chief:0]" not in capsys.readouterr().out
     assert "stdout line 9 of chief:0" in open(cluster.cluster_info[0]["log_path"]).read()
@@ -57,7 +58,7 @@ def test_train_shows_rows_epochs_partitions_and_the_chief_loss(sc2, tmp_path, ca
         [([float(i % 3), 1.0, 0.5, -1.0], float(i % 3)) for i in range(2000)], "x array<float>, y double"
     ).repartition(4)
     args = {"out": str(tmp_path), "batch": 32, "epochs": 3, "progress_callback": True}
-    cluster = TFCluster.run(sc2, nf.fit_from_feed, args, 2, input_mode=SPARK, progress=True)
+    cluster = TFCluster.run(sc2, feed_fns.fit_from_feed, args, 2, input_mode=SPARK, progress=True)
     cluster.train(frame, num_epochs=3)
     cluster.shutdown(timeout=180)
     printed = capsys.readouterr().out
@@ -72,7 +73,7 @@ def test_train_shows_rows_epochs_partitions_and_the_chief_loss(sc2, tmp_path, ca
 
 
 def test_inference_shows_partitions_and_rows_scored_for_each_action(sc2, tmp_path, capsys):
-    cluster = TFCluster.run(sc2, nf.infer_times_ten, {"out": str(tmp_path)}, 2, input_mode=SPARK, progress=True)
+    cluster = TFCluster.run(sc2, feed_fns.infer_times_ten, {"out": str(tmp_path)}, 2, input_mode=SPARK, progress=True)
     results = cluster.inference(sc2.parallelize([[float(i)] for i in range(1000)], 5))
     assert len(results.collect()) == 1000
     assert results.count() == 1000  # a second action on the same RDD is a second pass
@@ -85,7 +86,7 @@ def test_inference_shows_partitions_and_rows_scored_for_each_action(sc2, tmp_pat
 
 def test_progress_can_be_turned_off(sc2, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("SPARKDL_PROGRESS", "0")
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 1)
     cluster.shutdown(timeout=120)
     assert "sparkdl train" not in capsys.readouterr().out
@@ -134,7 +135,7 @@ def test_a_terminal_gets_an_inference_bar_per_action():
 
 
 def test_spark_jobs_are_named_after_what_sparkdl_does(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK, progress=False)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK, progress=False)
     cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 2, cache=False)  # every epoch a Spark job
     cluster.shutdown(timeout=120)
     store = sc2._jsc.sc().statusStore()

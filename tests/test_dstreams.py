@@ -14,7 +14,7 @@ import pytest
 
 from sparkdl import ClusterError, TFCluster
 
-import node_functions as nf
+import feed_functions as feed_fns
 
 pytestmark = pytest.mark.timeout(300)
 SPARK = TFCluster.InputMode.SPARK
@@ -69,7 +69,7 @@ def test_every_streamed_row_is_read_once_and_shutdown_stops_the_stream(sc2, stre
 
 def test_a_node_failing_mid_stream_fails_shutdown_and_stops_the_stream(sc2, streaming):
     rdds = [sc2.parallelize(range(i * 40, (i + 1) * 40), 2) for i in range(3)]
-    cluster = TFCluster.run(sc2, nf.fail_after_first_batch, {}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.fail_after_first_batch, {}, 2, input_mode=SPARK)
     cluster.train(streaming.queueStream(rdds), feed_timeout=60)
     streaming.start()
     started = time.monotonic()
@@ -85,7 +85,7 @@ def test_a_node_failing_mid_stream_fails_shutdown_and_stops_the_stream(sc2, stre
 
 
 def test_shutdown_returns_when_the_user_stopped_the_stream(sc2, streaming, tmp_path):
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     cluster.train(streaming.queueStream([sc2.parallelize([(1.0, float(i)) for i in range(20)], 2)]))
     streaming.start()
     # A graceful stop lets the batch due at the next tick (the queued RDD) be fed to the end.

@@ -9,7 +9,7 @@ import pytest
 
 from sparkdl import TFCluster
 
-import node_functions as nf
+import feed_functions as feed_fns
 from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(300)
@@ -20,7 +20,7 @@ def test_next_batch_gives_ints_lists_and_tuples_back_as_they_were(sc2, tmp_path)
     ints = list(range(40))
     lists = [[float(i), -float(i)] for i in range(30)]
     pairs = [([float(i), 0.5], i) for i in range(20)]
-    cluster = TFCluster.run(sc2, nf.describe_elements, {"out": str(tmp_path), "runs": 3}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.describe_elements, {"out": str(tmp_path), "runs": 3}, 2, input_mode=SPARK)
     for data in (ints, lists, pairs):
         cluster.train(sc2.parallelize(data, 3), 1)
     cluster.shutdown(timeout=120)
@@ -35,7 +35,7 @@ def test_next_batch_gives_ints_lists_and_tuples_back_as_they_were(sc2, tmp_path)
 
 
 def test_inference_results_keep_their_types_and_sum_as_under_tfos(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.answer_in_kind, {}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.answer_in_kind, {}, 2, input_mode=SPARK)
     try:
         # TensorFlowOnSpark's test_inputmode_spark: [x] rows, squares as numpy rows, rdd.sum().
         squares = cluster.inference(sc2.parallelize([[x] for x in range(1000)], 10))

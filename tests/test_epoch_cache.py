@@ -13,7 +13,7 @@ import pytest
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.columns import FeedDataError
 
-import node_functions as nf
+import feed_functions as feed_fns
 from conftest import read_json_files
 from feed_shares import planned_labels
 
@@ -46,7 +46,7 @@ def feeding_jobs(sc, cluster) -> int:
 
 def test_epochs_are_shuffled_from_the_cache_and_repeat_with_the_same_seed(sc2, tmp_path):
     sizes, epochs = [300, 0, 1, 200], 3
-    cluster = TFCluster.run(sc2, nf.record_epoch_orders, {"out": str(tmp_path), "runs": 4}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.record_epoch_orders, {"out": str(tmp_path), "runs": 4}, 2, input_mode=SPARK)
     jobs = []
     for seed, shuffle in ((7, True), (7, True), (8, True), (7, False)):
         before = feeding_jobs(sc2, cluster)
@@ -67,7 +67,7 @@ def test_epochs_are_shuffled_from_the_cache_and_repeat_with_the_same_seed(sc2, t
 
 def test_a_cache_over_its_limit_falls_back_to_feeding_from_spark(sc2, tmp_path):
     sizes, epochs = [120, 80], 3
-    cluster = TFCluster.run(sc2, nf.record_epoch_orders, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.record_epoch_orders, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
     cluster.train(labelled_rdd(sc2, sizes), num_epochs=epochs, cache_max_bytes=2000)
     logs = [Path(node["log_path"]).read_text() for node in cluster.cluster_info]
     cluster.shutdown(timeout=120)
@@ -86,7 +86,11 @@ def test_validation_rows_are_shared_equally_over_uneven_partitions(sc2, spark, t
 
     train_sizes, validation_sizes, epochs = [90, 0, 7], [31, 0, 0, 2], 2  # 33 validation rows: 17 per node
     cluster = TFCluster.run(
-        sc2, nf.iterate_train_and_validation, {"out": str(tmp_path), "batch": 8, "epochs": epochs}, 2, input_mode=SPARK
+        sc2,
+        feed_fns.iterate_train_and_validation,
+        {"out": str(tmp_path), "batch": 8, "epochs": epochs},
+        2,
+        input_mode=SPARK,
     )
     cluster.train(frame(train_sizes, 0), num_epochs=epochs, validation_data=frame(validation_sizes, 1000))
     cluster.shutdown(timeout=120)
@@ -115,7 +119,7 @@ def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, execu
         "progress_callback": True,
         "all_epochs": all_epochs,
     }
-    cluster = TFCluster.run(sc, nf.fit_from_feed, args, executors, input_mode=SPARK, executor_wait_timeout=120)
+    cluster = TFCluster.run(sc, feed_fns.fit_from_feed, args, executors, input_mode=SPARK, executor_wait_timeout=120)
     returned = cluster.train(frame, num_epochs=epochs, validation_data=validation)
     cluster.shutdown(timeout=200)
     weights = [np.load(tmp_path / f"weights{i}.npz") for i in range(executors)]
@@ -141,7 +145,7 @@ def test_keras_skipping_validation_epochs_does_not_hold_up_train(sc2, spark, tmp
     flag = tmp_path / "train-returned"
     args = {"out": str(tmp_path), "batch": 16, "epochs": 3, "validation": True, "validation_freq": 2}
     args.update(progress_callback=True, train_returned=str(flag))
-    cluster = TFCluster.run(sc2, nf.fit_from_feed, args, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.fit_from_feed, args, 2, input_mode=SPARK)
     history = cluster.train(frame, num_epochs=3, validation_data=validation)
     flag.touch()
     cluster.shutdown(timeout=200)
@@ -152,7 +156,7 @@ def test_keras_skipping_validation_epochs_does_not_hold_up_train(sc2, spark, tmp
 
 def test_validation_that_differs_from_the_training_data_is_rejected_before_any_job(sc2, spark, tmp_path):
     train = spark.createDataFrame([([1.0, 2.0], 1.0)], "x array<float>, y double")
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     try:
         for validation, column in (
             (spark.createDataFrame([([1.0, 2.0], 1)], "x array<float>, y long"), "'y'"),
@@ -168,7 +172,7 @@ def test_validation_that_differs_from_the_training_data_is_rejected_before_any_j
 
 
 def test_rdd_validation_rows_of_another_shape_are_rejected_naming_the_column(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.record_epoch_orders, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.record_epoch_orders, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
     try:
         with pytest.raises((FeedDataError, ClusterError), match="validation column '0'"):
             cluster.train(labelled_rdd(sc2, [20, 20]), 2, validation_data=sc2.parallelize([([1.0, 2.0], 1.0)] * 10, 2))
@@ -178,6 +182,6 @@ def test_rdd_validation_rows_of_another_shape_are_rejected_naming_the_column(sc2
 
 def test_asking_for_validation_without_validation_data_names_the_call(sc2, spark, tmp_path):
     frame = spark.createDataFrame([([1.0], 1.0)] * 10, "x array<float>, y double")
-    cluster = TFCluster.run(sc2, nf.ask_for_missing_validation, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.ask_for_missing_validation, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     with pytest.raises(ClusterError, match=r"as_dataset\(split='validation'\) needs validation data"):
         cluster.train(frame, 2)

@@ -15,7 +15,7 @@ from sparkdl import TFCluster
 from sparkdl.driver.feed_jobs import count_rows
 from sparkdl.driver.partitions import _has_exchange, stable_partitions
 
-import node_functions as nf
+import feed_functions as feed_fns
 from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(300)
@@ -127,7 +127,7 @@ def test_rdds_cached_frames_and_frames_without_a_shuffle_are_used_as_they_are(sp
 
 def test_train_feeds_every_planned_row_of_an_uncached_join(sc2, spark, tmp_path):
     args = {"out": str(tmp_path), "batch": 100}
-    cluster = TFCluster.run(sc2, nf.count_feed, args, 2, input_mode=TFCluster.InputMode.SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, args, 2, input_mode=TFCluster.InputMode.SPARK)
     stored = stored_rdd_ids(sc2)
     try:
         # cache=False: both epochs are Spark feeding jobs over the pinned frame.

@@ -14,7 +14,7 @@ import pytest
 
 from sparkdl import TFCluster
 
-import node_functions as nf
+import cluster_functions as cluster_fns
 from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(240)
@@ -36,7 +36,7 @@ def sc_fake_gpus(spark_holder, tmp_path_factory):
 
 
 def test_nodes_use_the_gpu_spark_assigned(sc_fake_gpus, tmp_path):
-    cluster = TFCluster.run(sc_fake_gpus, nf.record_gpus, {"out": str(tmp_path)}, num_executors=2)
+    cluster = TFCluster.run(sc_fake_gpus, cluster_fns.record_gpus, {"out": str(tmp_path)}, num_executors=2)
     cluster.shutdown(timeout=120)
     nodes = read_json_files(tmp_path)
     assert len(nodes) == 2

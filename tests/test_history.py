@@ -15,7 +15,7 @@ from sparkdl.driver.history import TrainingHistory
 from sparkdl.driver.progress import TrainProgress
 from sparkdl.roles import NodeRole
 
-import node_functions as nf
+import cluster_functions as cluster_fns
 from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(240)
@@ -124,7 +124,7 @@ def test_train_progress_ends_with_one_line_per_epoch():
 
 
 def test_cluster_history_of_a_mwms_fit_with_validation(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.mwms_fit_with_progress, {"out": str(tmp_path)}, num_executors=2)
+    cluster = TFCluster.run(sc2, cluster_fns.mwms_fit_with_progress, {"out": str(tmp_path)}, num_executors=2)
     cluster.shutdown(timeout=200)
     history = cluster.history
     assert set(history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}, history

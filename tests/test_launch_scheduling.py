@@ -23,6 +23,7 @@ from sparkdl.driver.scheduling import (
 )
 from sparkdl.driver.spark_access import ClassicSpark
 
+import feed_functions as feed_fns
 import node_functions as nf
 from conftest import read_json_files
 
@@ -193,7 +194,7 @@ def test_spark_mode_nodes_own_executors_while_etl_keeps_two_slots_each(sc_two_sl
 
     cluster = TFCluster.run(
         sc_two_slots,
-        nf.fit_from_feed,
+        feed_fns.fit_from_feed,
         {"out": str(tmp_path), "batch": 32, "epochs": 2},
         2,
         input_mode=TFCluster.InputMode.SPARK,

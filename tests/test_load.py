@@ -17,6 +17,7 @@ import pytest
 
 from sparkdl import TFCluster
 
+import feed_functions as feed_fns
 import node_functions as nf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -71,7 +72,7 @@ def _one_cluster(sc, tmp_path: Path, index: int) -> None:
     out = tmp_path / f"c{index}"
     out.mkdir()
     if index % 2:
-        cluster = TFCluster.run(sc, nf.count_feed, {"out": str(out)}, 2, input_mode=SPARK)
+        cluster = TFCluster.run(sc, feed_fns.count_feed, {"out": str(out)}, 2, input_mode=SPARK)
         cluster.train(sc.parallelize([([1.0], 1.0)] * 200, 2), 1)
     else:
         cluster = TFCluster.run(sc, nf.describe_node, {"out": str(out)}, 2)
@@ -113,7 +114,7 @@ def test_large_feeds_complete_in_bounded_memory(sc2, tmp_path, rows, partitions,
     frame = _frame(spark, rows, partitions, width)
     queue_bytes = 16 * MiB
     args = {"out": str(tmp_path), "mapping": {"x": "x", "y": "y"}, "label_key": "y", "batch": 2048}
-    cluster = TFCluster.run(sc2, nf.count_feed, args, 2, input_mode=SPARK, feed_queue_bytes=queue_bytes)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, args, 2, input_mode=SPARK, feed_queue_bytes=queue_bytes)
     with RssSampler() as sampler:
         started = time.monotonic()
         cluster.train(frame, 1)

@@ -17,7 +17,7 @@ from cluster_watch import wait_for
 
 from sparkdl import ClusterError, TFCluster
 
-import node_functions as nf
+import cluster_functions as cluster_fns
 
 pytestmark = pytest.mark.timeout(240)
 _OPENED: list[str] = []  # paths the driver opened while a test watched (an audit hook cannot be removed)
@@ -50,7 +50,7 @@ def test_a_lost_node_is_reported_with_the_lines_it_forwarded_not_a_file_read_by_
 ):
     sc, executor_root = executor_tmp
     args = {"out": str(tmp_path), "flag": str(tmp_path / "never")}
-    cluster = TFCluster.run(sc, nf.print_then_wait, args, 2)
+    cluster = TFCluster.run(sc, cluster_fns.print_then_wait, args, 2)
     ready = tmp_path / "node1-ready.json"
     wait_for(ready.exists, 120, "node 1 to print its marker line")
     assert cluster.cluster_info[1]["log_path"].startswith(str(executor_root)), (

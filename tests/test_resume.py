@@ -12,6 +12,7 @@ import pytest
 from sparkdl import ClusterError, TFCluster
 
 import fault_functions as ff
+import feed_functions as feed_fns
 import node_functions as nf
 
 pytestmark = pytest.mark.timeout(300)
@@ -63,7 +64,7 @@ def test_spark_mode_relaunch_feeds_every_epoch_of_an_unfinished_read_again(sc2, 
     """Without epoch reports (no ctx.progress_callback), a relaunch feeds the whole call again."""
     args = {"out": str(tmp_path), "batch": 50, "fail_on_attempt": 0, "victim": 1}
     cluster = TFCluster.run(
-        sc2, nf.count_feed_failing_once, args, 2, input_mode=TFCluster.InputMode.SPARK, max_restarts=1
+        sc2, feed_fns.count_feed_failing_once, args, 2, input_mode=TFCluster.InputMode.SPARK, max_restarts=1
     )
     cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 4), num_epochs=2)
     cluster.shutdown(timeout=120)

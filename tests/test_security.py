@@ -24,6 +24,8 @@ from sparkdl.feed.feeder import FeedTarget
 from sparkdl.node.launch import prune_old_clusters, user_root
 from sparkdl.transport.channel import AuthenticationError, Endpoint, connect, new_secret
 
+import cluster_functions as cluster_fns
+import feed_functions as feed_fns
 import node_functions as nf
 
 pytestmark = pytest.mark.timeout(240)
@@ -58,7 +60,7 @@ def test_unauthenticated_and_pickled_input_is_rejected_and_never_unpickled(sc2, 
     canary = tmp_path / "canary"
     out = tmp_path / "out"
     out.mkdir()
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(out)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(out)}, 2, input_mode=SPARK)
     servers = [(cluster.coordinator_address, Endpoint.coordinator(cluster.cluster_id))] + [
         ((n["host"], n["feed_port"]), Endpoint.feed(cluster.cluster_id, n["executor_id"])) for n in cluster.cluster_info
     ]
@@ -89,7 +91,7 @@ def test_unauthenticated_and_pickled_input_is_rejected_and_never_unpickled(sc2, 
 def test_listening_sockets_bind_one_deliberate_address(sc2, tmp_path):
     flag_out = tmp_path / "out"
     flag_out.mkdir()
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(flag_out)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(flag_out)}, 2, input_mode=SPARK)
     try:
         listening = []
         for process in cluster_processes(cluster.cluster_id):
@@ -115,7 +117,7 @@ def test_tensorflow_listens_on_all_interfaces_on_its_cluster_spec_port_and_nothi
     out, flag = tmp_path / "out", tmp_path / "flag"
     out.mkdir()
     cluster = TFCluster.run(
-        sc2, nf.serve_until_flag, {"out": str(out), "flag": str(flag)}, 2, input_mode=SPARK, tensorboard=True
+        sc2, cluster_fns.serve_until_flag, {"out": str(out), "flag": str(flag)}, 2, input_mode=SPARK, tensorboard=True
     )
     try:
         deadline = time.monotonic() + 120
@@ -151,7 +153,7 @@ def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog, monke
     made: list[bytes] = []
     monkeypatch.setattr(attempt, "new_secret", lambda: made.append(new_secret()) or made[-1])
     caplog.set_level("DEBUG", logger="sparkdl")
-    cluster = TFCluster.run(sc2, nf.fail_after_first_batch, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.fail_after_first_batch, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     [secret] = made
     with pytest.raises(ClusterError) as caught:
         cluster.train(sc2.parallelize([([1.0], 1.0)] * 1000, 2), 1)
@@ -187,7 +189,9 @@ def test_concurrent_clusters_write_to_their_own_private_directories(sc2, tmp_pat
         out, flag = tmp_path / name, tmp_path / f"flag-{name}"
         out.mkdir()
         flags.append(flag)
-        clusters.append(TFCluster.run(sc2, nf.wait_for_flag, {"out": str(out), "flag": str(flag)}, 1, tensorboard=True))
+        clusters.append(
+            TFCluster.run(sc2, cluster_fns.wait_for_flag, {"out": str(out), "flag": str(flag)}, 1, tensorboard=True)
+        )
     try:
         logs = [Path(c.cluster_info[0]["log_path"]) for c in clusters]
         assert logs[0].parent != logs[1].parent

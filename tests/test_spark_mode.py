@@ -11,6 +11,7 @@ import pytest
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.columns import FeedDataError
 
+import feed_functions as feed_fns
 import node_functions as nf
 from conftest import read_json_files
 
@@ -37,7 +38,7 @@ def skewed_rdd(sc, sizes):
 
 
 def test_train_feeds_rdd_and_dataframe_evenly_over_epochs(sc2, spark, tmp_path):
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path), "batch": 64}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path), "batch": 64}, 2, input_mode=SPARK)
     cluster.train(skewed_rdd(sc2, [300, 0, 1, 200]), num_epochs=2)  # 501 rows: 251 per node per epoch
     frame = spark.createDataFrame([([1.0, 2.0], float(i)) for i in range(100)], "x array<float>, y double")
     cluster.train(frame.repartition(3), num_epochs=1)
@@ -68,7 +69,7 @@ def test_input_mapping_and_vectors_become_dense_arrays(sc2, spark, tmp_path):
         "mapping": {"v": "vec", "x": "features", "y": "label"},
         "label_key": "label",
     }
-    cluster = TFCluster.run(sc2, nf.count_feed, args, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, args, 2, input_mode=SPARK)
     cluster.train(frame, 1)
     cluster.shutdown(timeout=120)
     nodes = read_json_files(tmp_path)
@@ -81,7 +82,7 @@ def test_input_mapping_and_vectors_become_dense_arrays(sc2, spark, tmp_path):
 def test_rdd_rows_arrive_as_they_were(sc2, tmp_path):
     """``([4 floats], label)`` tuples arrive as tuples whose first field is still a list (TFoS's
     types; more kinds of elements in test_element_fidelity.py)."""
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     cluster.train(skewed_rdd(sc2, [10, 10]), 1)
     cluster.shutdown(timeout=120)
     kinds = read_json_files(tmp_path)["node1"]["kinds"]
@@ -93,7 +94,7 @@ def test_skewed_partitions_train_with_model_fit_to_identical_weights(sc2, spark,
     frame = spark.createDataFrame(skewed_rdd(sc2, [1000, 0, 37]), "x array<float>, y double")
     started = time.monotonic()
     cluster = TFCluster.run(
-        sc2, nf.fit_from_feed, {"out": str(tmp_path), "batch": 32, "epochs": 3}, 2, input_mode=SPARK
+        sc2, feed_fns.fit_from_feed, {"out": str(tmp_path), "batch": 32, "epochs": 3}, 2, input_mode=SPARK
     )
     cluster.train(frame, num_epochs=3)
     cluster.shutdown(timeout=200)
@@ -107,7 +108,7 @@ def test_skewed_partitions_train_with_model_fit_to_identical_weights(sc2, spark,
 
 
 def test_terminate_skips_the_rest_of_the_feed(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.terminate_early, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.terminate_early, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     started = time.monotonic()
     cluster.train(skewed_rdd(sc2, [20000, 20000]), num_epochs=5)
     assert time.monotonic() - started < 90
@@ -117,7 +118,7 @@ def test_terminate_skips_the_rest_of_the_feed(sc2, tmp_path):
 
 
 def test_empty_input_is_a_clear_error_and_the_cluster_stays_usable(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     with pytest.raises(FeedDataError, match="empty RDD"):
         cluster.train(sc2.parallelize([], 3), 1)
     cluster.train(skewed_rdd(sc2, [0, 3, 0, 1]), 1)
@@ -127,7 +128,7 @@ def test_empty_input_is_a_clear_error_and_the_cluster_stays_usable(sc2, tmp_path
 
 def test_unsupported_column_type_is_rejected_before_feeding_and_ragged_arrays_are_fed(sc2, spark, tmp_path):
     frame = spark.createDataFrame([({"a": 1.0}, 1.0)], "m map<string,double>, y double")
-    cluster = TFCluster.run(sc2, nf.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     try:
         with pytest.raises(FeedDataError, match=r"column 'm' has type map<string,double>"):
             cluster.train(frame, 1)
@@ -148,14 +149,14 @@ def test_inference_results_align_with_uneven_partitions(sc2, spark, tmp_path, so
     ).flatMap(lambda rows: rows)
     assert rdd.glom().map(len).collect() == sizes
     data = rdd if source == "rdd" else spark.createDataFrame(rdd.map(lambda v: (v,)), "v long")
-    cluster = TFCluster.run(sc2, nf.infer_times_ten, {"out": str(tmp_path), "batch": 10}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.infer_times_ten, {"out": str(tmp_path), "batch": 10}, 2, input_mode=SPARK)
     results = cluster.inference(data).collect()
     cluster.shutdown(timeout=120)
     assert results == [v * 10 for v in values]
 
 
 def test_node_failure_during_feeding_surfaces_quickly(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, nf.fail_after_first_batch, {"out": str(tmp_path)}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.fail_after_first_batch, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     started = time.monotonic()
     with pytest.raises(ClusterError) as caught:
         cluster.train(skewed_rdd(sc2, [50000, 50000]), num_epochs=3, feed_timeout=300)
@@ -190,7 +191,7 @@ def test_train_returns_once_every_node_has_read_its_rows(sc2, tmp_path, fail):
     flag = tmp_path / "flag"
     cluster = TFCluster.run(
         sc2,
-        nf.read_after_flag,
+        feed_fns.read_after_flag,
         {"out": str(tmp_path), "flag": str(flag), "rows": 500, "fail": fail},
         2,
         input_mode=SPARK,
@@ -219,7 +220,7 @@ def test_feeding_needs_spark_mode(sc2, tmp_path):
 
 
 def test_tfos_style_datafeed_from_ctx_mgr(sc2):
-    cluster = TFCluster.run(sc2, nf.tfos_style_feed, {}, 2, input_mode=SPARK)
+    cluster = TFCluster.run(sc2, feed_fns.tfos_style_feed, {}, 2, input_mode=SPARK)
     results = cluster.inference(sc2.parallelize(range(23), 4)).collect()
     cluster.shutdown(timeout=120)
     assert results == [v + 1 for v in range(23)]
@@ -232,7 +233,7 @@ def test_lockstep_training_with_small_queues_does_not_deadlock(sc2, spark, tmp_p
     frame = spark.createDataFrame(skewed_rdd(sc2, sizes), "x array<float>, y double")
     cluster = TFCluster.run(
         sc2,
-        nf.fit_from_feed,
+        feed_fns.fit_from_feed,
         {"out": str(tmp_path), "batch": 16, "epochs": 2},
         2,
         input_mode=SPARK,

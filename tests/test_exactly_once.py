@@ -21,6 +21,7 @@ import exactly_once_functions as ef
 import netns_cluster
 from conftest import read_json_files
 from feed_shares import planned_labels
+from node_functions import wait_for_file
 
 pytestmark = pytest.mark.timeout(420)
 SPARK = TFCluster.InputMode.SPARK
@@ -109,7 +110,7 @@ def _lose_an_executor_without_a_node(sc3, tmp_path):
     trainer = threading.Thread(target=train, daemon=True)
     trainer.start()
     try:
-        assert ef.nf.wait_for_file(str(stalled), 180), f"no feeding task ran on executor {victim} (without a node)"
+        assert wait_for_file(str(stalled), 180), f"no feeding task ran on executor {victim} (without a node)"
         assert sc3._jsc.sc().killExecutor(victim), f"Spark refused to kill executor {victim}"
         trainer.join(300)
         assert not trainer.is_alive(), "cluster.train did not return after the executor was lost"
@@ -121,7 +122,7 @@ def _lose_an_executor_without_a_node(sc3, tmp_path):
 
 
 def _wait_for_nodes(out: Path) -> bool:
-    return all(ef.nf.wait_for_file(str(out / f"executor-node{n}"), 120) for n in range(2))
+    return all(wait_for_file(str(out / f"executor-node{n}"), 120) for n in range(2))
 
 
 def test_a_speculative_copy_on_another_host_delivers_every_row_once(spark_holder, tmp_path):

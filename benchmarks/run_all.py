@@ -67,6 +67,23 @@ class Section:
     runs: tuple[Run, ...]
 
 
+def _sparse_memory_run(name: str, rows: int, read: str, what: str, commit: str | None = None) -> Run:
+    """``feed_memory.py`` fed a 2^18-wide sparse column: ``rows`` rows (a tenth for ``--quick``),
+    read ``dense`` or ``sparse``, on this checkout or on ``commit``."""
+    extra = ("--sparkdl-commit", commit) if commit else ()
+
+    def args(count: int) -> tuple[str, ...]:
+        return ("--source", "sparse", "--rows", str(count), "--read", read, *extra)
+
+    return Run(
+        name,
+        "feed_memory.py",
+        args(rows),
+        args(max(rows // 100, 400)),
+        f"2^18-wide sparse column, {what}",
+    )
+
+
 SECTIONS = (
     Section(
         "train_feed",
@@ -126,34 +143,12 @@ SECTIONS = (
         "columns",
         (
             Run("image_train", "image_train.py", (), ("--images", "300", "--runs", "1", "--epochs", "2"), "images"),
-            Run(
-                "sparse_memory_before",
-                "feed_memory.py",
-                ("--source", "sparse", "--rows", "4000", "--read", "dense", "--sparkdl-commit", "7eaae0c"),
-                ("--source", "sparse", "--rows", "400", "--read", "dense", "--sparkdl-commit", "7eaae0c"),
-                "2^18-wide sparse column, before (7eaae0c: made dense on arrival)",
+            _sparse_memory_run(
+                "sparse_memory_before", 4000, "dense", "before (7eaae0c: made dense on arrival)", "7eaae0c"
             ),
-            Run(
-                "sparse_memory_dense_read",
-                "feed_memory.py",
-                ("--source", "sparse", "--rows", "4000", "--read", "dense"),
-                ("--source", "sparse", "--rows", "400", "--read", "dense"),
-                "2^18-wide sparse column, read dense (next_batch)",
-            ),
-            Run(
-                "sparse_memory",
-                "feed_memory.py",
-                ("--source", "sparse", "--rows", "4000", "--read", "sparse"),
-                ("--source", "sparse", "--rows", "400", "--read", "sparse"),
-                "2^18-wide sparse column, read as tf.SparseTensor",
-            ),
-            Run(
-                "sparse_memory_200k",
-                "feed_memory.py",
-                ("--source", "sparse", "--rows", "200000", "--read", "sparse"),
-                ("--source", "sparse", "--rows", "2000", "--read", "sparse"),
-                "2^18-wide sparse column, 200,000 rows, read as tf.SparseTensor",
-            ),
+            _sparse_memory_run("sparse_memory_dense_read", 4000, "dense", "read dense (next_batch)"),
+            _sparse_memory_run("sparse_memory", 4000, "sparse", "read as tf.SparseTensor"),
+            _sparse_memory_run("sparse_memory_200k", 200000, "sparse", "200,000 rows, read as tf.SparseTensor"),
         ),
     ),
     Section(

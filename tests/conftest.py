@@ -3,6 +3,11 @@
 ``local-cluster[N,1,1024]`` starts N separate executor JVMs on this machine, each with one
 task slot, like a small standalone cluster. One SparkContext is kept for the whole session
 and restarted only when a test needs a different number of executors.
+
+The layout: ``unit/<room>/`` holds every test that starts no Spark, TF node or TensorFlow (the
+rooms of ``sparkdl/``, plus ``faces`` and ``project``), ``cluster/<scenario>/`` every test that
+does (marker ``cluster``), ``support/`` the helper modules several folders share, ``gpu/`` the
+GPU suite. ``pytest_collection_modifyitems`` refuses a test in the wrong tree, naming it.
 """
 
 from __future__ import annotations
@@ -14,11 +19,16 @@ from pathlib import Path
 import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
+#: Every folder of tests/ that holds Python modules. Modules are imported by their basename
+#: (no ``__init__.py``; basenames are unique across the tree), from any folder: a test imports
+#: ``node_functions`` from ``support/`` or ``feed_functions`` from ``cluster/spark_mode/``.
+TEST_FOLDERS = sorted({path.parent for path in TESTS_DIR.rglob("*.py")})
+sys.path[:0] = [str(folder) for folder in TEST_FOLDERS if str(folder) not in sys.path]
 # Executors must run this interpreter (with sparkdl installed) and import the test modules
-# that map_fun closures refer to.
+# that map_fun closures refer to (cloudpickle pickles module-level functions by reference).
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
+os.environ["PYTHONPATH"] = os.pathsep.join([*map(str, TEST_FOLDERS), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 
 class SparkHolder:
@@ -78,12 +88,39 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "spark_holder" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
+    misplaced = layout_problems(items)
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong tree:\n  " + "\n  ".join(misplaced))
     if not config.getoption("--slow"):
         slow = [item for item in items if item.get_closest_marker("slow")]
         if slow:
             config.hook.pytest_deselected(items=slow)
             items[:] = [item for item in items if not item.get_closest_marker("slow")]
     items.sort(key=_spark_shape_group)  # stable: module order is kept within each group
+
+
+def layout_problems(items) -> list[str]:
+    """Each test whose place disagrees with its ``cluster`` mark, named: a test under
+    ``tests/unit/`` must start no Spark, TF node or TensorFlow, and every other test must
+    (``scripts/test.sh tests/unit`` runs exactly what ``-m "not cluster"`` runs)."""
+    problems = []
+    for item in items:
+        try:
+            tree = Path(item.path).resolve().relative_to(TESTS_DIR).parts[0]
+        except ValueError:
+            continue  # not under tests/
+        cluster = item.get_closest_marker("cluster") is not None
+        if tree == "unit" and cluster:
+            problems.append(
+                f"{item.nodeid}: a cluster test (Spark, a TF node or TensorFlow) under tests/unit/: "
+                "move it to tests/cluster/<scenario>/"
+            )
+        elif tree != "unit" and not cluster:
+            problems.append(
+                f"{item.nodeid}: not a cluster test, outside tests/unit/: move it to tests/unit/<room>/ "
+                "(or mark it pytest.mark.cluster if it starts Spark, a TF node or TensorFlow)"
+            )
+    return problems
 
 
 def _spark_shape_group(item) -> int:

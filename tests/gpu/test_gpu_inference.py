@@ -20,7 +20,7 @@ from gpu_setup import gpu_sc  # noqa: F401 - the fixture
 from sparkdl.inference import map_in_pandas, predict_batch_udf
 
 import inference_models as im
-from conftest import TESTS_DIR
+from conftest import TEST_FOLDERS
 
 pytestmark = [pytest.mark.gpu, gpu_setup.requires_gpu, pytest.mark.timeout(600)]
 ATOL = 1e-3  # GPU kernels (TF32 matmuls on recent GPUs) against the CPU's
@@ -42,7 +42,7 @@ def model(tmp_path_factory):
         [sys.executable, "-c", code],
         check=True,
         timeout=300,
-        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(TESTS_DIR)},
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(map(str, TEST_FOLDERS))},
     )
     return {"path": str(path), "cpu_predictions": np.load(reference)}
 

@@ -3,7 +3,7 @@
 Data: scikit-learn's 8x8 digits (shipped with scikit-learn, no download), upscaled to MNIST's
 28x28x1 layout so the models have realistic input shapes. Models are Keras 3 unless the name
 says tf-keras. Everything is deterministic (fixed seeds). This module is also imported on
-executors (tests/ is on their PYTHONPATH), so it imports TensorFlow only inside functions.
+executors (conftest puts every test folder on their PYTHONPATH), so it imports TensorFlow only inside functions.
 """
 
 from __future__ import annotations

@@ -3,10 +3,12 @@ a flag file, and ``describe_node`` (the node's view of its cluster).
 
 Node functions live in plain modules beside the tests (on the executors' PYTHONPATH, see
 conftest), so node processes import only them, not pytest; each writes what it observed as
-JSON into the directory named by its args, for the test to assert on at the driver. The
-scenario families have their own: ``cluster_functions.py`` (TENSORFLOW mode: lifecycle,
-roles, strategies, console), ``feed_functions.py`` (SPARK mode: feeding and reading),
-``fault_functions.py``, ``streaming_functions.py``, ``column_functions.py``, ...
+JSON into the directory named by its args, for the test to assert on at the driver. This one,
+which every scenario uses, is in tests/support/; the scenario families have their own, in their
+folder of tests/cluster/: ``cluster_functions.py`` and ``fault_functions.py`` in
+``tensorflow_mode/`` (lifecycle, roles, strategies, console, faults), ``feed_functions.py`` in
+``spark_mode/`` (feeding and reading), ``streaming_functions.py`` in ``streaming/``,
+``column_functions.py`` in ``columns/``, ...; other folders import them by name too.
 """
 
 from __future__ import annotations

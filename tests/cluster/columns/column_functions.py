@@ -1,7 +1,7 @@
-"""Node functions for tests/test_columns_cluster.py: every kind of column read with as_dataset,
+"""Node functions for test_columns_cluster.py (beside them): every kind of column read with as_dataset,
 recorded row by row on the node, then trained on; and bad rows read in both modes.
 
-Imported by the nodes (tests/ is on their PYTHONPATH); TensorFlow only inside the functions.
+Imported by the nodes (conftest puts every test folder on their PYTHONPATH); TensorFlow only inside the functions.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""sparkdl over Spark Connect: scenarios run by one client process (``tests/test_connect.py``).
+"""sparkdl over Spark Connect: scenarios run by one client process (``tests/cluster/connect/test_connect.py``).
 
 ``python connect_scenarios.py OUT_DIR`` starts a local Spark Connect server over
 ``local-cluster[2,1,1024]`` (two executor JVMs), runs every scenario against it through the

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 # Slow as a cluster test: the build all three share, and the demo on Spark the last one runs.
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.cluster]
 

@@ -1,6 +1,7 @@
 """Security on a live cluster: peers must prove the cluster's secret before anything is parsed,
 nothing is ever unpickled from a socket, sockets bind one deliberate address, the secret never
-reaches logs or errors, and each cluster (and user) writes its files to its own place."""
+reaches logs or errors, and each cluster (and user) writes its files to its own place. (The user's
+private root and the pruning of old clusters, without a cluster: tests/unit/node/test_security_units.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pickle
 import shutil
 import socket
 import stat
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,12 +21,13 @@ from cluster_watch import cluster_processes, wait_for
 
 from sparkdl import ClusterError, TFCluster
 from sparkdl.feed.feeder import FeedTarget
-from sparkdl.node.launch import prune_old_clusters, user_root
+from sparkdl.node.launch import user_root
 from sparkdl.transport.channel import AuthenticationError, Endpoint, connect, new_secret
 
 import cluster_functions as cluster_fns
 import feed_functions as feed_fns
 import node_functions as nf
+from cluster_dirs import plant_cluster_dir as _plant_cluster_dir
 
 pytestmark = pytest.mark.timeout(240)
 SPARK = TFCluster.InputMode.SPARK
@@ -140,7 +141,7 @@ def test_tensorflow_listens_on_all_interfaces_on_its_cluster_spec_port_and_nothi
     finally:
         flag.touch()
         cluster.shutdown(timeout=120)
-    deployment = (Path(__file__).resolve().parents[1] / "docs" / "deployment.md").read_text()
+    deployment = (Path(__file__).resolve().parents[3] / "docs" / "deployment.md").read_text()
     assert "TensorFlow's gRPC server listens on all interfaces" in deployment, "the docs must say what is true"
 
 
@@ -207,46 +208,6 @@ def test_concurrent_clusters_write_to_their_own_private_directories(sc2, tmp_pat
     assert log_dirs[0] != log_dirs[1], "TensorBoard's default log dir must be per cluster"
     assert all(cluster.cluster_id in log_dir for cluster, log_dir in zip(clusters, log_dirs))
     assert stat.S_IMODE(user_root().stat().st_mode) == 0o700
-
-
-def test_user_root_is_private_and_refuses_a_foreign_or_linked_directory(tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    root = user_root()
-    root.chmod(0o777)
-    assert stat.S_IMODE(user_root().stat().st_mode) == 0o700, "a too-open directory is tightened"
-    root.rmdir()
-    (tmp_path / "elsewhere").mkdir()
-    root.symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(PermissionError, match="not a directory owned by this user"):
-        user_root()
-    root.unlink()
-    if os.getuid() == 0:  # only root can hand a directory to another user to show the refusal
-        root.mkdir()
-        os.chown(root, 65534, 65534)
-        with pytest.raises(PermissionError, match="not a directory owned by this user"):
-            user_root()
-
-
-def _plant_cluster_dir(root: Path, cluster_id: str, age_days: float) -> Path:
-    """A fake earlier cluster's node directory whose files were last changed ``age_days`` ago."""
-    node = root / cluster_id / "node0-chief0"
-    node.mkdir(parents=True)
-    (node / "node.log").write_text("an earlier cluster's log\n")
-    stamp = time.time() - age_days * 86400
-    for path in (node / "node.log", node, node.parent):
-        os.utime(path, (stamp, stamp))
-    return node.parent
-
-
-def test_old_cluster_directories_are_pruned_and_recent_or_live_ones_kept(tmp_path):
-    root = tmp_path / "sparkdl-user"
-    old, recent = _plant_cluster_dir(root, "old", 30), _plant_cluster_dir(root, "recent", 1)
-    live = _plant_cluster_dir(root, "live", 30)
-    (live / "node0-chief0" / "node.log").write_text("still writing\n")  # a running node keeps its cluster
-    current = _plant_cluster_dir(root, "current", 30)
-    assert prune_old_clusters(root, None, "current") == [] and old.exists()
-    assert prune_old_clusters(root, 7, "current") == ["old"]
-    assert not old.exists() and recent.exists() and live.exists() and current.exists()
 
 
 def test_a_starting_cluster_prunes_this_users_old_node_directories(sc2, tmp_path):

@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 pytestmark = pytest.mark.cluster  # a Spark standalone master and workers of its own
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 60.0
 

@@ -1,4 +1,4 @@
-"""Node and source functions of tests/test_exactly_once.py (shipped to executors by Spark)."""
+"""Node and source functions of test_exactly_once.py, beside them (shipped to executors by Spark)."""
 
 from __future__ import annotations
 

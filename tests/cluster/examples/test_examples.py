@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.timeout(600), pytest.mark.cluster]
 
 

@@ -1,4 +1,5 @@
-"""Run every notebook under notebooks/ end to end, and check that none is committed with outputs.
+"""Run every notebook under notebooks/ end to end. (That none is committed with outputs:
+tests/unit/project/test_notebooks_units.py.)
 
 Each notebook runs in its own ipykernel process (this venv's interpreter), with the notebooks
 folder as its working directory; it starts its own Spark (local-cluster by default), so these
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,7 +21,7 @@ pytest.importorskip("ipykernel")
 
 pytestmark = pytest.mark.timeout(900)
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 NOTEBOOKS_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 CELL_TIMEOUT_S = 600
@@ -80,37 +80,3 @@ def test_notebook_runs(path, tmp_path):
         nbformat.write(nb, tmp_path / path.name)
     code_cells = [c for c in nb.cells if c.cell_type == "code"]
     assert code_cells and all(c.get("execution_count") for c in code_cells), "not every code cell ran"
-
-
-def _tracked_notebooks() -> list[Path]:
-    try:
-        out = subprocess.run(
-            ["git", "ls-files", "-z", "--", "*.ipynb"], cwd=REPO, check=True, capture_output=True, text=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        out = ""
-    tracked = {REPO / name for name in out.split("\0") if name}
-    # Notebooks not yet added to git are checked too, so outputs are caught before the commit.
-    return sorted(tracked | set(NOTEBOOKS))
-
-
-@pytest.mark.timeout(60)
-def test_notebooks_have_no_outputs():
-    notebooks = [p for p in _tracked_notebooks() if p.exists()]
-    if not notebooks:
-        pytest.skip("no notebooks")
-    problems = []
-    for path in notebooks:
-        nb = nbformat.read(path, as_version=4)
-        nbformat.validate(nb)
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
-            if cell.get("outputs"):
-                problems.append(f"{path.relative_to(REPO)} cell {index}: has outputs")
-            if cell.get("execution_count") is not None:
-                problems.append(f"{path.relative_to(REPO)} cell {index}: execution_count={cell['execution_count']}")
-    assert not problems, (
-        "notebooks must be committed with outputs stripped "
-        "(jupyter nbconvert --clear-output --inplace NOTEBOOK):\n" + "\n".join(problems)
-    )

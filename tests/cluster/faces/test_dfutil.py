@@ -1,5 +1,6 @@
 """sparkdl.dfutil: DataFrames to TFRecord files and back with TensorFlow's own reader and writer
-(no JAR), and the same files read by tf.data.TFRecordDataset inside a node."""
+(no JAR), and the same files read by tf.data.TFRecordDataset inside a node. (Columns it cannot
+write, without Spark or TensorFlow: tests/unit/faces/test_dfutil_units.py.)"""
 
 from __future__ import annotations
 
@@ -82,12 +83,6 @@ def test_examples_round_trip_through_to_and_from_tfexample(tf):
         ("v", "array<double>"),
     ]
     assert dfutil.fromTFExample([bytes(pairs[0][0])])[0]["b"] == "\x00\x01"  # bytes read as a string without the hint
-
-
-def test_unsupported_columns_are_named():
-    with pytest.raises(ValueError, match=r"column 'm' has type map<string,int>"):
-        dfutil.toTFExample([("ok", "int"), ("m", "map<string,int>")])
-    assert not dfutil.isLoadedDF(object())
 
 
 # -- on local-cluster --

@@ -1,5 +1,5 @@
-"""Models, data and callbacks for the KerasEstimator tests (imported on the TF nodes too: tests/ is on
-their PYTHONPATH). Models are tf-keras (what nodes train with); TensorFlow is imported only inside
+"""Models, data and callbacks for the KerasEstimator tests (imported on the TF nodes too: conftest puts
+every test folder on their PYTHONPATH). Models are tf-keras (what nodes train with); TensorFlow is imported only inside
 functions, except by the callback classes, which must be tf-keras classes at module level to pickle."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A KerasEstimator application that tests/test_keras_resume.py runs twice: killed mid-fit, then again.
+"""A KerasEstimator application that test_keras_resume.py (beside it) runs twice: killed mid-fit, then again.
 
 It fits the digits MLP on one TF node with a run store (``--checkpoint_dir``, ``--run_id``); the nodes
 log every epoch they train (``keras_functions.EpochLog``). ``--hold_after N`` holds the node after

@@ -20,7 +20,7 @@ from sparkdl import TFCluster
 import feed_functions as feed_fns
 import node_functions as nf
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 from feed_memory import RssSampler  # noqa: E402  (the benchmark's sampler, reused)
 
 pytestmark = pytest.mark.timeout(600)

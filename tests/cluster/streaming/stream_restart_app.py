@@ -1,4 +1,4 @@
-"""A streaming-training application that tests/test_stream_restart.py runs twice, killing the first.
+"""A streaming-training application that test_stream_restart.py (beside it) runs twice, killing the first.
 
 It trains one TF node (``streaming_functions.counting_stream``) from a file-source stream with
 ``cluster.train_stream``: ``--until killed`` runs until the test kills it (SIGKILL of the whole

@@ -1,4 +1,5 @@
-"""Structured Streaming into a live cluster (cluster.train_stream) on a real two-executor Spark."""
+"""Structured Streaming into a live cluster (cluster.train_stream) on a real two-executor Spark.
+(The schema drift check without Spark: tests/unit/driver/test_stream_training_units.py.)"""
 
 from __future__ import annotations
 
@@ -115,20 +116,3 @@ def test_nodes_that_end_their_feed_stop_the_query_quietly_leaving_the_batch_unco
     commits = sorted(name for name in os.listdir(tmp_path / "query" / "commits") if not name.startswith("."))
     assert commits == ["0"]  # batch 1 stays for a later run (Hadoop's .crc files aside)
     cluster.shutdown(timeout=120)
-
-
-def test_schema_drift_names_the_column_that_changed():
-    from pyspark.sql import types as T
-
-    from sparkdl.driver.streaming import schema_drift
-
-    def schema(**columns):
-        return T.StructType([T.StructField(name, kind) for name, kind in columns.items()])
-
-    first = schema(id=T.LongType(), x=T.ArrayType(T.DoubleType()), y=T.DoubleType())
-    assert schema_drift(first, first) is None
-    assert schema_drift(first, schema(id=T.LongType(), y=T.DoubleType())) == "column 'x' is missing"
-    changed = schema(id=T.LongType(), x=T.StringType(), y=T.DoubleType())
-    assert schema_drift(first, changed) == "column 'x' changed type from array<double> to string"
-    grown = schema(id=T.LongType(), x=T.ArrayType(T.DoubleType()), y=T.DoubleType(), z=T.LongType())
-    assert schema_drift(first, grown) == "column 'z' is new"

@@ -1,5 +1,6 @@
 """``cluster.history``: the chief's per-epoch Keras logs at the driver (Keras ``History.history``'s
-shape), and the per-epoch lines ``cluster.train``'s progress display ends with."""
+shape), and the per-epoch lines ``cluster.train``'s progress display ends with; without a cluster.
+(A real MWMS fit's history: tests/cluster/tensorflow_mode/test_history_cluster.py.)"""
 
 from __future__ import annotations
 
@@ -9,14 +10,10 @@ import threading
 
 import pytest
 
-from sparkdl import TFCluster
 from sparkdl.driver.coordinator import NodeState
 from sparkdl.driver.history import TrainingHistory
 from sparkdl.driver.progress import TrainProgress
 from sparkdl.roles import NodeRole
-
-import cluster_functions as cluster_fns
-from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -121,17 +118,3 @@ def test_train_progress_ends_with_one_line_per_epoch():
     assert lines[0].startswith("sparkdl train [fed]: 100/100 rows fed"), lines
     assert lines[1:] == ["epoch 1/2: loss 0.9000, val_loss 1.0000", "epoch 2/2: loss 0.5000, val_loss 0.6000"]
     assert shown(False) == [], "a failed call shows no final line and no epoch lines"
-
-
-def test_cluster_history_of_a_mwms_fit_with_validation(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, cluster_fns.mwms_fit_with_progress, {"out": str(tmp_path)}, num_executors=2)
-    cluster.shutdown(timeout=200)
-    history = cluster.history
-    assert set(history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}, history
-    for name in ("loss", "val_loss"):
-        # three finite values: epochs 0, 1 and 2 all completed (a missing one would be NaN)
-        assert len(history[name]) == 3 and all(math.isfinite(v) for v in history[name]), history
-    chief = read_json_files(tmp_path)["node0"]
-    assert chief["job_name"] == "chief" and set(chief["history"]) == set(history)
-    for name, values in chief["history"].items():
-        assert history[name] == pytest.approx(values), name

@@ -1,6 +1,7 @@
-"""TensorFlowOnSpark's modules under TensorFlowOnSpark's names, without Spark: ``sparkdl.compat``,
-``sparkdl.gpu_info`` and ``sparkdl.util`` (with a fake ``nvidia-smi``, as in test_gpus.py),
-``sparkdl.pipeline`` / ``sparkdl.params``, and the estimator Params passed to ``TFCluster``."""
+"""TensorFlowOnSpark's modules under TensorFlowOnSpark's names, without Spark or TensorFlow:
+``sparkdl.compat`` (imports no TensorFlow), ``sparkdl.gpu_info`` and ``sparkdl.util`` (with a fake
+``nvidia-smi``, as in test_gpus.py), ``sparkdl.pipeline`` / ``sparkdl.params``, and the estimator
+Params passed to ``TFCluster``. (``compat`` with TensorFlow: tests/cluster/faces/test_tfos_modules_cluster.py.)"""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from fake_nvidia_smi import write_fake_smi  # free GPUs 0 and 2; 1 and 3 busy
 from pyspark.ml.param import Params
 
-from sparkdl import compat, gpu_info, gpus, pipeline, util
+from sparkdl import gpu_info, gpus, pipeline, util
 from sparkdl.gpus import GPUSelectionError
 
 pytestmark = pytest.mark.timeout(120)
@@ -48,51 +49,6 @@ TFOS_PIPELINE_NAMES = [  # tensorflowonspark.pipeline's public names (get_meta_g
 
 
 # -- compat --
-
-
-@pytest.fixture(scope="module")
-def tf():
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    return pytest.importorskip("tensorflow")
-
-
-def tiny_model(keras):
-    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
-    model.compile(optimizer="sgd", loss="mse")
-    return model
-
-
-@pytest.mark.cluster  # imports TensorFlow
-def test_export_saved_model_on_the_chief_and_nowhere_on_workers(tf, tmp_path, monkeypatch):
-    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
-    model = tiny_model(tf.keras)  # tf-keras, as in sparkdl's nodes
-    assert compat.export_saved_model(model, str(tmp_path / "export"), is_chief=True) == str(tmp_path / "export")
-    assert (tmp_path / "export" / "saved_model.pb").exists()
-    loaded = tf.saved_model.load(str(tmp_path / "export"))
-    assert "serving_default" in loaded.signatures
-    assert compat.export_saved_model(model, str(tmp_path / "worker-export")) is None  # is_chief=False
-    assert not (tmp_path / "worker-export").exists() and not list((tmp_path / "tmp").glob("sparkdl-worker-model-*"))
-    assert not os.path.exists("worker_model")  # TFoS left this behind on every worker
-    compat.export_saved_model(model, str(tmp_path / "model.keras"), is_chief=True)
-    assert (tmp_path / "model.keras").is_file()
-
-
-@pytest.mark.cluster  # imports TensorFlow
-def test_export_saved_model_with_keras_3(tf, tmp_path):
-    keras = pytest.importorskip("keras")
-    if not keras.__version__.startswith("3."):
-        pytest.skip("Keras 3 is not installed")
-    compat.export_saved_model(tiny_model(keras), str(tmp_path / "k3"), is_chief=True)
-    assert (tmp_path / "k3" / "saved_model.pb").exists()
-
-
-@pytest.mark.cluster  # imports TensorFlow
-def test_disable_auto_shard_and_is_gpu_available(tf):
-    options = tf.data.Options()
-    assert compat.disable_auto_shard(options) is options
-    assert options.experimental_distribute.auto_shard_policy == tf.data.experimental.AutoShardPolicy.OFF
-    assert compat.is_gpu_available() == bool(tf.config.list_physical_devices("GPU"))
 
 
 def test_importing_compat_does_not_import_tensorflow():

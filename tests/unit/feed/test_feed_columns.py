@@ -245,4 +245,4 @@ def test_encode_decode_round_trip():
     assert decode_batch(bytearray(buffer.to_pybytes())).equals(batch)  # as a channel delivers it
 
 
-# Inference results keep their types through the wire: tests/test_feed_elements.py.
+# Inference results keep their types through the wire: test_feed_elements.py.

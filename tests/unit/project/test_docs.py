@@ -16,7 +16,7 @@ import pytest
 
 griffe = pytest.importorskip("griffe")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.timeout(120)
 API_PAGE = ROOT / "docs" / "api.md"
 

@@ -1,4 +1,5 @@
-"""``sparkdl --version`` / ``python -m sparkdl``: the stack report, run as users run it (a subprocess)."""
+"""``sparkdl --version`` / ``python -m sparkdl``: the stack report, run as users run it (a subprocess).
+(``--check-tf``, which imports TensorFlow: tests/cluster/deployment/test_doctor_cluster.py.)"""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import importlib.metadata
 import os
 import re
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,24 +14,11 @@ import pytest
 
 import sparkdl
 
+from doctor_report import run_doctor as _doctor
+
 pytestmark = pytest.mark.timeout(180)
 
 PACKAGE_DIR = Path(sparkdl.__file__).resolve().parent
-
-
-def _doctor(
-    *args: str, tmp_path: Path, env: dict[str, str] | None = None, command: list[str] | None = None, expect_rc: int = 0
-) -> str:
-    result = subprocess.run(
-        command or [sys.executable, "-m", "sparkdl", *args],
-        cwd=tmp_path,
-        env=env or dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
-    assert result.returncode == expect_rc, f"exit {result.returncode}\n{result.stdout}\n{result.stderr[-3000:]}"
-    return result.stdout
 
 
 def _field(report: str, name: str) -> str:
@@ -124,11 +111,3 @@ def test_missing_java_is_reported_as_a_problem(tmp_path):
     report = _doctor(tmp_path=tmp_path, env={**os.environ, "JAVA_HOME": str(tmp_path / "no-such-jdk")})
     assert _field(report, "java") == "not found"
     assert re.search(r"^note: no java on JAVA_HOME=.*no-such-jdk: PySpark 4 needs Java 17", report, re.M), report
-
-
-@pytest.mark.cluster  # TensorFlow, started as a node starts it
-def test_check_tf_imports_tensorflow_like_a_node_and_lists_devices(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-    report = _doctor("--check-tf", tmp_path=tmp_path, env=env)
-    assert re.search(r"^tf check: tensorflow 2\.\d+\.\S+ imported; tf\.keras is tf_keras 2\.", report, re.M), report
-    assert re.search(r"^tf check: \d+ device\(s\): .*/physical_device:CPU:0 \(CPU\)", report, re.M), report

@@ -4,17 +4,27 @@ Each module belongs to a room (``driver``, ``node``, ``feed``, ``inference``, ``
 ``keras``) or is a helper at the package root. The test reads every ``import`` in the source (no
 module is imported) and checks two things: every room-to-room import is an arrow of ``ARROWS``,
 and ``ARROWS`` is exactly what the architecture page draws, so the map cannot drift from the code.
+
+The tests are laid out like the code: unit tests by room (``tests/unit/<room>/``), cluster tests by
+scenario (``tests/cluster/<scenario>/``), no test module importing another; conftest's
+``layout_problems`` refuses, at every collection, a test whose tree disagrees with its ``cluster`` mark.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import layout_problems
+
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "sparkdl"
 ROOMS = ("driver", "node", "feed", "inference", "transport", "keras")
+#: The folders of tests/unit/: the rooms, the package root's faces and helpers, the repository itself.
+UNIT_ROOMS = (*ROOMS, "faces", "project")
 #: Which rooms each room may import (helpers at the root are open to every room).
 ARROWS = {
     "driver": {"node", "feed", "transport"},
@@ -95,3 +105,51 @@ def test_no_test_module_imports_another_test_module():
                 names = [node.module]
             offenders += [f"{path.relative_to(ROOT)} imports {name}" for name in names if name.startswith("test_")]
     assert not offenders, offenders
+
+
+def test_tests_are_laid_out_like_the_code():
+    """Test modules sit in ``unit/<room>/``, ``cluster/<scenario>/`` or ``gpu/``; helpers anywhere,
+    shared ones in ``support/``. Modules are imported by basename (no ``__init__.py``; executors
+    import them by that name too), so no two may share one."""
+    tests = ROOT / "tests"
+    modules = sorted(tests.rglob("*.py"))
+    clashes = {name: count for name, count in Counter(path.name for path in modules).items() if count > 1}
+    assert not clashes, f"basenames used more than once under tests/: {clashes}"
+    misplaced = []
+    for path in modules:
+        parts = path.relative_to(tests).parts
+        if not path.name.startswith("test_"):
+            continue
+        if parts[0] == "unit" and len(parts) == 3 and parts[1] in UNIT_ROOMS:
+            continue
+        if (parts[0] == "cluster" and len(parts) == 3) or parts[0] == "gpu":
+            continue
+        misplaced.append(str(path.relative_to(ROOT)))
+    assert not misplaced, f"test modules outside tests/unit/<room>/, tests/cluster/<scenario>/, tests/gpu/: {misplaced}"
+    rooms = {path.parent.name for path in (tests / "unit").rglob("*.py")}
+    assert rooms <= set(UNIT_ROOMS), f"folders of tests/unit/ that are no room: {sorted(rooms - set(UNIT_ROOMS))}"
+
+
+def _item(path: Path, cluster: bool) -> SimpleNamespace:
+    """What ``layout_problems`` reads of a collected test."""
+    nodeid = f"{path.relative_to(ROOT).as_posix()}::test_x"
+    return SimpleNamespace(path=path, nodeid=nodeid, get_closest_marker=lambda name: cluster or None)
+
+
+def test_a_test_in_the_wrong_tree_is_named():
+    tests = ROOT / "tests"
+    fine = [
+        _item(tests / "unit" / "feed" / "test_a.py", cluster=False),
+        _item(tests / "cluster" / "spark_mode" / "test_b.py", cluster=True),
+        _item(tests / "gpu" / "test_c.py", cluster=True),
+        _item(ROOT / "elsewhere" / "test_d.py", cluster=False),  # not under tests/: not ours to judge
+    ]
+    assert layout_problems(fine) == []
+    wrong = [
+        _item(tests / "unit" / "feed" / "test_e.py", cluster=True),
+        _item(tests / "cluster" / "spark_mode" / "test_f.py", cluster=False),
+    ]
+    problems = layout_problems(wrong)
+    assert len(problems) == 2
+    assert problems[0].startswith("tests/unit/feed/test_e.py::test_x: a cluster test"), problems
+    assert problems[1].startswith("tests/cluster/spark_mode/test_f.py::test_x: not a cluster test")

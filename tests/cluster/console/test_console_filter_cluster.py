@@ -1,0 +1,38 @@
+"""What of a node's output reaches the driver's console, on a live cluster: TensorFlow's start-up
+and INFO chatter stays in node.log unless verbose; the user's lines and TensorFlow's warnings always
+come through. (Which lines are chatter, without a cluster: tests/unit/node/test_console_filter.py.)"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from sparkdl import TFCluster
+
+import cluster_functions as cluster_fns
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _printed(capsys) -> str:
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_driver_console_leaves_tensorflow_chatter_in_node_log(sc2, tmp_path, capsys, verbose):
+    cluster = TFCluster.run(sc2, cluster_fns.tensorflow_chatter, {"out": str(tmp_path)}, 2, verbose=verbose)
+    cluster.shutdown(timeout=200)
+    printed = _printed(capsys)
+    for label in ("chief:0", "worker:0"):
+        assert f"[{label}] the user's own line from {label}" in printed
+        assert re.search(rf"\[{label}\] .*WARNING tensorflow: a tensorflow warning for the user", printed)
+    cpp_info = re.compile(r"^\[\w+:\d\] I\d{4} ", re.MULTILINE)
+    if verbose:
+        assert cpp_info.search(printed) and "INFO tensorflow: Collective all_reduce tensors" in printed
+    else:
+        assert not cpp_info.search(printed), "TensorFlow's C++ INFO lines stay off the console"
+        assert "INFO tensorflow:" not in printed and "absl::InitializeLog" not in printed
+    for node in cluster.cluster_info:  # node.log keeps every line either way
+        log = open(node["log_path"]).read()
+        assert re.search(r"^I\d{4} ", log, re.MULTILINE) and "INFO tensorflow: Collective all_reduce tensors" in log

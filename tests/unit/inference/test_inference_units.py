@@ -1,0 +1,140 @@
+"""sparkdl.inference without Spark or TensorFlow: conversions, device and cache rules, and the
+checks of a Predictor's options. (Scoring on a real local-cluster: tests/cluster/inference/test_inference.py.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from sparkdl.inference import InferenceInputError, ModelLoadError, Predictor, worker
+from sparkdl.inference import columns as cols
+
+# ---------------------------------------------------------------------------------------------
+# Pure conversions
+# ---------------------------------------------------------------------------------------------
+
+
+def _plan(**kw):
+    base = dict(column="x", tensor="t", depth=1, source_dtype="float32", row_shape=(2, 2, 1), dtype="float32")
+    base.update(kw)
+    return cols.InputPlan(**base)
+
+
+@pytest.mark.timeout(30)
+def test_pandas_arrays_are_stacked_and_reshaped():
+    series = pd.Series([np.arange(4, dtype="float64") + i for i in range(3)])
+    out = cols.pandas_to_numpy(series, _plan(source_dtype="float64"))
+    assert out.shape == (3, 2, 2, 1) and out.dtype == np.float32
+    np.testing.assert_array_equal(out[2].ravel(), [2, 3, 4, 5])
+
+
+@pytest.mark.timeout(30)
+def test_nested_arrays_and_arrow_lists_give_the_same_tensor():
+    rows = [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]
+    nested = pa.array(rows, type=pa.list_(pa.list_(pa.float32())))
+    plan = _plan(depth=2)
+    from_arrow = cols.arrow_to_numpy(nested, plan)
+    from_pandas = cols.pandas_to_numpy(nested.to_pandas(), plan)
+    np.testing.assert_array_equal(from_arrow, from_pandas)
+    assert from_arrow.shape == (2, 2, 2, 1)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("to_numpy", [cols.pandas_to_numpy, cols.arrow_to_numpy], ids=["pandas", "arrow"])
+def test_nulls_and_ragged_rows_raise_naming_the_column(to_numpy):
+    with_null = pa.array([[1.0, 2.0, 3.0, 4.0], None], type=pa.list_(pa.float32()))
+    ragged = pa.array([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0]], type=pa.list_(pa.float32()))
+
+    def data(array):
+        return array.to_pandas() if to_numpy is cols.pandas_to_numpy else array
+
+    with pytest.raises(InferenceInputError, match=r"column 'x' \(model input 't'\) has 1 null.*batch row 1"):
+        to_numpy(data(with_null), _plan())
+    with pytest.raises(InferenceInputError, match="column 'x'.*different lengths"):
+        to_numpy(data(ragged), _plan())
+    with pytest.raises(InferenceInputError, match="column 'x'.*4 values but the model expects 9"):
+        to_numpy(data(pa.array([[1.0] * 4], type=pa.list_(pa.float32()))), _plan(row_shape=(3, 3)))
+
+
+@pytest.mark.timeout(30)
+def test_scalar_nulls_and_dtype_rules():
+    # Spark turns an integer column with nulls into float64 for pandas: detected as nulls.
+    with pytest.raises(InferenceInputError, match="null"):
+        cols.pandas_to_numpy(
+            pd.Series([1.0, np.nan]), _plan(depth=0, source_dtype="int64", row_shape=(), dtype="float32")
+        )
+    with pytest.raises(InferenceInputError, match="null"):
+        cols.arrow_to_numpy(pa.array([1.0, None]), _plan(depth=0, source_dtype="float64", row_shape=()))
+    assert cols.castable("int64", "float32") and cols.castable("float64", "float32")
+    assert not cols.castable("float32", "int32") and not cols.castable("str", "float32")
+    with pytest.raises(InferenceInputError, match="holds str values but the model expects float32"):
+        cols.check_dtype(_plan(source_dtype="str"))
+
+
+@pytest.mark.timeout(30)
+def test_outputs_become_scalar_and_array_columns():
+    outputs = {"probs": np.arange(6, dtype="float32").reshape(3, 2), "score": np.ones((3, 1), "float32")}
+    plans = [
+        cols.OutputPlan("probs", "p", "array<float>", False, "float32"),
+        cols.OutputPlan("score", "s", "float", True, "float32"),
+    ]
+    frame = cols.outputs_to_pandas(outputs, plans, 3, keep=pd.DataFrame({"id": [7, 8, 9]}, index=[4, 5, 6]))
+    assert frame.columns.tolist() == ["id", "p", "s"] and frame["id"].tolist() == [7, 8, 9]
+    assert list(frame["p"][2]) == [4.0, 5.0] and frame["s"].dtype == np.float32
+    schema = pa.schema([("p", pa.list_(pa.float32())), ("s", pa.float32())])
+    batch = cols.outputs_to_arrow(outputs, plans, 3, schema)
+    assert batch.column(0).to_pylist()[1] == [2.0, 3.0] and batch.column(1).to_pylist() == [1.0, 1.0, 1.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices, fingerprints, options
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_gpu_visibility_follows_spark_resources():
+    assert worker.plan_visible_devices("spark", [], None) == ""  # no GPU from Spark: CPU
+    assert worker.plan_visible_devices("spark", ["1"], None) == "1"
+    assert worker.plan_visible_devices("spark", ["1"], "4,5") == "5"  # an ordinal into the executor's list
+    assert worker.plan_visible_devices("visible", ["1"], None) is None  # leave the worker as it is
+    assert worker.plan_visible_devices("none", ["1"], None) == ""
+    setup = {"mode": "spark", "visible": ["5"], "gpus": 1}
+    assert worker.task_device(setup, ["1"], "4,5") == ("/GPU:0", None)
+    device, warning = worker.task_device(setup, ["0"], "4,5")  # another GPU than the worker's
+    assert device == "/GPU:0" and "Spark assigned GPU 4" in warning
+    assert worker.task_device({"mode": "spark", "visible": [], "gpus": 0}, ["0"], None) == ("/CPU:0", None)
+
+
+@pytest.mark.timeout(60)
+def test_importing_the_driver_side_does_not_import_tensorflow():
+    code = "import sys, sparkdl.inference, sparkdl.ml; print('tensorflow' in sys.modules, 'keras' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
+    assert result.stdout.split() == ["False", "False"], result.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
+def test_fingerprint_changes_when_the_model_is_rewritten(tmp_path):
+    path = tmp_path / "m.keras"
+    path.write_bytes(b"one")
+    first = worker.fingerprint(str(path))
+    path.write_bytes(b"two!")
+    assert worker.fingerprint(str(path)) != first
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        worker.fingerprint(str(tmp_path / "missing"))
+
+
+@pytest.mark.timeout(30)
+def test_sources_and_options_are_validated():
+    with pytest.raises(ValueError, match="exactly one"):
+        Predictor(input_mapping="x")
+    with pytest.raises(ValueError, match="batch_size"):
+        Predictor("m.keras", input_mapping="x", batch_size=0)
+    with pytest.raises(ValueError, match="gpus"):
+        Predictor("m.keras", input_mapping="x", gpus="all")
+    with pytest.raises(ValueError, match="input_mapping is required"):
+        Predictor("m.keras")

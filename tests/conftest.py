@@ -84,7 +84,7 @@ def pytest_collection_modifyitems(config, items):
     """Mark ``cluster`` every test that starts Spark through ``spark_holder`` (which ``sc2``,
     ``sc3`` and every fixture built on them use); tests that start Spark, a TF node or
     TensorFlow another way carry the mark themselves. ``scripts/test.sh -m "not cluster"``
-    runs the rest."""
+    runs the rest, which is what ``tests/unit/`` holds (``layout_problems``)."""
     for item in items:
         if "spark_holder" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)

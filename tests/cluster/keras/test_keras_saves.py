@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.mark.cluster  # imports TensorFlow
 @pytest.mark.timeout(120)

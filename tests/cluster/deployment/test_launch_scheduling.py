@@ -1,7 +1,7 @@
-"""Stage-level scheduling of the launch stage on real Spark (the rules without Spark:
-tests/unit/driver/test_launch_scheduling.py): a profile Spark refuses becomes a PreflightError, and on
-``local-cluster[2,2,2048]`` with ``spark.task.cpus=1`` two nodes train on two distinct executors
-while an ETL stage of the same application runs two tasks on each executor at once.
+"""Stage-level scheduling of the launch stage on real Spark: a profile Spark refuses becomes a
+PreflightError, and on ``local-cluster[2,2,2048]`` with ``spark.task.cpus=1`` two nodes train on two
+distinct executors while an ETL stage of the same application runs two tasks on each executor at
+once. (The rules without Spark: tests/unit/driver/test_launch_scheduling_units.py.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 take a whole executor, while the application's other stages keep ``spark.task.cpus`` and their slots.
 
 The rules, without Spark. (Real Spark: a profile Spark refuses, and nodes owning their executors
-while ETL keeps two slots each: tests/cluster/deployment/test_launch_scheduling_cluster.py.)
+while ETL keeps two slots each: tests/cluster/deployment/test_launch_scheduling.py.)
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 import pytest
-from feed_servers import feed_rows, secret, send_plan, server, target  # noqa: F401 - fixtures
+from feed_servers import feed_rows, make_server, secret, send_plan, server, target  # noqa: F401 - fixtures
 
 from sparkdl.feed.data_feed import DataFeed
 

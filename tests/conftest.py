@@ -29,6 +29,9 @@ sys.path[:0] = [str(folder) for folder in TEST_FOLDERS if str(folder) not in sys
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["PYTHONPATH"] = os.pathsep.join([*map(str, TEST_FOLDERS), *filter(None, [os.environ.get("PYTHONPATH")])])
+# Every Spark the suite starts reads its defaults from here: C1-only JIT and the serial collector
+# for short-lived JVMs (support/spark_conf/spark-defaults.conf says why and what it saves).
+os.environ.setdefault("SPARK_CONF_DIR", str(TESTS_DIR / "support" / "spark_conf"))
 
 
 class SparkHolder:

@@ -1,50 +1,35 @@
-"""Run every notebook under notebooks/ end to end. (That none is committed with outputs:
-tests/unit/project/test_notebooks_units.py.)
+"""Run every notebook under notebooks/ end to end (that none is committed with outputs is
+tests/unit/project/test_notebooks_units.py's check).
 
-Each notebook runs in its own ipykernel process (this venv's interpreter), with the notebooks
-folder as its working directory; it starts its own Spark (local-cluster by default), so these
-tests use none of conftest's Spark fixtures. Any cell that raises fails the test.
+A notebook runs as its reader runs it: cell after cell in one namespace, with the notebooks
+folder as the working directory. It runs in this test process, on the suite's shared Spark
+(``local-cluster[2,1,1024]``): the notebook's ``SparkSession.builder...getOrCreate()`` returns
+that session, as it returns a running session in a kernel. A kernel of its own would start a
+second Spark application and import TensorFlow again, about 40 s of this machine's CPU per
+notebook, and prove nothing more about the notebook: its cells are plain Python (the runner
+refuses IPython magics), their functions travel to the executors by value as a kernel's
+``__main__`` functions do, and a cell's last expression is evaluated and rendered as a kernel
+renders it. The one call not run as written is the closing ``spark.stop()``: it is recorded
+(and must happen) while the shared Spark lives on. A cell that raises fails the test, naming the
+notebook and the cell.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import ast
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.cluster]
 
 REPO = Path(__file__).resolve().parents[3]
 NOTEBOOKS_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
-CELL_TIMEOUT_S = 600
-
-
-def _kernel_manager(kernels_dir: Path):
-    """A KernelManager whose only 'python3' kernel is this interpreter's ipykernel."""
-    from jupyter_client.kernelspec import KernelSpecManager
-    from jupyter_client.manager import KernelManager
-
-    spec_dir = kernels_dir / "python3"
-    spec_dir.mkdir(parents=True, exist_ok=True)
-    (spec_dir / "kernel.json").write_text(
-        json.dumps(
-            {
-                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                "display_name": "Python 3 (sparkdl venv)",
-                "language": "python",
-            }
-        )
-    )
-    specs = KernelSpecManager(kernel_dirs=[str(kernels_dir)], ensure_native_kernel=False)
-    return KernelManager(kernel_name="python3", kernel_spec_manager=specs)
 
 
 def _cell_source(cell) -> str:
@@ -52,31 +37,52 @@ def _cell_source(cell) -> str:
     return "".join(source) if isinstance(source, list) else source
 
 
+def _run_cell(source: str, namespace: dict, where: str) -> None:
+    """Execute ``source`` in ``namespace``, then evaluate and render its last expression, as a kernel does."""
+    for line in source.splitlines():
+        assert not line.lstrip().startswith(("%", "!")), f"{where}: an IPython magic is not plain Python: {line!r}"
+    tree = ast.parse(source, filename=where)
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, where, "exec"), namespace)
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), where, "eval"), namespace)
+        if value is not None:
+            repr(value)  # what the kernel would show: a repr that raises fails the cell
+
+
+@pytest.fixture
+def as_a_reader_runs_it(sc2, spark_holder, monkeypatch):
+    """The notebooks folder as working directory, matplotlib without a display, ``sys.path`` put
+    back afterwards, and ``SparkSession.stop`` recorded instead of run; yields the stops."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from pyspark.sql import SparkSession
+
+    matplotlib.use("Agg")  # plt.show() draws nothing and returns
+    stops: list = []
+    monkeypatch.setattr(SparkSession, "stop", lambda session: stops.append(session))
+    monkeypatch.chdir(NOTEBOOKS_DIR)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the notebooks put examples/ folders on it
+    yield stops
+    plt.close("all")
+    sc2.setLogLevel("ERROR")  # the notebooks turn the shared Spark's log level up to WARN
+
+
 @pytest.mark.skipif(not NOTEBOOKS, reason="no notebooks")
-@pytest.mark.cluster  # the notebook starts its own Spark
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
-def test_notebook_runs(path, tmp_path):
+def test_notebook_runs(path, as_a_reader_runs_it, spark_holder):
     nb = nbformat.read(path, as_version=4)
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    client = nbclient.NotebookClient(
-        nb,
-        km=_kernel_manager(tmp_path / "kernels"),
-        kernel_name="python3",
-        timeout=CELL_TIMEOUT_S,
-        startup_timeout=120,
-        allow_errors=False,
-        resources={"metadata": {"path": str(NOTEBOOKS_DIR)}},
-    )
-    try:
-        client.execute(env=env)
-    except nbclient.exceptions.CellExecutionError as exc:
-        pytest.fail(f"{path.name}: a cell raised:\n{exc}", pytrace=False)
-    finally:
-        # nbclient leaves a kernel it was given running: end it, and with it the notebook's Spark
-        # (its JVM exits when its Python parent does), or it idles on for the rest of the suite.
-        if client.km.has_kernel:
-            client.km.shutdown_kernel(now=False)
-        # Keep the executed copy for debugging; never write back into the repository.
-        nbformat.write(nb, tmp_path / path.name)
-    code_cells = [c for c in nb.cells if c.cell_type == "code"]
-    assert code_cells and all(c.get("execution_count") for c in code_cells), "not every code cell ran"
+    code_cells = [(index, _cell_source(cell)) for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    assert code_cells, f"{path.name} has no code cells"
+    namespace = {"__name__": "__main__"}  # a kernel's namespace: its functions pickle by value
+    seconds = []
+    for index, source in code_cells:
+        where = f"{path.name}, cell {index}"
+        started = time.perf_counter()
+        try:
+            _run_cell(source, namespace, where)
+        except Exception as exc:
+            pytest.fail(f"{where} raised {type(exc).__name__}: {exc}", pytrace=True)
+        seconds.append(f"cell {index}: {time.perf_counter() - started:.1f} s")
+    print(f"{path.name}: " + ", ".join(seconds))
+    assert as_a_reader_runs_it == [spark_holder.spark], f"{path.name} must end with spark.stop()"

@@ -129,8 +129,9 @@ def layout_problems(items) -> list[str]:
 def _spark_shape_group(item) -> int:
     """Tests grouped by the SparkContext they need, so the session's one Spark restarts as
     seldom as possible (each restart of local-cluster costs about 20 s of JVM start here):
-    tests without the shared Spark first (the examples and notebooks start their own, and get
-    the memory to themselves), then every ``sc2`` test, every ``sc3`` test, and last the tests
+    tests without the shared Spark first (the standalone cluster, the packaged demo, the
+    Connect-free applications run as subprocesses: they start their own Spark and get the
+    memory to themselves), then every ``sc2`` test, every ``sc3`` test, and last the tests
     that ask ``spark_holder`` for a shape of their own (other settings, or a Spark they stop)."""
     fixtures = set(getattr(item, "fixturenames", ()))
     if "spark_holder" not in fixtures:

@@ -32,11 +32,6 @@ NOTEBOOKS_DIR = REPO / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
-def _cell_source(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
 def _run_cell(source: str, namespace: dict, where: str) -> None:
     """Execute ``source`` in ``namespace``, then evaluate and render its last expression, as a kernel does."""
     for line in source.splitlines():
@@ -72,7 +67,8 @@ def as_a_reader_runs_it(sc2, spark_holder, monkeypatch):
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs(path, as_a_reader_runs_it, spark_holder):
     nb = nbformat.read(path, as_version=4)
-    code_cells = [(index, _cell_source(cell)) for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
+    # nbformat gives each cell's source as one string, its lines joined
+    code_cells = [(index, cell.source) for index, cell in enumerate(nb.cells) if cell.cell_type == "code"]
     assert code_cells, f"{path.name} has no code cells"
     namespace = {"__name__": "__main__"}  # a kernel's namespace: its functions pickle by value
     seconds = []

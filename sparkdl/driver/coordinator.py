@@ -440,6 +440,11 @@ class Coordinator:
         """Whether every node has ended."""
         return all(n.finished for n in self.nodes.values())
 
+    def registered_nodes_done(self) -> bool:
+        """Whether every node that registered has ended (a node still pending after ``abort()`` never
+        starts: its registration is refused)."""
+        return all(n.finished for n in self.nodes.values() if n.status is not NodeStatus.PENDING)
+
     def running_labels(self) -> list[str]:
         """Labels of the nodes that have not ended."""
         with self._cond:

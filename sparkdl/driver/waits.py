@@ -52,6 +52,11 @@ class NodeWaits:
         """Until a node's failure is reported or every node ended (a failed launch job's cause)."""
         return self._until(lambda c: bool(c.failures) or c.all_done(), timeout)
 
+    def registered_ended(self, timeout: float | None, tasks_returned: Callable[[], bool]) -> bool:
+        """Until every node that registered ended, or every launch task returned (after ``abort()``,
+        which refuses the rest: a registered node's task may then return without starting it)."""
+        return self._until(lambda c: c.registered_nodes_done() or tasks_returned(), timeout)
+
     def all_ended(self, timeout: float | None, or_launch_failed: bool = False) -> bool:
         """Until every node ended (or, with ``or_launch_failed``, the launch job failed)."""
         return self._until(lambda c: c.all_done() or (or_launch_failed and self._launch_failed()), timeout)

@@ -102,11 +102,20 @@ def test_validation_rows_are_shared_equally_over_uneven_partitions(sc2, spark, t
     assert sum(shares, Counter()).keys() == {1000.0 + i for i in range(33)}, "no validation row dropped"
 
 
-@pytest.mark.parametrize("executors,all_epochs", [(2, False), (3, False), (2, True)])
-def test_model_fit_with_validation_data_under_mwms(spark_holder, tmp_path, executors, all_epochs):
+@pytest.mark.parametrize("all_epochs", [False, True])
+def test_model_fit_with_validation_data_under_mwms(sc2, tmp_path, all_epochs):
+    fit_with_validation_data(sc2, tmp_path, 2, all_epochs)
+
+
+def test_model_fit_with_validation_data_under_mwms_on_three_nodes(sc3, tmp_path):
+    fit_with_validation_data(sc3, tmp_path, 3, all_epochs=False)
+
+
+def fit_with_validation_data(sc, tmp_path, executors: int, all_epochs: bool) -> None:
+    """model.fit with validation_data on ``executors`` MWMS nodes (the suite's sc2 or sc3: no Spark
+    of its own), fed by cluster.train; checks weights, history and that every row trained."""
     from pyspark.sql import SparkSession
 
-    sc = spark_holder.get(executors)
     spark = SparkSession.builder.getOrCreate()
     frame = spark.createDataFrame(labelled_rdd(sc, [500, 0, 37]), "x array<float>, y double")
     validation = spark.createDataFrame(labelled_rdd(sc, [40, 3], start=2000), "x array<float>, y double")

@@ -72,7 +72,7 @@ class ClusterAttempt:
         self.feeder = ClusterFeeder(spark, self.secret, self.coordinator, self.waits, cluster_id)
         self.job_group = f"sparkdl-{cluster_id}" + (f"-attempt{attempt}" if attempt else "")
         self._threads: list[threading.Thread] = []
-        self._threads_returned = 0  # launch threads whose target returned (or raised)
+        self._returned: list[str] = []  # names of the threads whose target returned or raised
         self._closed = False
 
     def start(self) -> None:
@@ -115,7 +115,7 @@ class ClusterAttempt:
             except BaseException as exc:  # noqa: BLE001 - reported to the driver thread
                 self.launch_errors.append(exc)
             finally:
-                self._threads_returned += 1
+                self._returned.append(name)  # list.append is atomic: several threads end at once
                 self.coordinator.notify_external()
 
         thread = self.spark.thread(body, name)
@@ -158,7 +158,7 @@ class ClusterAttempt:
         self.coordinator.abort(reason)  # also stops every running node
         # Nodes still pending (e.g. after a reservation timeout) never start: wait for the others,
         # or for the launch tasks to return (then no node is left to end).
-        self.waits.registered_ended(ABORT_WAIT_S, lambda: self._threads_returned == len(self._threads))
+        self.waits.registered_ended(ABORT_WAIT_S, lambda: len(self._returned) == len(self._threads))
         logger.debug("sparkdl: every node of cluster %s ended", self.cluster_id)
         self.spark.cancel(self.job_group)
         self.spark.cancel(self.feeder.job_group)

@@ -35,11 +35,16 @@ os.environ.setdefault("SPARK_CONF_DIR", str(TESTS_DIR / "support" / "spark_conf"
 
 
 class SparkHolder:
-    """Keeps at most one SparkSession alive and switches executor counts (and shapes) on demand."""
+    """Keeps at most one SparkSession alive and switches executor counts (and shapes) on demand.
 
-    def __init__(self):
+    Every executor it starts has ``executor_tmpdir`` as its TMPDIR (``spark.executorEnv.TMPDIR``),
+    a directory the driver does not use, as on a real cluster where a node's files are on another
+    host: ``test_node_paths.py`` watches it on the shared ``sc2`` instead of a Spark of its own."""
+
+    def __init__(self, executor_tmpdir: str):
         self.spark = None
         self.key = None
+        self.executor_tmpdir = executor_tmpdir
 
     def get(self, executors: int, conf: dict[str, str] | None = None, cores: int = 1, memory_mb: int = 1024):
         """A SparkContext on ``local-cluster[executors,cores,memory_mb]`` with extra ``conf``
@@ -56,7 +61,7 @@ class SparkHolder:
             .config("spark.ui.enabled", "false")
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         )
-        for name, value in (conf or {}).items():
+        for name, value in {"spark.executorEnv.TMPDIR": self.executor_tmpdir, **(conf or {})}.items():
             builder = builder.config(name, value)
         self.spark = builder.getOrCreate()
         self.spark.sparkContext.setLogLevel("ERROR")
@@ -144,8 +149,8 @@ def _spark_shape_group(item) -> int:
 
 
 @pytest.fixture(scope="session")
-def spark_holder():
-    holder = SparkHolder()
+def spark_holder(tmp_path_factory):
+    holder = SparkHolder(str(tmp_path_factory.mktemp("executor-tmp")))
     yield holder
     holder.stop()
 

@@ -1,8 +1,9 @@
 """The driver never opens a path a node reported: node paths name files on the executor's host.
 
-These tests run executors with a TMPDIR the driver does not share (``spark.executorEnv.TMPDIR``),
-as on a real cluster, and watch every file the driver process opens (a Python audit hook), so
-driver code that reads a node's files fails here even though this machine could read them.
+The suite's executors have a TMPDIR the driver does not use (``spark.executorEnv.TMPDIR``, set by
+``SparkHolder`` for every Spark it starts), as on a real cluster. These tests watch every file the
+driver process opens (a Python audit hook), so driver code that reads a node's files fails here
+even though this machine could read them.
 """
 
 from __future__ import annotations
@@ -35,13 +36,12 @@ sys.addaudithook(_audit)
 
 
 @pytest.fixture
-def executor_tmp(spark_holder, tmp_path_factory):
-    """A SparkContext whose executors' TMPDIR is their own, and that directory (watched)."""
-    root = tmp_path_factory.mktemp("executor-tmp")
-    sc = spark_holder.get(2, {"spark.executorEnv.TMPDIR": str(root)})
+def executor_tmp(sc2, spark_holder):
+    """The shared SparkContext and its executors' own TMPDIR (watched)."""
+    root = spark_holder.executor_tmpdir
     _OPENED.clear()
-    _WATCH["root"] = str(root)
-    yield sc, root
+    _WATCH["root"] = root
+    yield sc2, root
     _WATCH.clear()
 
 

@@ -89,24 +89,6 @@ def test_rdd_rows_arrive_as_they_were(sc2, tmp_path):
     assert kinds == {"row_type": "tuple", "first_field": "list"}
 
 
-def test_skewed_partitions_train_with_model_fit_to_identical_weights(sc2, spark, tmp_path):
-    """One partition holds almost everything, one is empty: both workers still run the same steps."""
-    frame = spark.createDataFrame(skewed_rdd(sc2, [1000, 0, 37]), "x array<float>, y double")
-    started = time.monotonic()
-    cluster = TFCluster.run(
-        sc2, feed_fns.fit_from_feed, {"out": str(tmp_path), "batch": 32, "epochs": 3}, 2, input_mode=SPARK
-    )
-    cluster.train(frame, num_epochs=3)
-    cluster.shutdown(timeout=200)
-    assert time.monotonic() - started < 200
-    nodes = read_json_files(tmp_path)
-    assert [n["steps_per_epoch"] for n in nodes.values()] == [17, 17]  # ceil(ceil(1037 / 2) / 32)
-    assert nodes["node0"]["keras_steps"] == nodes["node1"]["keras_steps"] > 0
-    first, second = (np.load(tmp_path / f"weights{i}.npz") for i in (0, 1))
-    for name in first.files:
-        np.testing.assert_array_equal(first[name], second[name])
-
-
 def test_terminate_skips_the_rest_of_the_feed(sc2, tmp_path):
     cluster = TFCluster.run(sc2, feed_fns.terminate_early, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     started = time.monotonic()
@@ -226,11 +208,14 @@ def test_tfos_style_datafeed_from_ctx_mgr(sc2):
     assert results == [v + 1 for v in range(23)]
 
 
-def test_lockstep_training_with_small_queues_does_not_deadlock(sc2, spark, tmp_path):
-    """Tiny node queues and more partitions than task slots: every feeding task must feed every
-    node as it goes, or a full queue on one node starves the other and MWMS waits forever."""
-    sizes = [300] * 8
+def test_skewed_partitions_train_in_lockstep_with_small_queues_to_identical_weights(sc2, spark, tmp_path):
+    """One partition holds most rows, one is empty: both MWMS workers still run the same steps to
+    identical weights. Tiny node queues (16 KiB, a node's share of an epoch is about 40 KiB) and
+    more partitions than task slots: every feeding task must feed every node as it goes, or a full
+    queue on one node starves the other and MWMS waits forever."""
+    sizes = [1500, 0, 37, 200, 200, 200]  # 2,137 rows in 6 partitions, for 2 task slots
     frame = spark.createDataFrame(skewed_rdd(sc2, sizes), "x array<float>, y double")
+    started = time.monotonic()
     cluster = TFCluster.run(
         sc2,
         feed_fns.fit_from_feed,
@@ -241,5 +226,10 @@ def test_lockstep_training_with_small_queues_does_not_deadlock(sc2, spark, tmp_p
     )
     cluster.train(frame, num_epochs=2, feed_timeout=60)
     cluster.shutdown(timeout=200)
+    assert time.monotonic() - started < 200
     nodes = read_json_files(tmp_path)
-    assert [n["steps_per_epoch"] for n in nodes.values()] == [75, 75]  # 1200 rows each, batch 16
+    assert [n["steps_per_epoch"] for n in nodes.values()] == [67, 67]  # ceil(ceil(2137 / 2) / 16)
+    assert nodes["node0"]["keras_steps"] == nodes["node1"]["keras_steps"] == 67 * 2 * 2  # every piece, every epoch
+    first, second = (np.load(tmp_path / f"weights{i}.npz") for i in (0, 1))
+    for name in first.files:
+        np.testing.assert_array_equal(first[name], second[name])

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import feed_functions as feed_fns
 
-ROWS, PARTITIONS, FAIL_AFTER = 20_000, 4, 3_000
+# 2,000 rows a partition, failing (or stalling) after 1,200: past the first 1,024-row RDD chunk and the
+# first two 500-row Arrow frames (the test's maxRecordsPerBatch), so some rows were sent before it.
+ROWS, PARTITIONS, FAIL_AFTER = 8_000, 4, 1_200
 
 
 def record_orders_and_executor(args, ctx):

@@ -251,26 +251,29 @@ def test_schema_problems_fail_on_the_driver_naming_the_column(spark, models):
 def test_bad_rows_fail_the_task_naming_the_column(spark, models):
     from pyspark.errors import PythonException
 
-    path = models["paths"]["mlp"]
+    # One Predictor for both jobs: it reads the model's signature once, while the executors' Python
+    # workers are alive. A failed task ends its worker, so a second probe would import TensorFlow
+    # and load the model again in a fresh one.
+    predictor = Predictor(models["paths"]["mlp"], input_mapping="pixels")
     short = spark.createDataFrame([(1, [0.5] * 100)], "id long, pixels array<float>")
     with pytest.raises(
         PythonException,
         match=r"column 'pixels' \(model input 'image'\): each row holds 100 values "
         r"but the model expects 784",
     ):
-        Predictor(path, input_mapping="pixels").transform(short, arrow=False).collect()
+        predictor.transform(short, arrow=False).collect()
     # (Each failing job costs Spark's 4 task attempts, so the pandas form's null check is unit-tested.)
     nulls = spark.createDataFrame([(1, [0.5] * 784), (2, None)], "id long, pixels array<float>").coalesce(1)
     with pytest.raises(PythonException, match=r"column 'pixels' \(model input 'image'\) has 1 null value"):
-        Predictor(path, input_mapping="pixels").transform(nulls, arrow=True).collect()
+        predictor.transform(nulls, arrow=True).collect()
 
 
 @pytest.mark.timeout(180)
 def test_model_is_loaded_once_per_worker_and_reloaded_when_the_file_changes(spark, models, tmp_path):
     path = tmp_path / "model.keras"
     im.mlp(seed=1).save(path)
-    df = im.digits_frame(spark, 1200, partitions=6)
-    images, _ = im.digits_28(1200)
+    df = im.digits_frame(spark, 600, partitions=6)
+    images, _ = im.digits_28(600)
 
     def run():
         predictor = Predictor(str(path), input_mapping="pixels", keep_columns=["id"], batch_size=96)
@@ -285,7 +288,7 @@ def test_model_is_loaded_once_per_worker_and_reloaded_when_the_file_changes(spar
     per_worker = first.groupby("pid").agg(lo=("loads_before", "min"), hi=("loads_after", "max"))
     assert ((per_worker.hi - per_worker.lo) <= 1).all(), tasks
     assert len(tasks) >= 2  # several tasks observed
-    # Partial chunks (1200 / 6 = 200 rows = 96 + 96 + 8) never retraced the tf.function.
+    # Partial chunks (600 / 6 = 100 rows = 96 + 4) never retraced the tf.function.
     assert first.traces.max() == 1
 
     second = run()  # same file: served from the cache, no load at all

@@ -51,7 +51,7 @@ def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_sa
     mlflow.set_tracking_uri(f"file:{tmp_path / 'mlruns'}")
     digits = kf.digits_frame(spark).cache()
     train, test = digits.where("not test"), digits.where("test")
-    epochs = 8
+    epochs = 4  # held-out accuracy is about 0.96 by epoch 4 (0.98 by epoch 8): a clear margin over 0.9
     pipeline = _pipeline(validation=0.2, epochs=epochs, batch_size=32, model_dir=str(tmp_path / "models"))
 
     started = time.perf_counter()

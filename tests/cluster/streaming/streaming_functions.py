@@ -49,6 +49,34 @@ def counting_stream(args, ctx):
     _event(args, ctx, event="end", seen=seen.numpy().tolist(), iterations=iterations(), batch=checkpoint.last_batch_id)
 
 
+def counting_ids(args, ctx):
+    """``counting_stream``'s loop without TensorFlow (no model, no checkpoint): counts how many times
+    each id reached the loop body. For tests of what the feed delivers within one application
+    (a retried feeding task, nodes that end their feed), where no restart needs a saved state."""
+    import numpy as np
+
+    seen, last = np.zeros(args["ids"], np.int64), None
+    feed = ctx.get_data_feed(input_mapping={"id": "id", "x": "x", "y": "y"})
+    for batch in feed.micro_batches():
+        if batch.batch_id == args.get("stop_at"):
+            break  # map_fun ends mid-stream: this batch is not committed
+        rows = batch.next_batch(batch.rows)
+        seen += np.bincount(rows["id"], minlength=args["ids"])
+        last = batch.batch_id
+        _event(args, ctx, event="trained", batch=batch.batch_id, ids=rows["id"].tolist())
+    _event(args, ctx, event="end", seen=seen.tolist(), batch=last)
+
+
+def failing_stream(args, ctx):
+    """Reads each micro-batch in full (no TensorFlow); node 1 raises at micro-batch ``args['fail_at']``."""
+    feed = ctx.get_data_feed()
+    for batch in feed.micro_batches():
+        if batch.batch_id == args["fail_at"] and ctx.executor_id == 1:
+            raise RuntimeError(f"failing on micro-batch {batch.batch_id}, as the test asked")
+        rows = batch.next_batch(batch.rows)
+        _event(args, ctx, event="trained", batch=batch.batch_id, rows=len(rows))
+
+
 def _hold(why: str) -> None:
     """Print a marker the test waits for (the driver's console relays it), then wait to be killed."""
     import threading

@@ -73,8 +73,9 @@ def test_a_node_failure_stops_the_query_with_its_traceback(sc2, spark, tmp_path)
     source.mkdir(), out.mkdir()
     for index in range(2):
         write_file(source, f"part-{index}.json", range(index * 8, index * 8 + 8))
-    args = {"out": str(out), "model_dir": str(tmp_path / "model"), "fail_at": 1}
-    cluster = TFCluster.run(sc2, sf.mwms_stream, args, 2, input_mode=SPARK)
+    # The failure is the node's, not TensorFlow's: a map_fun without TensorFlow (no TF import per node).
+    args = {"out": str(out), "fail_at": 1}
+    cluster = TFCluster.run(sc2, sf.failing_stream, args, 2, input_mode=SPARK)
     stream = cluster.train_stream(stream_of(spark, source), str(tmp_path / "query"))
     with pytest.raises(ClusterError, match="failing on micro-batch 1") as failure:
         stream.awaitTermination(240)
@@ -90,8 +91,9 @@ def test_a_micro_batch_whose_feeding_task_fails_part_way_is_trained_once(sc2, sp
     for index in range(2):
         write_file(source, f"part-{index}.json", range(index * 2000, (index + 1) * 2000))
     flaky = stream_of(spark, source).mapInPandas(sf.flaky_rows(str(marker), 1000, 250), SCHEMA)
-    args = {"out": str(out), "model_dir": str(tmp_path / "model"), "ids": 4000}
-    cluster = TFCluster.run(sc2, sf.counting_stream, args, 1, input_mode=SPARK)
+    # What the feed delivers is the question, not training: the node counts ids without TensorFlow.
+    args = {"out": str(out), "ids": 4000}
+    cluster = TFCluster.run(sc2, sf.counting_ids, args, 1, input_mode=SPARK)
     stream = cluster.train_stream(flaky, str(tmp_path / "query"))
     stream.processAllAvailable()
     stream.stop()
@@ -107,8 +109,8 @@ def test_nodes_that_end_their_feed_stop_the_query_quietly_leaving_the_batch_unco
     source.mkdir(), out.mkdir()
     for index in range(3):
         write_file(source, f"part-{index}.json", range(index * 4, index * 4 + 4))
-    args = {"out": str(out), "model_dir": str(tmp_path / "model"), "ids": 12, "stop_at": 1}
-    cluster = TFCluster.run(sc2, sf.counting_stream, args, 1, input_mode=SPARK)
+    args = {"out": str(out), "ids": 12, "stop_at": 1}
+    cluster = TFCluster.run(sc2, sf.counting_ids, args, 1, input_mode=SPARK)  # no TensorFlow needed
     stream = cluster.train_stream(stream_of(spark, source), str(tmp_path / "query"))
     stream.awaitTermination(240)  # ends without raising: map_fun returned
     assert not stream.isActive and stream.exception() is None

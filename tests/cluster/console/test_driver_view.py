@@ -82,18 +82,16 @@ def test_inference_shows_partitions_and_rows_scored_for_each_action(sc2, tmp_pat
     assert all(re.match(r"sparkdl inference: [1-5]/5 partitions, [\d,]+ rows scored", line) for line in lines)
 
 
-def test_progress_can_be_turned_off(sc2, tmp_path, capsys, monkeypatch):
+def test_progress_can_be_turned_off_and_spark_jobs_are_named_after_what_sparkdl_does(
+    sc2, tmp_path, capsys, monkeypatch
+):
+    """One cluster for both: SPARKDL_PROGRESS=0 (and no ``progress`` argument) silences the progress
+    display of ``cluster.train``, and the Spark jobs it ran are named after what they do."""
     monkeypatch.setenv("SPARKDL_PROGRESS", "0")
     cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
-    cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 1)
-    cluster.shutdown(timeout=120)
-    assert "sparkdl train" not in capsys.readouterr().out
-
-
-def test_spark_jobs_are_named_after_what_sparkdl_does(sc2, tmp_path):
-    cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK, progress=False)
     cluster.train(sc2.parallelize([([1.0], 1.0)] * 100, 2), 2, cache=False)  # every epoch a Spark job
     cluster.shutdown(timeout=120)
+    assert "sparkdl train" not in capsys.readouterr().out
     store = sc2._jsc.sc().statusStore()
     jobs = store.jobsList(None)
     described = {}

@@ -1,4 +1,5 @@
-"""ps and evaluator roles on a real three-executor Spark (local-cluster[3,1,1024])."""
+"""ps and evaluator roles on a real Spark: the evaluator on local-cluster[3,1,1024], the ps (hosted
+by the driver) with chief and worker on local-cluster[2,1,1024]."""
 
 from __future__ import annotations
 
@@ -12,19 +13,6 @@ import cluster_functions as cluster_fns
 from conftest import read_json_files
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def test_parameter_server_strategy_trains_end_to_end(sc3, tmp_path):
-    cluster = TFCluster.run(sc3, cluster_fns.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1)
-    assert {job: len(hosts) for job, hosts in cluster.cluster_spec.items()} == {"ps": 1, "chief": 1, "worker": 1}
-    # ps and the worker serve forever; shutdown stops them once the chief (coordinator) is done.
-    cluster.shutdown(timeout=240)
-    nodes = read_json_files(tmp_path)
-    assert nodes["node0"] == {"job_name": "ps", "served": True}
-    chief = nodes["node1"]
-    assert chief["job_name"] == "chief" and len(chief["loss"]) == 3
-    assert chief["loss"][-1] < chief["loss"][0]
-    assert all(status == "exited" for status in (n["status"] for n in cluster.cluster_info))
 
 
 def test_evaluator_runs_outside_the_collective(sc3, tmp_path):
@@ -43,13 +31,22 @@ def test_evaluator_runs_outside_the_collective(sc3, tmp_path):
         assert trainer["replicas"] == 2 and trainer["sum"] == 2.0
 
 
-def test_driver_ps_nodes_host_the_ps_on_the_driver(sc2, tmp_path):
-    """driver_ps_nodes=True: the ps runs beside the driver, chief and worker on the two executors."""
+def test_parameter_server_strategy_trains_end_to_end_with_the_ps_on_the_driver(sc2, tmp_path):
+    """ParameterServerStrategy model.fit from start to end, with driver_ps_nodes=True: the ps runs
+    beside the driver, chief and worker on the two executors. (One cluster for both: a ps on an
+    executor, under the same strategy, trains in test_faults' ps-death test and the ps_strategy example.)"""
     cluster = TFCluster.run(
         sc2, cluster_fns.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1, driver_ps_nodes=True
     )
+    assert {job: len(hosts) for job, hosts in cluster.cluster_spec.items()} == {"ps": 1, "chief": 1, "worker": 1}
     info = {n["job_name"]: n for n in cluster.cluster_info}
+    # ps and the worker serve forever; shutdown stops them once the chief (coordinator) is done.
     cluster.shutdown(timeout=240)
     assert info["ps"]["spark_executor"] == "" and info["chief"]["spark_executor"] != ""
-    chief = read_json_files(tmp_path)["node1"]
+    assert info["worker"]["spark_executor"] not in ("", info["chief"]["spark_executor"])
+    nodes = read_json_files(tmp_path)
+    assert nodes["node0"] == {"job_name": "ps", "served": True}
+    chief = nodes["node1"]
+    assert chief["job_name"] == "chief" and len(chief["loss"]) == 3
     assert chief["loss"][-1] < chief["loss"][0]
+    assert all(status == "exited" for status in (n["status"] for n in cluster.cluster_info))

@@ -4,7 +4,9 @@ For each fault the test measures the time from the fault (recorded by the node, 
 test when it kills something) to the exception at the driver, asserts it is under 10 s, and
 that the exception names the node (role:index, node number, host, Spark executor) and carries
 its traceback or exit status plus the tail of its log. After each: no process of the cluster
-is left (process table), its ports are free, and the same SparkContext runs a new cluster.
+is left (process table), its ports are free, and the same SparkContext runs a new cluster (in
+the tests that inject several faults in turn, the next fault's cluster, and a plain one after
+the last).
 
 Detection times are printed (``pytest -s``) and appended to ``$SPARKDL_FAULT_REPORT`` when set.
 """
@@ -64,8 +66,9 @@ def _bindable(host: str, port: int) -> bool:
         probe.close()
 
 
-def assert_nothing_left(cluster, sc, tmp_path: Path) -> None:
-    """No process of the cluster, its ports free, and the SparkContext runs a new cluster."""
+def assert_nothing_left(cluster, sc, tmp_path: Path, new_cluster: bool = True) -> None:
+    """No process of the cluster, its ports free, and (``new_cluster``) the SparkContext runs a new
+    cluster. Without ``new_cluster`` the caller's next cluster is that proof."""
     cluster.shutdown(timeout=60)  # a no-op when the failure already stopped everything
     wait_for(
         lambda: not cluster_processes(cluster.cluster_id),
@@ -77,6 +80,8 @@ def assert_nothing_left(cluster, sc, tmp_path: Path) -> None:
     addresses.append(cluster.coordinator_address)
     assert addresses
     wait_for(lambda: all(_bindable(h, p) for h, p in addresses), 15, f"ports {addresses} to be free")
+    if not new_cluster:
+        return
     out = tmp_path / "after"
     out.mkdir()
     TFCluster.run(sc, nf.describe_node, {"out": str(out)}, 2, executor_wait_timeout=90).shutdown(timeout=120)
@@ -97,8 +102,26 @@ def _feed_rdd(sc, rows: int = 200_000, partitions: int = 4):
     return sc.parallelize(range(rows), partitions).map(lambda i: ([float(i % 5), 1.0], float(i % 2)))
 
 
-@pytest.mark.parametrize("fault", ["raise", "exit", "sigkill"])
-def test_node_fault_while_fed_is_raised_at_once(sc2, tmp_path, fault):
+def _one_case(fault: str, check, *args, **kwargs) -> None:
+    """Run ``check(*args, **kwargs)``, naming the fault case in any failure (the cases run in turn in one test)."""
+    try:
+        check(*args, **kwargs)
+    except BaseException as error:
+        error.add_note(f"(fault case: {fault})")
+        raise
+
+
+def test_node_fault_while_fed_is_raised_at_once(sc2, tmp_path):
+    """raise, exit and SIGKILL in turn on the same SparkContext; each next cluster (and a plain one
+    after the last) shows the one before left nothing that stops a new cluster."""
+    faults = ["raise", "exit", "sigkill"]
+    for fault in faults:
+        out = tmp_path / fault
+        out.mkdir()
+        _one_case(fault, _fault_while_fed, sc2, out, fault, new_cluster=fault == faults[-1])
+
+
+def _fault_while_fed(sc2, tmp_path: Path, fault: str, new_cluster: bool) -> None:
     args = {"out": str(tmp_path), "victim": 1, "fault": fault, "spark": True}
     cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, input_mode=SPARK)
     with pytest.raises(ClusterError) as caught:
@@ -114,7 +137,7 @@ def test_node_fault_while_fed_is_raised_at_once(sc2, tmp_path, fault):
         assert failure.exit_code == 1 and "exited with code 1" in str(caught.value)
     else:
         assert failure.signal == "SIGKILL" and "killed by SIGKILL" in str(caught.value)
-    assert_nothing_left(cluster, sc2, tmp_path)
+    assert_nothing_left(cluster, sc2, tmp_path, new_cluster=new_cluster)
 
 
 def test_map_fun_raising_in_tensorflow_mode_is_raised_at_once(sc2, tmp_path):
@@ -133,7 +156,7 @@ def test_map_fun_raising_in_tensorflow_mode_is_raised_at_once(sc2, tmp_path):
 def test_node_that_stops_reading_its_feed_is_stopped_by_feed_timeout(sc2, tmp_path):
     args = {"out": str(tmp_path), "victim": 1, "fault": "hang", "spark": True}
     cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, input_mode=SPARK)
-    feed_timeout = 5
+    feed_timeout = 3  # only needs to fire: the node never reads again
     with pytest.raises(NodeStalled) as caught:
         cluster.train(_feed_rdd(sc2, rows=2_000_000, partitions=8), num_epochs=3, feed_timeout=feed_timeout)
     late = time.time() - _read(tmp_path, "fault")["time"] - feed_timeout
@@ -159,21 +182,33 @@ HANG_DUMPS = {  # fault -> what the stall report's traceback must show
 }
 
 
-@pytest.mark.parametrize("fault", list(HANG_DUMPS))
-def test_hung_node_is_stopped_by_stall_timeout_in_tensorflow_mode(sc2, tmp_path, fault):
+STALL_TIMEOUT_S = 3  # only needs to fire: the victim never reports progress again
+
+
+def test_hung_node_is_stopped_by_stall_timeout_in_tensorflow_mode(sc2, tmp_path):
+    """Each way of hanging in turn on the same SparkContext; each next cluster (and a plain one
+    after the last) shows the one before left nothing that stops a new cluster."""
+    faults = list(HANG_DUMPS)
+    for fault in faults:
+        out = tmp_path / fault
+        out.mkdir()
+        _one_case(fault, _hung_node, sc2, out, fault, new_cluster=fault == faults[-1])
+
+
+def _hung_node(sc2, tmp_path: Path, fault: str, new_cluster: bool) -> None:
     args = {"out": str(tmp_path), "victim": 0, "fault": fault}
-    cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, stall_timeout=5)
+    cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, stall_timeout=STALL_TIMEOUT_S)
     with pytest.raises(NodeStalled) as caught:
         cluster.shutdown(timeout=120)
-    late = time.time() - _read(tmp_path, "fault")["time"] - 5
-    _report(f"TENSORFLOW mode, node hangs ({fault}, after stall_timeout=5 s)", late)
+    late = time.time() - _read(tmp_path, "fault")["time"] - STALL_TIMEOUT_S
+    _report(f"TENSORFLOW mode, node hangs ({fault}, after stall_timeout={STALL_TIMEOUT_S} s)", late)
     assert late < DETECTION_LIMIT_S
     assert_names_the_node(caught.value, "chief:0")
     failure = caught.value.failures[0]
-    assert "stall_timeout=5 s" in failure.cause and failure.stalled
+    assert f"stall_timeout={STALL_TIMEOUT_S} s" in failure.cause and failure.stalled
     for shown in HANG_DUMPS[fault]:
         assert shown in failure.traceback, failure.traceback
-    assert_nothing_left(cluster, sc2, tmp_path)
+    assert_nothing_left(cluster, sc2, tmp_path, new_cluster=new_cluster)
 
 
 def _executor_jvm_at(address: str) -> psutil.Process:

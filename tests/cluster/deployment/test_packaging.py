@@ -1,10 +1,15 @@
-"""The package as users get it: ``python -m build`` makes an sdist and a wheel, and the wheel,
-installed into a fresh virtual environment, runs ``sparkdl --version`` and the digits demo from a
-directory outside the repository (nothing on ``PYTHONPATH`` points back at the checkout).
+"""The package as users get it, run as users run it: ``python -m build`` makes an sdist and a
+wheel; the wheel, installed into a fresh virtual environment, runs ``sparkdl --version``; and the
+digits demo (``scripts/demo.sh``'s job), from a directory outside the repository with nothing on
+``PYTHONPATH`` pointing back at the checkout, is submitted with spark-submit to a real Spark
+standalone cluster (a Master and two one-core Workers from pip's pyspark, ``standalone_cluster.py``)
+where the installed wheel trains two TF nodes, one executor on each Worker; then the cluster stops
+cleanly. This is the suite's one run of the demo as users start it (``test_examples.py`` runs the
+examples' code on the suite's shared Spark).
 
-The build works on a copy of the repository, so it never writes into the working tree; the
-fresh environment installs ``sparkdl-tf[cpu]`` (plus scikit-learn for the demo's data) through pip,
-whose caches keep repeated runs quick.
+The build works on a copy of the repository, so it never writes into the working tree; the wheel
+goes into the fresh environment without its dependencies, which come from this run's environment
+(``test_the_wheel_installs_into_a_fresh_venv`` says how).
 """
 
 from __future__ import annotations
@@ -20,14 +25,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from standalone_cluster import StandaloneCluster, listening
 
 ROOT = Path(__file__).resolve().parents[3]
-# Slow as a cluster test: the build all three share, and the demo on Spark the last one runs.
+# Slow as a cluster test: the build every test shares, a Spark standalone cluster, the demo on it.
 pytestmark = [pytest.mark.timeout(1500), pytest.mark.cluster]
 
 BUILD_TIMEOUT_S = 300
 INSTALL_TIMEOUT_S = 900
-DEMO_TIMEOUT_S = 600
+DEMO_TIMEOUT_S = 480
 _COPY_IGNORE = shutil.ignore_patterns(
     ".git",
     ".venv",
@@ -126,8 +132,36 @@ def test_wheel_metadata_has_the_single_source_version_and_the_console_script(art
     assert re.search(r"^sparkdl = sparkdl\.__main__:main$", entry_points, re.M), entry_points
 
 
-def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(artifacts, tmp_path):
-    """The wheel alone in a fresh venv: its files, entry point and metadata, and the demo run from it.
+@pytest.fixture(scope="module")
+def venv(artifacts, tmp_path_factory) -> Path:
+    """A fresh virtual environment with the wheel installed (``--no-deps``, see
+    ``test_the_wheel_installs_into_a_fresh_venv``); its directory."""
+    _, wheel = artifacts
+    venv = tmp_path_factory.mktemp("installed") / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)], cwd=venv.parent, timeout=120)
+    python = venv / "bin" / "python"
+    _run(
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps", str(wheel)],
+        cwd=venv.parent,
+        timeout=INSTALL_TIMEOUT_S,
+    )
+    venv_site = _run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=venv.parent, timeout=60
+    ).strip()
+    ours = sysconfig.get_paths()["purelib"]  # this run's environment: TensorFlow, PySpark, scikit-learn
+    (Path(venv_site) / "zz_test_dependencies.pth").write_text(ours + "\n")
+    return venv
+
+
+def _venv_env(venv: Path) -> dict[str, str]:
+    """The clean environment, with Spark's driver and executors on the fresh venv's Python."""
+    python = str(venv / "bin" / "python")
+    return _clean_env(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python)
+
+
+def test_the_wheel_installs_into_a_fresh_venv(artifacts, venv, tmp_path):
+    """The wheel alone in a fresh venv: its files, entry point and metadata (the demo then runs
+    from it in ``test_the_installed_demo_trains_two_tf_nodes_on_the_standalone_cluster``).
 
     The wheel goes in with ``--no-deps``; its heavy dependencies (TensorFlow, PySpark: about
     1.5 GB, which took CI about 8 minutes to install again) come from this test run's own
@@ -136,14 +170,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(artifacts, tmp_path)
     wheel; the dependencies the wheel declares are checked against its metadata instead.
     """
     _, wheel = artifacts
-    venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)], cwd=tmp_path, timeout=120)
     python = venv / "bin" / "python"
-    _run(
-        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps", str(wheel)],
-        cwd=tmp_path,
-        timeout=INSTALL_TIMEOUT_S,
-    )
     requires = {
         line.split(":", 1)[1].strip()
         for line in _wheel_metadata(wheel).splitlines()
@@ -151,28 +178,22 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(artifacts, tmp_path)
     }
     assert any(r.startswith("tensorflow-cpu") and 'extra == "cpu"' in r for r in requires), requires
     assert any(r.startswith("pyspark") for r in requires), requires
-    venv_site = _run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=tmp_path, timeout=60
-    ).strip()
-    ours = sysconfig.get_paths()["purelib"]  # this run's environment: TensorFlow, PySpark, scikit-learn
-    (Path(venv_site) / "zz_test_dependencies.pth").write_text(ours + "\n")
 
-    work = tmp_path / "run"  # outside the repository, with the example scripts only
-    work.mkdir()
-    for script in (ROOT / "examples" / "mnist").glob("*.py"):
-        shutil.copy(script, work)
-    env = _clean_env(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+    env = _venv_env(venv)  # run outside the repository
     site_packages = _run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd=work, timeout=60, env=env
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        cwd=tmp_path,
+        timeout=60,
+        env=env,
     ).strip()
     assert Path(site_packages).resolve().is_relative_to(venv.resolve()), site_packages
 
     imported = _run(
-        [str(python), "-c", "import sparkdl; print(sparkdl.__file__)"], cwd=work, timeout=120, env=env
+        [str(python), "-c", "import sparkdl; print(sparkdl.__file__)"], cwd=tmp_path, timeout=120, env=env
     ).strip()
     assert Path(imported).resolve() == (Path(site_packages) / "sparkdl" / "__init__.py").resolve(), imported
 
-    report = _run([str(venv / "bin" / "sparkdl"), "--version"], cwd=work, timeout=120, env=env)
+    report = _run([str(venv / "bin" / "sparkdl"), "--version"], cwd=tmp_path, timeout=120, env=env)
     first = report.splitlines()[0]
     assert first.startswith("sparkdl:") and str(Path(site_packages) / "sparkdl") in first, report
     assert re.match(r"sparkdl:\s+\S+ \(sparkdl-tf \S+, ", first), report  # the distribution it came from
@@ -180,13 +201,92 @@ def test_wheel_installs_into_a_fresh_venv_and_runs_the_demo(artifacts, tmp_path)
     assert re.search(r"^tensorflow:\s+.*2\.21\.", report, re.M), report
     assert re.search(r"^node keras:\s+tf-keras 2\.21\.", report, re.M), report
 
-    stdout = _run(
-        [str(python), "mnist_tf.py", "--epochs", "2", "--no_baseline", "--export_dir", str(tmp_path / "export")],
-        cwd=work,
-        timeout=DEMO_TIMEOUT_S,
-        env=env,
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """A running standalone cluster with two one-core Workers, for this module's last two tests;
+    stopped at teardown (killed if need be), so a failing test leaves no process behind. Its
+    daemons, so their executors too, have the clean environment (nothing points at the checkout)."""
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("standalone"), workers=2, environ=_clean_env())
+    try:
+        cluster.start()
+        cluster.wait_for(lambda status: sum(w["state"] == "ALIVE" for w in status["workers"]) == 2, "2 ALIVE workers")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _submit(cluster: StandaloneCluster, venv: Path, work: Path, script: str, *args: str) -> str:
+    """spark-submit ``script`` (in ``work``, run there) to the standalone Master with the venv's
+    Python as driver and executors, one core per executor, two executors; returns its stdout after
+    checking that the application ran there, an executor on each Worker."""
+    before = {app["id"] for app in cluster.state()["completedapps"]}
+    command = [
+        str(Path(sys.executable).parent / "spark-submit"),  # pyspark's, found through the venv's path too
+        "--master",
+        cluster.master_url,
+        "--conf",
+        "spark.executor.cores=1",
+        "--conf",
+        "spark.cores.max=2",
+        "--conf",
+        "spark.task.cpus=1",
+        "--conf",
+        "spark.executor.memory=1g",
+        "--conf",
+        "spark.ui.enabled=false",
+        str(work / script),
+        *args,
+    ]
+    env = dict(_venv_env(venv), SPARK_HOME=cluster.env["SPARK_HOME"], SPARK_LOCAL_IP="127.0.0.1")
+    result = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=DEMO_TIMEOUT_S)
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}\n{cluster.logs()}"
+    # The application ran on this Master (not on a cluster the script made up), one executor per Worker.
+    status = cluster.wait_for(
+        lambda s: {a["id"] for a in s["completedapps"]} - before,
+        "completed application on this Master (did the script keep spark-submit's --master?)",
+        60,
     )
-    assert "trained on 2 TF nodes" in stdout, stdout
-    match = re.search(r"test accuracy \(distributed inference over 360 rows\): ([0-9.]+)", stdout)
+    (app,) = [a for a in status["completedapps"] if a["id"] not in before]
+    assert app["state"] == "FINISHED", app
+    executor_dirs = sorted((cluster.base / "work").glob(f"worker*/{app['id']}/*"))
+    assert {d.parent.parent.name for d in executor_dirs} == {"worker0", "worker1"}, executor_dirs
+    return result.stdout
+
+
+def _accuracy(stdout: str, rows: int) -> float:
+    match = re.search(rf"test accuracy \(distributed inference over {rows} rows\): ([0-9.]+)", stdout)
     assert match, stdout
-    assert float(match.group(1)) > 0.5, stdout  # 10 classes: chance is 0.1
+    return float(match.group(1))
+
+
+@pytest.mark.timeout(600)
+def test_the_installed_demo_trains_two_tf_nodes_on_the_standalone_cluster(venv, standalone, tmp_path):
+    """The demo (scripts/demo.sh's job) as spark-submit runs it on a real cluster, from the installed
+    wheel and outside the repository, with Spark ML's MLP beside it: the suite's one run of the demo
+    as users start it."""
+    status = standalone.state()
+    assert status["status"] == "ALIVE" and status["url"] == standalone.master_url
+    assert sorted(w["cores"] for w in status["workers"]) == [1, 1]
+    work = tmp_path / "run"  # outside the repository, with the example scripts only
+    work.mkdir()
+    for script in (ROOT / "examples" / "mnist").glob("*.py"):
+        shutil.copy(script, work)
+    stdout = _submit(standalone, venv, work, "mnist_tf.py", "--epochs", "3", "--export_dir", str(tmp_path / "export"))
+    assert "trained on 2 TF nodes" in stdout
+    assert (tmp_path / "export" / "saved_model.pb").exists()
+    assert _accuracy(stdout, 360) > 0.8
+    # Spark ML's best built-in fit for the task, on the same split, printed beside sparkdl's CNN.
+    assert re.search(r"sparkdl, CNN on 2 TF nodes: +accuracy 0\.\d{4}", stdout), stdout
+    assert re.search(r"Spark ML, MLP 64-128-10: +accuracy 0\.\d{4}", stdout), stdout
+    # The console is for people: TensorFlow's C++ and INFO lines stay in the node logs.
+    assert not re.search(r"^\[\w+:\d\] [IWE]\d{4} \d\d:|INFO tensorflow:|absl::InitializeLog", stdout, re.M), stdout
+
+
+@pytest.mark.timeout(180)
+def test_the_standalone_cluster_stops_cleanly(standalone):
+    """SIGTERM stops the Workers and the Master, their children too, and frees every port."""
+    assert {p.poll() for p in standalone.processes.values()} == {None}  # all running until now
+    assert standalone.stop() == []
+    assert all(p.poll() is not None for p in standalone.processes.values())
+    assert [port for port in standalone.ports if listening(port)] == []

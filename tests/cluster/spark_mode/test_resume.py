@@ -34,24 +34,6 @@ def _resumable_args(tmp_path: Path, epochs: int, crash_after: int, **extra) -> d
     }
 
 
-def test_relaunch_resumes_model_fit_from_the_saved_epoch(sc2, tmp_path):
-    epochs, crash_after = 6, 2
-    args = _resumable_args(tmp_path, epochs, crash_after)
-    cluster = TFCluster.run(sc2, ff.resumable_fit, args, 2, max_restarts=1)
-    cluster.shutdown(timeout=240)
-
-    assert cluster.restarts == 1
-    survived = cluster.failures_survived[0].failures[0]
-    assert survived.label == "worker:0" and survived.exit_code == 1
-    for node in (0, 1):
-        assert _read(tmp_path, f"start-attempt0-node{node}")["epoch"] == 0
-        # The relaunch starts right after the last epoch the first attempt completed and saved.
-        assert _read(tmp_path, f"start-attempt1-node{node}")["epoch"] == crash_after + 1
-        assert _read(tmp_path, f"epoch-attempt1-node{node}")["epoch"] == epochs - 1
-        assert (tmp_path / f"done-attempt1-node{node}.json").exists()
-    assert not (tmp_path / "done-attempt0-node0.json").exists()
-
-
 def test_restarts_are_bounded_then_the_failure_is_raised(sc2, tmp_path):
     args = {"out": str(tmp_path), "victim": 1, "fault": "raise"}
     cluster = TFCluster.run(sc2, ff.fault_during_training, args, 2, max_restarts=1)
@@ -73,7 +55,10 @@ def test_spark_mode_relaunch_feeds_every_epoch_of_an_unfinished_read_again(sc2, 
     assert rows == [1000, 1000], "after the relaunch each node reads its full share of every epoch"
 
 
-def test_spark_mode_relaunch_feeds_only_the_epochs_not_yet_completed(sc2, tmp_path):
+def test_relaunch_resumes_model_fit_from_the_saved_epoch_and_feeds_only_the_epochs_not_yet_completed(sc2, tmp_path):
+    """worker:0 dies after epoch 2 (the chief has backed it up): the relaunched cluster's model.fit
+    starts at epoch 3 (Keras BackupAndRestore; ctx.backup_and_restore is the same callback in
+    InputMode.TENSORFLOW) and the feed gives it epochs 3..5 only."""
     from pyspark.sql import SparkSession
 
     epochs, crash_after = 6, 2
@@ -91,7 +76,11 @@ def test_spark_mode_relaunch_feeds_only_the_epochs_not_yet_completed(sc2, tmp_pa
     cluster.shutdown(timeout=240)
 
     assert cluster.restarts == 1
+    survived = cluster.failures_survived[0].failures[0]
+    assert survived.label == "worker:0" and survived.exit_code == 1
+    assert not (tmp_path / "done-attempt0-node0.json").exists(), "the first attempt's chief never finished"
     for node in (0, 1):
+        assert _read(tmp_path, f"start-attempt0-node{node}")["epoch"] == 0
         plans = [_read(tmp_path, f"plan-attempt{attempt}-node{node}") for attempt in (0, 1)]
         assert [(plan["epochs"], plan["first_epoch"]) for plan in plans] == [(epochs, 0), (epochs, crash_after + 1)]
         # Epochs 0..2 were completed and backed up: the relaunch is fed epochs 3..5 only, and

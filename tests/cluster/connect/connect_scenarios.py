@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -22,13 +23,15 @@ from sparkdl.errors import ClusterError
 
 import cluster_functions as cluster_fns
 import feed_functions as feed_fns
+import node_functions as nf
 
 SPARK = TFCluster.InputMode.SPARK
 
 
 def tensorflow_mode(spark, out: Path) -> dict:
-    """InputMode.TENSORFLOW: two MWMS nodes train from in-memory data and save their weights."""
-    cluster = TFCluster.run(spark, cluster_fns.mwms_fit, {"out": str(out)}, num_executors=2)
+    """InputMode.TENSORFLOW: two nodes, one per executor, each record their role and TF_CONFIG (a
+    pure-Python map_fun: MWMS training across Connect-launched nodes is spark_mode_training's)."""
+    cluster = TFCluster.run(spark, nf.describe_node, {"out": str(out)}, num_executors=2)
     nodes = cluster.cluster_info
     cluster.shutdown()
     return {"sc": repr(cluster.sc), "executors": sorted(n["spark_executor"] for n in nodes)}
@@ -140,12 +143,17 @@ def main(out_dir: str) -> None:
     from pyspark.sql import SparkSession
 
     out = Path(out_dir)
+    started = time.monotonic()
     spark = SparkSession.builder.remote("local-cluster[2,1,1024]").config("spark.ui.enabled", "false").getOrCreate()
-    results = {"session_type": f"{type(spark).__module__}.{type(spark).__name__}"}
+    results = {
+        "session_type": f"{type(spark).__module__}.{type(spark).__name__}",
+        "server_start_seconds": round(time.monotonic() - started, 1),
+    }
     try:
         for scenario in SCENARIOS:
             directory = out / scenario.__name__
             directory.mkdir(parents=True, exist_ok=True)
+            started = time.monotonic()
             try:
                 results[scenario.__name__] = {"ok": True, **scenario(spark, directory)}
             except BaseException as exc:  # noqa: BLE001 - reported to the test, which names it
@@ -154,6 +162,7 @@ def main(out_dir: str) -> None:
                     "error": f"{type(exc).__name__}: {exc}",
                     "traceback": traceback.format_exc(),
                 }
+            results[scenario.__name__]["seconds"] = round(time.monotonic() - started, 1)  # where the time goes
             (out / "results.json").write_text(json.dumps(results, default=str))
     finally:
         spark.stop()

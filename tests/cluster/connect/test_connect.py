@@ -51,16 +51,17 @@ def test_the_client_is_a_spark_connect_session(outcome):
     assert outcome[1]["session_type"].startswith("pyspark.sql.connect."), outcome[1]["session_type"]
 
 
-def test_tensorflow_mode_trains_mwms_with_identical_weights(outcome):
+def test_tensorflow_mode_launches_one_node_per_executor_with_tf_config(outcome):
     out, result = scenario(outcome, "tensorflow_mode")
     assert result["sc"] == "None", "a Connect cluster has no SparkContext"
     assert len(set(result["executors"])) == 2, result["executors"]  # one node per executor, from the barrier task
     records = read_json_files(out)
     assert {r["job_name"] for r in records.values()} == {"chief", "worker"}
-    assert all(r["replicas"] == 2 for r in records.values())
-    first, second = (np.load(out / f"weights{i}.npz") for i in (0, 1))
-    for name in first.files:
-        np.testing.assert_array_equal(first[name], second[name])
+    for record in records.values():
+        tf_config = json.loads(record["tf_config"])
+        assert tf_config["cluster"] == record["cluster_spec"], record
+        assert sorted(tf_config["cluster"]) == ["chief", "worker"] and sum(map(len, tf_config["cluster"].values())) == 2
+        assert tf_config["task"] == {"type": record["job_name"], "index": record["task_index"]}
 
 
 def test_spark_mode_trains_from_a_dataframe_with_history_and_progress(outcome):

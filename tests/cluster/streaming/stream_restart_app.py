@@ -1,7 +1,7 @@
-"""A streaming-training application that test_stream_restart.py (beside it) runs twice, killing the first.
+"""A streaming-training application that test_stream_restart.py (beside it) runs three times, killing the first two.
 
-It trains one TF node (``streaming_functions.counting_stream``) from a file-source stream with
-``cluster.train_stream``: ``--until killed`` runs until the test kills it (SIGKILL of the whole
+It trains one TF node (``streaming_functions.counting_stream``) on one executor from a file-source
+stream with ``cluster.train_stream``: ``--until killed`` runs until the test kills it (SIGKILL of the whole
 application) where ``--hold-after-save``/``--hold-before-save`` hold the node; ``--until done``
 trains every file available, stops the query and shuts down.
 """
@@ -31,7 +31,7 @@ def main() -> None:
     logging.basicConfig(stream=sys.stdout, level=logging.WARNING, format="%(name)s %(message)s")
     logging.getLogger("sparkdl.driver.streaming").setLevel(logging.INFO)
     spark = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
+        SparkSession.builder.master("local-cluster[1,1,1024]")  # one executor for the one node
         .appName(f"sparkdl-stream-restart-{args.until}")
         .config("spark.ui.enabled", "false")
         .getOrCreate()

@@ -1,11 +1,12 @@
 """Exactly-once streaming training across crashes: an application killed mid-stream, twice, and restarted.
 
-The application (``stream_restart_app.py``) trains one TF node from a file-source stream of 10
+The application (``stream_restart_app.py``) trains one TF node from a file-source stream of 5
 files, one micro-batch each, every row with an id; the node's checkpointed state counts how often
 it trained each id. Run 1 is killed (SIGKILL of the whole application) after the model saved
-micro-batch 3 but before Spark committed it: run 2 must skip the replayed batch 3. Run 2 is
-killed after training micro-batch 6 but before saving it: run 3 must train batch 6 again. In the
-end the saved state holds every id exactly once and the step counter never went back.
+micro-batch 1 but before Spark committed it (batch 0 was committed): run 2 must skip the replayed
+batch 1. Run 2 saves batch 2 and is killed after training micro-batch 3 but before saving it: run 3
+must restore batch 2's state, train batch 3 again, then the last batch. In the end the saved state
+holds every id exactly once and the step counter never went back.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 import streaming_functions as sf
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
-FILES, ROWS_PER_FILE = 10, 10
+FILES, ROWS_PER_FILE = 5, 10
 
 
 def app(tmp_path, until: str, *hold: str) -> list[str]:
@@ -68,8 +69,8 @@ def test_killed_applications_restart_and_train_every_id_exactly_once(tmp_path):
         (source / f"part-{index:02d}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
         os.utime(source / f"part-{index:02d}.json", (index, index))  # the file source takes them in this order
 
-    run_until_held(tmp_path, "run1", "--hold-after-save", "3")
-    run_until_held(tmp_path, "run2", "--hold-before-save", "6")
+    run_until_held(tmp_path, "run1", "--hold-after-save", "1")
+    run_until_held(tmp_path, "run2", "--hold-before-save", "3")
     last = subprocess.run(app(tmp_path, "done"), capture_output=True, text=True, timeout=300)
     assert last.returncode == 0, last.stderr[-3000:]
 
@@ -77,13 +78,13 @@ def test_killed_applications_restart_and_train_every_id_exactly_once(tmp_path):
     trained = [[e["batch"] for e in run if e["event"] == "trained"] for run in runs]
     restored = [run[0]["batch"] for run in runs]
     print("micro-batches trained per run:", trained, "restored at:", restored)
-    assert trained == [[0, 1, 2, 3], [4, 5, 6], [6, 7, 8, 9]]  # batch 3 skipped on replay, 6 trained again
-    assert restored == [None, 3, 5]
-    assert "'batches_skipped': 0" in last.stdout  # run 3: batch 6 was replayed and trained, not skipped
-    # The step counter resumes from the saved state: run 2 from batch 3's, run 3 from batch 5's.
+    assert trained == [[0, 1], [2, 3], [3, 4]]  # batch 1 skipped on replay, 3 trained again
+    assert restored == [None, 1, 2]
+    assert "'batches_skipped': 0" in last.stdout  # run 3: batch 3 was replayed and trained, not skipped
+    # The step counter resumes from the saved state: run 2 from batch 1's, run 3 from batch 2's.
     steps = {(n, e["batch"]): e["iterations"] for n, run in enumerate(runs) for e in run if e["event"] == "trained"}
-    assert runs[1][0]["iterations"] == steps[(0, 3)] == 4
-    assert runs[2][0]["iterations"] == steps[(1, 5)] == 6
+    assert runs[1][0]["iterations"] == steps[(0, 1)] == 2
+    assert runs[2][0]["iterations"] == steps[(1, 2)] == 3
     end = runs[2][-1]
     assert end["event"] == "end" and end["batch"] == FILES - 1 and end["iterations"] == FILES
     assert end["seen"] == [1] * (FILES * ROWS_PER_FILE)  # every id in the saved state exactly once

@@ -42,6 +42,18 @@ def test_restarts_are_bounded_then_the_failure_is_raised(sc2, tmp_path):
     assert cluster.restarts == 1 and len(cluster.failures_survived) == 1
 
 
+def test_tensorflow_mode_relaunch_after_a_failure_runs_every_node_again_and_returns(sc2, tmp_path):
+    """InputMode.TENSORFLOW: shutdown() relaunches the cluster once (max_restarts=1) and returns;
+    the Keras resume itself is the SPARK-mode test's below (the same ctx.backup_and_restore)."""
+    args = {"out": str(tmp_path), "victim": 1}
+    cluster = TFCluster.run(sc2, ff.raise_on_the_first_attempt, args, 2, max_restarts=1)
+    cluster.shutdown(timeout=120)
+    assert cluster.restarts == 1
+    survived = cluster.failures_survived[0].failures[0]
+    assert survived.label == "worker:0" and "sentinel 5eed" in survived.traceback
+    assert sorted(p.name for p in tmp_path.glob("done-*")) == ["done-attempt1-node0.json", "done-attempt1-node1.json"]
+
+
 def test_spark_mode_relaunch_feeds_every_epoch_of_an_unfinished_read_again(sc2, tmp_path):
     """Without epoch reports (no ctx.progress_callback), a relaunch feeds the whole call again."""
     args = {"out": str(tmp_path), "batch": 50, "fail_on_attempt": 0, "victim": 1}

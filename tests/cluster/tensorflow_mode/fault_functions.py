@@ -80,6 +80,25 @@ def fault_during_training(args, ctx):
                 _inject(args, ctx)
 
 
+def raise_on_the_first_attempt(args, ctx):
+    """Node ``args['victim']`` raises on attempt 0 once the other node is under way; on the relaunch
+    every node records ``done-attempt<k>-node<N>.json`` and returns (pure Python: no TensorFlow)."""
+    if ctx.attempt == 0:
+        if ctx.executor_id == args["victim"]:
+            _wait_for(Path(args["out"], "other-started"))
+            raise RuntimeError(f"injected fault in {ctx.job_name}:{ctx.task_index} on attempt 0 (sentinel 5eed)")
+        Path(args["out"], "other-started").touch()
+        stuck_inside_a_training_step()  # until the failure stops this node
+    _record(args, f"done-attempt{ctx.attempt}-node{ctx.executor_id}")
+
+
+def _wait_for(path: Path) -> None:
+    """Poll for ``path`` (bounded by ``GIVE_UP_S``)."""
+    deadline = time.monotonic() + GIVE_UP_S
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(STEP_S)
+
+
 def parameter_server_training(args, ctx):
     """ParameterServerStrategy: ps and worker serve; the chief trains long and marks when it started."""
     if ctx.job_name in ("ps", "worker"):

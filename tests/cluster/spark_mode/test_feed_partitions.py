@@ -21,16 +21,18 @@ from conftest import read_json_files
 pytestmark = pytest.mark.timeout(300)
 
 ROWS = 2000
-# A sort-merge join (no broadcasts) under AQE, coalescing shuffle partitions to ~2 KB. The
+# A sort-merge join (no broadcasts) under AQE, coalescing shuffle partitions to ~8 KB. The
 # minimum partition size (default 1 MB, a floor under the advisory size whatever
 # parallelismFirst says) is lowered too, else this small data coalesces to a single partition
-# in both jobs. (With the default floor the counts also differ once the shuffle is big enough:
-# 40000 rows of 128 floats gave 10 partitions fed against 1 counted.)
+# in both jobs. Measured here: the count job gets 2 partitions, a job reading every column 24
+# (at 2 KB: 8 against 72, three times the Python tasks for the same proof). (With the default
+# floor the counts also differ once the shuffle is big enough: 40000 rows of 128 floats gave 10
+# partitions fed against 1 counted.)
 SHUFFLE_CONF = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.autoBroadcastJoinThreshold": "-1",
-    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "2k",
-    "spark.sql.adaptive.coalescePartitions.minPartitionSize": "1k",
+    "spark.sql.adaptive.advisoryPartitionSizeInBytes": "8k",
+    "spark.sql.adaptive.coalescePartitions.minPartitionSize": "4k",
 }
 
 

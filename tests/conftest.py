@@ -79,7 +79,8 @@ def pytest_addoption(parser):
     parser.addoption(
         "--slow",
         action="store_true",
-        help="also run the slow tier (tests marked slow: soak and scale tests that cannot be made short)",
+        help="also run the slow tier (tests marked slow: whole Spark applications as users start them, soak "
+        "and scale tests: what cannot be made short)",
     )
 
 

@@ -260,6 +260,7 @@ def _accuracy(stdout: str, rows: int) -> float:
     return float(match.group(1))
 
 
+@pytest.mark.slow  # a Spark standalone cluster and a spark-submit application of its own: 110 s here
 @pytest.mark.timeout(600)
 def test_the_installed_demo_trains_two_tf_nodes_on_the_standalone_cluster(venv, standalone, tmp_path):
     """The demo (scripts/demo.sh's job) as spark-submit runs it on a real cluster, from the installed
@@ -283,6 +284,7 @@ def test_the_installed_demo_trains_two_tf_nodes_on_the_standalone_cluster(venv, 
     assert not re.search(r"^\[\w+:\d\] [IWE]\d{4} \d\d:|INFO tensorflow:|absl::InitializeLog", stdout, re.M), stdout
 
 
+@pytest.mark.slow  # the standalone cluster above, which only the slow tier starts
 @pytest.mark.timeout(180)
 def test_the_standalone_cluster_stops_cleanly(standalone):
     """SIGTERM stops the Workers and the Master, their children too, and frees every port."""

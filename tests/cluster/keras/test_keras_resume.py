@@ -16,7 +16,9 @@ import pytest
 
 import keras_functions as kf
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+# Slow tier: two Spark applications, the first killed mid-fit (about 80 s here, nearly all of it
+# the applications' and their TF node's start).
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(600)]
 EPOCHS, HOLD_AFTER = 4, 1  # application 1 trains epochs 0-1, application 2 epochs 2-3
 
 

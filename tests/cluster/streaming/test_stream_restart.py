@@ -21,7 +21,9 @@ import pytest
 
 import streaming_functions as sf
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+# Slow tier: three Spark applications, each started, killed or ended, as a user's restarts are
+# (about 95 s here, nearly all of it the applications' and their TF node's start).
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.timeout(600)]
 FILES, ROWS_PER_FILE = 5, 10
 
 

@@ -135,7 +135,9 @@ def test_streaming_example_trains_from_landing_files_and_scores_with_each_new_ve
 
 
 def test_images_example_trains_from_image_files_and_scores_them(spark2, tmp_path, capsys):
-    argv = ["--epochs", "5", "--work_dir", str(tmp_path)]
+    # --partitions 4: Spark packs the 1797 small files into 57 partitions, and each of the run's
+    # jobs (cache, feed, score) then pays 57 tasks; four show the same binaryFile -> feed -> decode path
+    argv = ["--epochs", "5", "--partitions", "4", "--work_dir", str(tmp_path)]
     stdout = _run("examples/images/train_images.py", argv, spark2, capsys)
     match = re.search(r"trained on 2 TF nodes from (\d+) image files read with binaryFile", stdout)
     assert match, stdout
@@ -146,8 +148,12 @@ def test_images_example_trains_from_image_files_and_scores_them(spark2, tmp_path
 
 def test_keras_estimator_example_tunes_saves_loads_and_scores(spark2, tmp_path, capsys):
     """The pipeline example in local mode (--cluster_size 0, to keep CI short: the 2-node path is
-    test_keras_estimator.py's and the notebook's); CrossValidator over the whole Pipeline."""
-    argv = ["--cluster_size", "0", "--epochs", "8", "--work_dir", str(tmp_path)]
+    test_keras_estimator.py's and the notebook's); CrossValidator over the whole Pipeline. Without
+    Spark ML's MLP beside it (--no_baseline, 8-14 s here): the notebook runs the same
+    ``keras_digits.spark_ml_mlp`` on the same split and prints its accuracy. Eight epochs: the
+    slower rate (0.001) cross-validates at 0.79 after three, and fewer epochs saved no measurable
+    time (the fits' fixed costs dominate)."""
+    argv = ["--cluster_size", "0", "--epochs", "8", "--no_baseline", "--work_dir", str(tmp_path)]
     stdout = _run("examples/keras_estimator/digits_keras_pipeline.py", argv, spark2, capsys)
     assert "tuned on the driver (local mode): 2 learning rates x 2 folds + the final fit" in stdout
     rates = re.findall(r"learning_rate=([0-9.]+): cross-validated accuracy ([0-9.]+)", stdout)
@@ -156,5 +162,5 @@ def test_keras_estimator_example_tunes_saves_loads_and_scores(spark2, tmp_path, 
     assert difference and float(difference.group(1)) < 1e-5, stdout
     accuracy = re.search(r"test accuracy \(held-out 360 rows, the loaded PipelineModel\): ([0-9.]+)", stdout)
     assert accuracy and float(accuracy.group(1)) > 0.9, stdout
-    assert re.search(r"Spark ML MultilayerPerceptronClassifier 64-64-10: accuracy 0\.\d{4}", stdout), stdout
+    assert "Spark ML MultilayerPerceptronClassifier" not in stdout, stdout  # --no_baseline skipped it
     assert (tmp_path / "pipeline_model" / "stages").is_dir()

@@ -4,9 +4,9 @@ Each example is run with the arguments its README gives, at the smallest size th
 what it teaches, on this session's ``local-cluster`` (two or three executor JVMs) instead of a
 Spark application of its own: the examples are the same code either way, and the suite starts one
 Spark instead of seven. How users start them is tested once each elsewhere: the demo
-(``scripts/demo.sh``) through spark-submit on a real standalone master in ``test_standalone.py``,
-and from an installed wheel with its embedded defaults in ``test_packaging.py``; the inference
-example in ``test_inference.py``.
+(``scripts/demo.sh``'s job) from an installed wheel, outside the repository, through spark-submit
+on a real standalone master in ``test_packaging.py`` (slow tier); the inference example in
+``test_inference.py``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,17 @@ def spark2(sc2, spark_holder):
 @pytest.fixture
 def spark3(sc3, spark_holder):
     return spark_holder.spark
+
+
+def test_the_demo_trains_two_tf_nodes_exports_and_scores(spark2, tmp_path, capsys):
+    """The demo's code (``scripts/demo.sh`` runs ``mnist_tf.py``): two MWMS nodes in
+    InputMode.TENSORFLOW, the chief's export, distributed scoring. Spark ML's baseline beside it,
+    and the demo as users start it, are the slow tier's (``test_packaging.py``)."""
+    argv = ["--epochs", "3", "--no_baseline", "--export_dir", str(tmp_path / "export")]
+    stdout = _run("examples/mnist/mnist_tf.py", argv, spark2, capsys)
+    assert re.search(r"trained on 2 TF nodes in [0-9.]+ s; model in ", stdout), stdout
+    assert (tmp_path / "export" / "saved_model.pb").exists()
+    assert _accuracy(stdout) > 0.8
 
 
 def test_mnist_spark_mode_example_trains_from_a_dataframe(spark2, tmp_path, capsys):

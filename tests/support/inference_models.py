@@ -212,9 +212,10 @@ def export_marker(args, argv):
         json.dump({"pid": os.getpid(), "argv": argv, "epochs": args.epochs}, out)
 
 
-def digits_estimator_fit(spark, export_dir: str):
-    """The digits frame (every 5th row held out for validation) and a 2-node ``TFEstimator`` fitted
-    on it for 3 epochs (``estimator_train_fn``, ``export_marker``): ``(frame, model)``."""
+def digits_estimator_fit(spark, export_dir: str, cluster_size: int = 2):
+    """The digits frame (every 5th row held out for validation) and a ``TFEstimator`` of
+    ``cluster_size`` nodes fitted on it for 3 epochs (``estimator_train_fn``, ``export_marker``):
+    ``(frame, model)``."""
     from pyspark.sql import functions as F
 
     from sparkdl.ml import TFEstimator
@@ -223,7 +224,7 @@ def digits_estimator_fit(spark, export_dir: str):
     estimator = (
         TFEstimator(estimator_train_fn, {"learning_rate": 0.005}, export_fn=export_marker)
         .setInputMapping({"pixels": "image", "label": "label"})
-        .setClusterSize(2)
+        .setClusterSize(cluster_size)
         .setEpochs(3)
         .setBatchSize(32)
         .setExportDir(export_dir)

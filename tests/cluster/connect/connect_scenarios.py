@@ -97,12 +97,14 @@ def parallel(spark, out: Path) -> dict:
 
 
 def estimator_and_model(spark, out: Path) -> dict:
-    """TFEstimator.fit on a Connect DataFrame, then TFModel.transform of it."""
+    """TFEstimator.fit on a Connect DataFrame, then TFModel.transform of it (one node: the
+    estimator's cluster is TFCluster's, whose multi-node training under Connect is
+    spark_mode_training's; test_ml.py fits the same estimator on two nodes)."""
     import numpy as np
 
     import inference_models as im
 
-    df, model = im.digits_estimator_fit(spark, str(out / "export"))
+    df, model = im.digits_estimator_fit(spark, str(out / "export"), cluster_size=1)
     model.setInputMapping({"pixels": "image"}).setOutputMapping({"probs": "probabilities"})
     scored = model.transform(df).select("label", "probabilities").toPandas()
     accuracy = (np.stack(scored["probabilities"].to_numpy()).argmax(axis=1) == scored["label"].to_numpy()).mean()

@@ -34,6 +34,13 @@ pytestmark = pytest.mark.timeout(240)
 SPARK = TFCluster.InputMode.SPARK
 
 
+@pytest.fixture
+def node_root(sc2, spark_holder) -> Path:
+    """This user's node-file root on the executors: under their own TMPDIR (the suite's executors
+    do not share the driver's, as on a real cluster), which this one machine lets the test read."""
+    return user_root(spark_holder.executor_tmpdir)
+
+
 class _Canary:
     """Unpickling this creates a file: proof that a peer's bytes were (or were not) unpickled."""
 
@@ -149,7 +156,7 @@ def test_tensorflow_listens_on_all_interfaces_on_its_cluster_spec_port_and_nothi
     assert "TensorFlow's gRPC server listens on all interfaces" in deployment, "the docs must say what is true"
 
 
-def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog, monkeypatch):
+def test_the_secret_never_appears_in_logs_or_errors(sc2, node_root, tmp_path, caplog, monkeypatch):
     import pyspark
 
     from sparkdl.driver import attempt
@@ -170,7 +177,7 @@ def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog, monke
             FeedTarget(secret, (("h", 1),), (Endpoint.feed("c", 0),), ("worker:0",), 1.0, "input")
         ),
     }
-    for path in (user_root() / cluster.cluster_id).rglob("*"):
+    for path in (node_root / cluster.cluster_id).rglob("*"):
         if path.is_file():
             texts[str(path)] = path.read_bytes().decode("latin-1")
     spark_work = Path(pyspark.__file__).parent / "work" / sc2.applicationId
@@ -188,7 +195,7 @@ def test_the_secret_never_appears_in_logs_or_errors(sc2, tmp_path, caplog, monke
             assert value not in text, f"the cluster secret ({form}) appears in {where}"
 
 
-def test_concurrent_clusters_write_to_their_own_private_directories(sc2, tmp_path):
+def test_concurrent_clusters_write_to_their_own_private_directories(sc2, node_root, tmp_path):
     clusters, flags = [], []
     for name in ("a", "b"):
         out, flag = tmp_path / name, tmp_path / f"flag-{name}"
@@ -201,7 +208,7 @@ def test_concurrent_clusters_write_to_their_own_private_directories(sc2, tmp_pat
         logs = [Path(c.cluster_info[0]["log_path"]) for c in clusters]
         assert logs[0].parent != logs[1].parent
         for cluster, log in zip(clusters, logs):
-            assert log.is_relative_to(user_root() / cluster.cluster_id)
+            assert log.is_relative_to(node_root / cluster.cluster_id)
             assert stat.S_IMODE(log.parent.stat().st_mode) == 0o700
     finally:
         for flag in flags:
@@ -211,12 +218,12 @@ def test_concurrent_clusters_write_to_their_own_private_directories(sc2, tmp_pat
     log_dirs = [json.loads((tmp_path / name / "node0.json").read_text())["log_dir"] for name in ("a", "b")]
     assert log_dirs[0] != log_dirs[1], "TensorBoard's default log dir must be per cluster"
     assert all(cluster.cluster_id in log_dir for cluster, log_dir in zip(clusters, log_dirs))
-    assert stat.S_IMODE(user_root().stat().st_mode) == 0o700
+    assert stat.S_IMODE(node_root.stat().st_mode) == 0o700
 
 
-def test_a_starting_cluster_prunes_this_users_old_node_directories(sc2, tmp_path):
-    planted = _plant_cluster_dir(user_root(), f"old{os.getpid()}", 30)
-    kept = _plant_cluster_dir(user_root(), f"kept{os.getpid()}", 1)
+def test_a_starting_cluster_prunes_this_users_old_node_directories(sc2, node_root, tmp_path):
+    planted = _plant_cluster_dir(node_root, f"old{os.getpid()}", 30)
+    kept = _plant_cluster_dir(node_root, f"kept{os.getpid()}", 1)
     try:
         TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2).shutdown(timeout=120)
         assert not planted.exists(), "nodes remove earlier clusters' directories older than keep_node_files_days"

@@ -125,6 +125,7 @@ def _wait_for_nodes(out: Path) -> bool:
     return all(wait_for_file(str(out / f"executor-node{n}"), 120) for n in range(2))
 
 
+@pytest.mark.slow  # a standalone cluster of its own, two Workers in network namespaces: 35 s here
 def test_a_speculative_copy_on_another_host_delivers_every_row_once(spark_holder, tmp_path):
     from pyspark.sql import SparkSession
 

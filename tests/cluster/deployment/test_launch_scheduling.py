@@ -1,14 +1,14 @@
 """Stage-level scheduling of the launch stage on real Spark: a profile Spark refuses becomes a
-PreflightError, and on ``local-cluster[2,2,2048]`` with ``spark.task.cpus=1`` two nodes train on two
-distinct executors while an ETL stage of the same application runs two tasks on each executor at
-once. (The rules without Spark: tests/unit/driver/test_launch_scheduling_units.py.)
+PreflightError, and on ``local-cluster[2,2,2048]`` with ``spark.task.cpus=1`` two nodes own two
+distinct executors, where an ETL stage of the same application runs two tasks on each at once, and
+are fed there (pure-Python nodes: what is tested is where Spark puts the tasks, not TensorFlow).
+(The rules without Spark: tests/unit/driver/test_launch_scheduling_units.py.)
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
 import pytest
 
 from sparkdl import PreflightError, TFCluster
@@ -95,8 +95,8 @@ def test_spark_mode_nodes_own_executors_while_etl_keeps_two_slots_each(sc_two_sl
 
     cluster = TFCluster.run(
         sc_two_slots,
-        feed_fns.fit_from_feed,
-        {"out": str(tmp_path), "batch": 32, "epochs": 2},
+        feed_fns.count_feed,
+        {"out": str(tmp_path), "batch": 32},
         2,
         input_mode=TFCluster.InputMode.SPARK,
     )
@@ -114,7 +114,4 @@ def test_spark_mode_nodes_own_executors_while_etl_keeps_two_slots_each(sc_two_sl
     assert sorted(Counter(address for address, _ in etl).values()) == [2, 2]
     assert {address for address, _ in etl} == set(node_executors)  # the executors hosting the nodes
     nodes = read_json_files(tmp_path)
-    assert [n["steps_per_epoch"] for n in nodes.values()] == [10, 10]  # ceil(300 / 32)
-    first, second = (np.load(tmp_path / f"weights{i}.npz") for i in (0, 1))
-    for name in first.files:
-        np.testing.assert_array_equal(first[name], second[name])
+    assert [n["rows"] for n in nodes.values()] == [600, 600]  # 300 rows each per epoch, 2 epochs

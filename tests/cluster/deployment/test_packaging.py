@@ -4,8 +4,9 @@ digits demo (``scripts/demo.sh``'s job), from a directory outside the repository
 ``PYTHONPATH`` pointing back at the checkout, is submitted with spark-submit to a real Spark
 standalone cluster (a Master and two one-core Workers from pip's pyspark, ``standalone_cluster.py``)
 where the installed wheel trains two TF nodes, one executor on each Worker; then the cluster stops
-cleanly. This is the suite's one run of the demo as users start it (``test_examples.py`` runs the
-examples' code on the suite's shared Spark).
+cleanly; and ``scripts/demo.sh`` runs as the README gives it, on its embedded local cluster. These
+two demo runs are the slow tier's (``test_examples.py`` runs the demo's code on the suite's shared
+Spark in every run).
 
 The build works on a copy of the repository, so it never writes into the working tree; the wheel
 goes into the fresh environment without its dependencies, which come from this run's environment
@@ -264,8 +265,7 @@ def _accuracy(stdout: str, rows: int) -> float:
 @pytest.mark.timeout(600)
 def test_the_installed_demo_trains_two_tf_nodes_on_the_standalone_cluster(venv, standalone, tmp_path):
     """The demo (scripts/demo.sh's job) as spark-submit runs it on a real cluster, from the installed
-    wheel and outside the repository, with Spark ML's MLP beside it: the suite's one run of the demo
-    as users start it."""
+    wheel and outside the repository, with Spark ML's MLP beside it."""
     status = standalone.state()
     assert status["status"] == "ALIVE" and status["url"] == standalone.master_url
     assert sorted(w["cores"] for w in status["workers"]) == [1, 1]
@@ -292,3 +292,19 @@ def test_the_standalone_cluster_stops_cleanly(standalone):
     assert standalone.stop() == []
     assert all(p.poll() is not None for p in standalone.processes.values())
     assert [port for port in standalone.ports if listening(port)] == []
+
+
+@pytest.mark.slow  # an application of its own: the demo's embedded local-cluster, about 2 minutes here
+@pytest.mark.timeout(900)
+def test_scripts_demo_sh_runs_as_the_readme_says(tmp_path):
+    """The README's first command as written, ``scripts/demo.sh`` without arguments: the demo on
+    its embedded ``local-cluster[2,1,1024]`` (the one path the standalone run above does not take),
+    with Spark ML's MLP beside it. TMPDIR is this test's, so the default export lands there."""
+    env = _clean_env(TMPDIR=str(tmp_path))
+    env["SPARK_CONF_DIR"] = os.environ["SPARK_CONF_DIR"]  # the suite's JVM flags (support/spark_conf)
+    stdout = _run(["bash", str(ROOT / "scripts" / "demo.sh")], cwd=tmp_path, timeout=DEMO_TIMEOUT_S, env=env)
+    assert re.search(r"trained on 2 TF nodes in [0-9.]+ s; model in .*sparkdl_mnist_export", stdout), stdout
+    assert (tmp_path / "sparkdl_mnist_export" / "saved_model.pb").exists()
+    assert _accuracy(stdout, 360) > 0.9
+    assert re.search(r"sparkdl, CNN on 2 TF nodes: +accuracy 0\.\d{4}", stdout), stdout
+    assert re.search(r"Spark ML, MLP 64-128-10: +accuracy 0\.\d{4}", stdout), stdout

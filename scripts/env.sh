@@ -49,9 +49,7 @@ ensure_venv() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
     # This checkout was installed as "sparkdl" before its distribution became sparkdl-tf: drop that.
     "$VENV/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y sparkdl >/dev/null 2>&1 || true
-    # --no-compile: Python compiles each module when it is first imported instead of pip compiling
-    # all ~13,600 at install (about 60 CPU-s here, most of them for modules nothing imports).
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[$EXTRAS]" 2>&1 |
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT[$EXTRAS]" 2>&1 |
       grep -v "is ignored: it is neither a file nor a directory" >&2 || true
     "$VENV/bin/python" -c "import sparkdl, pyspark, tensorflow" >/dev/null 2>&1 || {
       echo "error: the installation in $VENV is incomplete (see pip's output above)" >&2; exit 1; }

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import cluster_functions as cluster_fns
+from node_functions import wait_for_file
 
 GIVE_UP_S = 120.0
 STEP_S = 0.02
@@ -85,18 +86,11 @@ def raise_on_the_first_attempt(args, ctx):
     every node records ``done-attempt<k>-node<N>.json`` and returns (pure Python: no TensorFlow)."""
     if ctx.attempt == 0:
         if ctx.executor_id == args["victim"]:
-            _wait_for(Path(args["out"], "other-started"))
+            wait_for_file(str(Path(args["out"], "other-started")), GIVE_UP_S)
             raise RuntimeError(f"injected fault in {ctx.job_name}:{ctx.task_index} on attempt 0 (sentinel 5eed)")
         Path(args["out"], "other-started").touch()
         stuck_inside_a_training_step()  # until the failure stops this node
     _record(args, f"done-attempt{ctx.attempt}-node{ctx.executor_id}")
-
-
-def _wait_for(path: Path) -> None:
-    """Poll for ``path`` (bounded by ``GIVE_UP_S``)."""
-    deadline = time.monotonic() + GIVE_UP_S
-    while not path.exists() and time.monotonic() < deadline:
-        time.sleep(STEP_S)
 
 
 def parameter_server_training(args, ctx):

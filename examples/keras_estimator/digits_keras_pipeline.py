@@ -63,7 +63,8 @@ def main(argv=None, spark=None) -> float:
     tuned = tuning.fit(train)
     tuning_s = time.perf_counter() - started
     where = f"{args.cluster_size} TF nodes" if args.cluster_size else "the driver (local mode)"
-    print(f"tuned on {where}: {len(rates)} learning rates x {args.folds} folds + the final fit in {tuning_s:.1f} s")
+    grid = f"{len(rates)} learning rate{'s' if len(rates) > 1 else ''} x {args.folds} folds"
+    print(f"tuned on {where}: {grid} + the final fit in {tuning_s:.1f} s")
     for rate, metric in zip(rates, tuned.avgMetrics):
         print(f"  learning_rate={rate:g}: cross-validated accuracy {metric:.4f}")
     best = tuned.bestModel

@@ -368,8 +368,10 @@ class ClusterFeeder:
             raise self._node_failed(description)
         if "error" in outcome:
             error = outcome["error"]
-            # A lost node is the usual cause of a failed feed: wait briefly for its report.
-            if self._waits.failure(CAUSE_WAIT_S):
+            failure = task_failure(error)
+            # Unfeedable data is its own cause, raised at once; otherwise a lost node is the usual
+            # cause of a failed feed: wait briefly for its report.
+            if not failure.is_data_error and self._waits.failure(CAUSE_WAIT_S):
                 raise self._node_failed(description) from error
-            raise task_failure(error).as_feed_error(description) from error
+            raise failure.as_feed_error(description) from error
         return outcome.get("value")

@@ -38,10 +38,16 @@ class TaskFailure:
         """The unqualified class name the Python task raised (``FeedDataError``), if one did."""
         return self.python_type.rsplit(".", 1)[-1] if self.python_type else None
 
+    @property
+    def is_data_error(self) -> bool:
+        """Whether a task found the data unfeedable (a ``FeedDataError``): the data is the cause,
+        not a node."""
+        return self.python_class == FeedDataError.__name__
+
     def as_feed_error(self, description: str) -> FeedError | FeedDataError:
         """The error ``cluster.train``/``inference`` raises for this failure of the job ``description``:
         a ``FeedDataError`` when a task found the data unfeedable, else a ``FeedError``."""
-        if self.python_class == FeedDataError.__name__:
+        if self.is_data_error:
             return FeedDataError(f"{description} failed: FeedDataError: {self.message}")
         cause = f"{self.python_class}: {self.message}" if self.python_class else self.message
         return FeedError(f"{description} failed: {cause}")

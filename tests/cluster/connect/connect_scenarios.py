@@ -1,8 +1,9 @@
 """sparkdl over Spark Connect: scenarios run by one client process (``tests/cluster/connect/test_connect.py``).
 
-``python connect_scenarios.py OUT_DIR`` starts a local Spark Connect server over
-``local-cluster[2,1,1024]`` (two executor JVMs), runs every scenario against it through the
-Connect client only (no SparkContext is used here), and writes ``OUT_DIR/results.json``: per
+``python connect_scenarios.py OUT_DIR [SCENARIO ...]`` starts a local Spark Connect server over
+``local-cluster[2,1,1024]`` (two executor JVMs), runs the named scenarios (by default every one)
+against it through the Connect client only (no SparkContext is used here), and writes
+``OUT_DIR/results.json``: per
 scenario what it returned, or the error it raised. The test asserts on that file and on what
 the nodes wrote under ``OUT_DIR/<scenario>/``. One process for all scenarios: a Connect server
 takes a while to start, and a Python process holds one SparkContext (the server's).
@@ -141,9 +142,14 @@ SCENARIOS = [
 ]
 
 
-def main(out_dir: str) -> None:
+def main(out_dir: str, names: list[str]) -> None:
     from pyspark.sql import SparkSession
 
+    by_name = {scenario.__name__: scenario for scenario in SCENARIOS}
+    unknown = sorted(set(names) - set(by_name))
+    if unknown:
+        raise SystemExit(f"unknown scenarios {unknown}; they are {sorted(by_name)}")
+    scenarios = [by_name[name] for name in names] if names else SCENARIOS
     out = Path(out_dir)
     started = time.monotonic()
     spark = SparkSession.builder.remote("local-cluster[2,1,1024]").config("spark.ui.enabled", "false").getOrCreate()
@@ -152,7 +158,7 @@ def main(out_dir: str) -> None:
         "server_start_seconds": round(time.monotonic() - started, 1),
     }
     try:
-        for scenario in SCENARIOS:
+        for scenario in scenarios:
             directory = out / scenario.__name__
             directory.mkdir(parents=True, exist_ok=True)
             started = time.monotonic()
@@ -171,4 +177,4 @@ def main(out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:])

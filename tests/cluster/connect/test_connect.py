@@ -21,13 +21,27 @@ TESTS = Path(__file__).resolve().parent
 pytestmark = [pytest.mark.timeout(900)]  # the first test also waits for all scenarios (one Connect server)
 
 
-@pytest.fixture(scope="module")
-def outcome(tmp_path_factory, spark_holder):
+#: The scenarios CI runs, on one Connect server. TFEstimator/TFModel under Connect (27 s here: a
+#: TF node, then TensorFlow imported on both executors to score) is the slow tier's: their one
+#: Connect-specific line takes the DataFrame's session, and what they run on it, TFCluster's
+#: training and the inference UDF under Connect, is proven here.
+CI_SCENARIOS = [
+    "tensorflow_mode",
+    "spark_mode_training",
+    "spark_mode_inference",
+    "failure_report",
+    "parallel",
+    "inference_udf",
+]
+
+
+def run_scenarios(out: Path, spark_holder, names: list[str]) -> tuple[Path, dict, str]:
+    """Run ``names`` (connect_scenarios.py) against one local Connect server, in a client process
+    of their own; ``(out, results, the client's stderr)``."""
     pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
     spark_holder.stop()  # the Connect server's executors need the memory this process's Spark holds
-    out = tmp_path_factory.mktemp("connect")
     run = subprocess.run(
-        [sys.executable, str(TESTS / "connect_scenarios.py"), str(out)],
+        [sys.executable, str(TESTS / "connect_scenarios.py"), str(out), *names],
         capture_output=True,
         text=True,
         timeout=840,
@@ -37,6 +51,11 @@ def outcome(tmp_path_factory, spark_holder):
     assert results_file.exists(), f"the Connect client failed before any scenario ran:\n{run.stderr[-6000:]}"
     results = json.loads(results_file.read_text())
     return out, results, run.stderr
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory, spark_holder):
+    return run_scenarios(tmp_path_factory.mktemp("connect"), spark_holder, CI_SCENARIOS)
 
 
 def scenario(outcome, name: str) -> tuple[Path, dict]:
@@ -103,8 +122,9 @@ def test_tfparallel_runs_one_independent_node_per_executor(outcome):
     assert len(records) == 2 and all(r["tf_config"] is None for r in records.values())
 
 
-def test_tfestimator_and_tfmodel_work_under_connect(outcome):
-    out, result = scenario(outcome, "estimator_and_model")
+@pytest.mark.slow
+def test_tfestimator_and_tfmodel_work_under_connect(tmp_path, spark_holder):
+    out, result = scenario(run_scenarios(tmp_path, spark_holder, ["estimator_and_model"]), "estimator_and_model")
     assert len(result["history"]["loss"]) == 3 and len(result["history"]["val_loss"]) == 3
     assert (out / "export" / "saved_model.pb").exists()
     assert result["accuracy"] > 0.8, result["accuracy"]

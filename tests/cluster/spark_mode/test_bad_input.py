@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 
 from sparkdl import ClusterError, TFCluster
+from sparkdl.driver import feeding
 from sparkdl.feed.columns import FeedDataError
 
 import feed_functions as feed_fns
@@ -50,11 +52,16 @@ def test_nan_labels_are_fed_unchanged(sc2, spark, tmp_path):
     assert sorted(math.isnan(n["label_sum"]) for n in nodes) == [False, True]
 
 
-def test_nulls_are_rejected_naming_the_column_before_any_node_reads(sc2, spark, tmp_path):
+def test_nulls_are_rejected_naming_the_column_before_any_node_reads(sc2, spark, tmp_path, monkeypatch):
+    # The data is the cause: train() raises without waiting for a node failure to explain the
+    # failed job (with that wait made longer than the whole test could take, a wait would show).
+    monkeypatch.setattr(feeding, "CAUSE_WAIT_S", 120.0)
     frame = spark.createDataFrame([([1.0], 1.0), ([2.0], None)], "x array<float>, y double").coalesce(1)
     cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)
     try:
+        started = time.monotonic()
         with pytest.raises(FeedDataError, match=r"column 'y', partition 0, row 1: a null value"):
             cluster.train(frame, 1)
+        assert time.monotonic() - started < feeding.CAUSE_WAIT_S, "a data error waited for a node report"
     finally:
         cluster.shutdown(timeout=120)

@@ -65,7 +65,8 @@ def serve_until_flag(args, ctx):
     """Start this node's ``tf.distribute.Server`` (its gRPC port from the cluster spec), say so,
     and keep serving until the test creates the flag file."""
     server = ctx.start_server()
-    _write(args, ctx, {"target": server.target, "port": ctx.port, "host": ctx.host, "pid": os.getpid()})
+    record = {"target": server.target, "port": ctx.port, "host": ctx.host, "pid": os.getpid(), "log_dir": ctx.log_dir}
+    _write(args, ctx, record)
     if not wait_for_file(_arg(args, "flag")):
         raise TimeoutError("the test never created the flag file")
 

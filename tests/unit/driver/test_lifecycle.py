@@ -125,8 +125,10 @@ def test_a_task_failure_becomes_the_feed_error_of_its_kind():
     assert type(error) is FeedDataError and str(error) == (
         "sparkdl: feed epoch 1/2 failed: FeedDataError: column 'a' differs"
     )
+    assert data.is_data_error  # raised at once: no node report is awaited for it
     other = TaskFailure("x", None, "sparkdl.errors.FeedError", "node worker:0 dropped partition 2").as_feed_error("d")
     assert type(other) is FeedError and str(other) == "d failed: FeedError: node worker:0 dropped partition 2"
+    assert not TaskFailure("x", None, "sparkdl.errors.FeedError", "dropped").is_data_error
     plain = task_failure(RuntimeError("Job aborted\nmore"))  # no Python task's traceback in it
     assert plain.python_type is None and plain.message == "Job aborted" and plain.condition is None
 

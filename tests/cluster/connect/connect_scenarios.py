@@ -3,10 +3,10 @@
 ``python connect_scenarios.py OUT_DIR [SCENARIO ...]`` starts a local Spark Connect server over
 ``local-cluster[2,1,1024]`` (two executor JVMs), runs the named scenarios (by default every one)
 against it through the Connect client only (no SparkContext is used here), and writes
-``OUT_DIR/results.json``: per
-scenario what it returned, or the error it raised. The test asserts on that file and on what
-the nodes wrote under ``OUT_DIR/<scenario>/``. One process for all scenarios: a Connect server
-takes a while to start, and a Python process holds one SparkContext (the server's).
+``OUT_DIR/results.json``: per scenario what it returned, or the error it raised. The test
+asserts on that file and on what the nodes wrote under ``OUT_DIR/<scenario>/``. One process for
+all scenarios: a Connect server takes a while to start, and a Python process holds one
+SparkContext (the server's).
 """
 
 from __future__ import annotations

@@ -49,9 +49,10 @@ ensure_venv() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
     # This checkout was installed as "sparkdl" before its distribution became sparkdl-tf: drop that.
     "$VENV/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y sparkdl >/dev/null 2>&1 || true
-    # Byte-compiled on every core afterwards rather than by pip one file at a time (40 s against
-    # about 70 s on 2 cores). Compiled it must be: where PYTHONDONTWRITEBYTECODE is set (as on CI),
-    # nothing caches a compiled module, and each TensorFlow import would compile its own.
+    # Byte-compiled on every core afterwards rather than by pip one file at a time (the whole
+    # install: 119 s against 141 s on 2 cores). Compiled it must be: where PYTHONDONTWRITEBYTECODE
+    # is set (as on CI), nothing caches a compiled module, and each TensorFlow import would
+    # compile its own.
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[$EXTRAS]" 2>&1 |
       grep -v "is ignored: it is neither a file nor a directory" >&2 || true
     # (a package may ship files that are not Python 3, e.g. templates: those stay uncompiled, as under pip)

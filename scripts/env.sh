@@ -36,6 +36,26 @@ pick_python() {
   exit 1
 }
 
+# The requirements of pyproject.toml's extra $1, one per line (pyproject.toml is where they are written).
+extra_requirements() {
+  "$VENV/bin/python" - "$ROOT/pyproject.toml" "$1" <<'PY'
+import sys
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the copy pip vendors
+    from pip._vendor import tomli as tomllib
+with open(sys.argv[1], "rb") as pyproject:
+    print("\n".join(tomllib.load(pyproject)["project"]["optional-dependencies"][sys.argv[2]]))
+PY
+}
+
+# pip install, quiet and without compiling (ensure_venv compiles afterwards, on every core).
+pip_install() {
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "$@" 2>&1 |
+    grep -v "is ignored: it is neither a file nor a directory" >&2 || true
+}
+
 ensure_venv() {
   local stamp_file want
   if [ ! -x "$VENV/bin/python" ]; then
@@ -49,13 +69,23 @@ ensure_venv() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
     # This checkout was installed as "sparkdl" before its distribution became sparkdl-tf: drop that.
     "$VENV/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y sparkdl >/dev/null 2>&1 || true
+    local extras="$EXTRAS" requirements=() keras=()
+    if [[ ",$EXTRAS," == *,cpu,* ]]; then
+      # tf-keras names "tensorflow" as its dependency, so pip would add TensorFlow's CUDA build (a
+      # 570 MB wheel) to tensorflow-cpu, both unpacked into one site-packages/tensorflow, and each
+      # TensorFlow import would cost about 1 CPU-second more. The cpu extra's requirements go in
+      # without it, tf-keras then without its dependencies.
+      extras="$(echo ",$EXTRAS," | sed 's/,cpu,/,/; s/^,//; s/,$//')"
+      mapfile -t requirements < <(extra_requirements cpu | grep -v '^tf-keras')
+      mapfile -t keras < <(extra_requirements cpu | grep '^tf-keras')
+    fi
+    pip_install -e "$ROOT${extras:+[$extras]}" "${requirements[@]}"
+    if [ ${#keras[@]} -gt 0 ]; then pip_install --no-deps "${keras[@]}"; fi
     # Byte-compiled on every core afterwards rather than by pip one file at a time (the whole
     # install: 119 s against 141 s on 2 cores). Compiled it must be: where PYTHONDONTWRITEBYTECODE
     # is set (as on CI), nothing caches a compiled module, and each TensorFlow import would
-    # compile its own.
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile -e "$ROOT[$EXTRAS]" 2>&1 |
-      grep -v "is ignored: it is neither a file nor a directory" >&2 || true
-    # (a package may ship files that are not Python 3, e.g. templates: those stay uncompiled, as under pip)
+    # compile its own. (A package may ship files that are not Python 3, e.g. templates:
+    # those stay uncompiled, as under pip.)
     "$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
       >/dev/null 2>&1 || true
     "$VENV/bin/python" -c "import sparkdl, pyspark, tensorflow" >/dev/null 2>&1 || {

@@ -137,9 +137,12 @@ def _spark_shape_group(item) -> int:
     seldom as possible (each restart of local-cluster costs about 20 s of JVM start here):
     tests without the shared Spark first (the standalone cluster, the packaged demo, the
     Connect-free applications run as subprocesses: they start their own Spark and get the
-    memory to themselves), then every ``sc2`` test, every ``sc3`` test, and last the tests
-    that ask ``spark_holder`` for a shape of their own (other settings, or a Spark they stop)."""
+    memory to themselves), then every ``sc2`` test, every ``sc3`` test, then the tests
+    that ask ``spark_holder`` for a shape of their own (other settings, or a Spark they stop),
+    and last those that read a run started with the session (``connect_ci_run``), by then done."""
     fixtures = set(getattr(item, "fixturenames", ()))
+    if "connect_ci_run" in fixtures:
+        return 4
     if "spark_holder" not in fixtures:
         return 0
     if "sc2" in fixtures:
@@ -154,6 +157,29 @@ def spark_holder(tmp_path_factory):
     holder = SparkHolder(str(tmp_path_factory.mktemp("executor-tmp")))
     yield holder
     holder.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_connect_ci_run(request, tmp_path_factory):
+    """Start CI's Spark Connect scenarios (``support/connect_runs.py``) with the session, when a
+    selected test reads them: they run beside the tests that come first. None otherwise."""
+    import importlib.util
+
+    wanted = any("connect_ci_run" in getattr(item, "fixturenames", ()) for item in request.session.items)
+    if not wanted or importlib.util.find_spec("grpc_status") is None:  # test_connect.py skips without it
+        yield None
+        return
+    from connect_runs import CI_SCENARIOS, ConnectRun
+
+    run = ConnectRun(tmp_path_factory.mktemp("connect"), CI_SCENARIOS)
+    yield run
+    run.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_ci_run(_start_connect_ci_run):
+    """The session's run of CI's Connect scenarios (started with the session, read by test_connect.py)."""
+    return _start_connect_ci_run
 
 
 @pytest.fixture

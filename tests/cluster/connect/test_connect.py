@@ -3,59 +3,35 @@
 The client runs in its own process (``connect_scenarios.py``): a Python process holds one
 SparkContext, and the local Connect server needs its own. Every scenario there goes through
 the Connect client only; here each test checks one scenario's outcome and what its nodes wrote.
+CI's scenarios run from the session's start, beside the other tests (``support/connect_runs.py``).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from connect_runs import ConnectRun
 
 from conftest import read_json_files
 
-TESTS = Path(__file__).resolve().parent
-pytestmark = [pytest.mark.timeout(900)]  # the first test also waits for all scenarios (one Connect server)
-
-
-#: The scenarios CI runs, on one Connect server. TFEstimator/TFModel under Connect (27 s here: a
-#: TF node, then TensorFlow imported on both executors to score) is the slow tier's: their one
-#: Connect-specific line takes the DataFrame's session, and what they run on it, TFCluster's
-#: training and the inference UDF under Connect, is proven here.
-CI_SCENARIOS = [
-    "tensorflow_mode",
-    "spark_mode_training",
-    "spark_mode_inference",
-    "failure_report",
-    "parallel",
-    "inference_udf",
-]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.cluster]
 
 
 def run_scenarios(out: Path, spark_holder, names: list[str]) -> tuple[Path, dict, str]:
-    """Run ``names`` (connect_scenarios.py) against one local Connect server, in a client process
-    of their own; ``(out, results, the client's stderr)``."""
+    """Run ``names`` (connect_scenarios.py) now, against a Connect server of their own."""
     pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
     spark_holder.stop()  # the Connect server's executors need the memory this process's Spark holds
-    run = subprocess.run(
-        [sys.executable, str(TESTS / "connect_scenarios.py"), str(out), *names],
-        capture_output=True,
-        text=True,
-        timeout=840,
-        cwd=out,
-    )
-    results_file = out / "results.json"
-    assert results_file.exists(), f"the Connect client failed before any scenario ran:\n{run.stderr[-6000:]}"
-    results = json.loads(results_file.read_text())
-    return out, results, run.stderr
+    return ConnectRun(out, names).outcome()
 
 
 @pytest.fixture(scope="module")
-def outcome(tmp_path_factory, spark_holder):
-    return run_scenarios(tmp_path_factory.mktemp("connect"), spark_holder, CI_SCENARIOS)
+def outcome(connect_ci_run):
+    """CI's scenarios, run since the session began (tests/conftest.py's ``connect_ci_run``)."""
+    pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
+    return connect_ci_run.outcome()
 
 
 def scenario(outcome, name: str) -> tuple[Path, dict]:

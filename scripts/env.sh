@@ -76,8 +76,10 @@ ensure_venv() {
       # TensorFlow import would cost about 1 CPU-second more. The cpu extra's requirements go in
       # without it, tf-keras then without its dependencies.
       extras="$(echo ",$EXTRAS," | sed 's/,cpu,/,/; s/^,//; s/,$//')"
-      mapfile -t requirements < <(extra_requirements cpu | grep -v '^tf-keras')
-      mapfile -t keras < <(extra_requirements cpu | grep '^tf-keras')
+      local requirement
+      while IFS= read -r requirement; do
+        if [[ "$requirement" == tf-keras* ]]; then keras+=("$requirement"); else requirements+=("$requirement"); fi
+      done < <(extra_requirements cpu)
     fi
     pip_install -e "$ROOT${extras:+[$extras]}" "${requirements[@]}"
     if [ ${#keras[@]} -gt 0 ]; then pip_install --no-deps "${keras[@]}"; fi

@@ -10,7 +10,10 @@ minute off the suite.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -39,30 +42,30 @@ class ConnectRun:
 
     def __init__(self, out: Path, names: list[str]):
         self.out = out
-        self._stderr = open(out / "client.stderr", "w+")  # a file, not a pipe: nobody reads it while it runs
-        self._process = subprocess.Popen(
-            [sys.executable, str(SCENARIOS_SCRIPT), str(out), *names],
-            stdout=subprocess.DEVNULL,
-            stderr=self._stderr,
-            cwd=out,
-        )
+        self._stderr_path = out / "client.stderr"  # a file, not a pipe: nobody reads it while the client runs
+        with open(self._stderr_path, "wb") as stderr:
+            self._process = subprocess.Popen(
+                [sys.executable, str(SCENARIOS_SCRIPT), str(out), *names],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                cwd=out,
+                start_new_session=True,  # its own process group: the Connect server's JVM ends with it
+            )
 
     def outcome(self) -> tuple[Path, dict, str]:
         """``(out, results, the client's stderr)`` once the client has ended (killed past RUN_TIMEOUT_S)."""
         try:
             self._process.wait(timeout=RUN_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._stderr.seek(0)
-        stderr = self._stderr.read()
+            self.stop()
+        stderr = self._stderr_path.read_text(errors="replace")
         results_file = self.out / "results.json"
         assert results_file.exists(), f"the Connect client failed before any scenario ran:\n{stderr[-6000:]}"
         return self.out, json.loads(results_file.read_text()), stderr
 
     def stop(self) -> None:
-        """End the client if it still runs (the session ends before its tests ran)."""
+        """End the client and what it started if it still runs (past its time, or the session ended first)."""
         if self._process.poll() is None:
-            self._process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
-        self._stderr.close()

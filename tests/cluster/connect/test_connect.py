@@ -20,9 +20,13 @@ from conftest import read_json_files
 pytestmark = [pytest.mark.timeout(900), pytest.mark.cluster]
 
 
+def skip_without_the_connect_client() -> None:
+    pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
+
+
 def run_scenarios(out: Path, spark_holder, names: list[str]) -> tuple[Path, dict, str]:
     """Run ``names`` (connect_scenarios.py) now, against a Connect server of their own."""
-    pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
+    skip_without_the_connect_client()
     spark_holder.stop()  # the Connect server's executors need the memory this process's Spark holds
     return ConnectRun(out, names).outcome()
 
@@ -30,7 +34,7 @@ def run_scenarios(out: Path, spark_holder, names: list[str]) -> tuple[Path, dict
 @pytest.fixture(scope="module")
 def outcome(connect_ci_run):
     """CI's scenarios, run since the session began (tests/conftest.py's ``connect_ci_run``)."""
-    pytest.importorskip("grpc_status", reason="Spark Connect needs pyspark[connect]'s dependencies")
+    skip_without_the_connect_client()
     return connect_ci_run.outcome()
 
 

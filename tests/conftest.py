@@ -132,24 +132,27 @@ def layout_problems(items) -> list[str]:
     return problems
 
 
-def _spark_shape_group(item) -> int:
+def _spark_shape_group(item) -> tuple[int, bool]:
     """Tests grouped by the SparkContext they need, so the session's one Spark restarts as
     seldom as possible (each restart of local-cluster costs about 20 s of JVM start here):
     tests without the shared Spark first (the standalone cluster, the packaged demo, the
     Connect-free applications run as subprocesses: they start their own Spark and get the
     memory to themselves), then every ``sc2`` test, every ``sc3`` test, then the tests
     that ask ``spark_holder`` for a shape of their own (other settings, or a Spark they stop),
-    and last those that read a run started with the session (``connect_ci_run``), by then done."""
+    and last those that read a run started with the session (``connect_ci_run``), by then done.
+    A test marked ``stops_spark`` (it leaves its shape's Spark unusable, e.g. kills an executor, and
+    stops it) comes last in its shape's group, so that shape is never started twice."""
     fixtures = set(getattr(item, "fixturenames", ()))
+    stops = item.get_closest_marker("stops_spark") is not None
     if "connect_ci_run" in fixtures:
-        return 4
+        return 4, stops
     if "spark_holder" not in fixtures:
-        return 0
+        return 0, stops
     if "sc2" in fixtures:
-        return 1
+        return 1, stops
     if "sc3" in fixtures:
-        return 2
-    return 3
+        return 2, stops
+    return 3, stops
 
 
 @pytest.fixture(scope="session")

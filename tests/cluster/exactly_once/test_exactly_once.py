@@ -80,8 +80,8 @@ def test_retried_feeding_tasks_deliver_every_row_once_and_seeds_repeat_across_cl
         assert len({tuple(epoch) for epoch in deterministic_run}) == EPOCHS, "still a new order every epoch"
 
 
-def test_an_executor_without_a_node_lost_during_epoch_one_costs_only_time(spark_holder, tmp_path):
-    sc3 = spark_holder.get(3)
+@pytest.mark.stops_spark  # runs last among the sc3 tests: the Spark it leaves short of an executor is stopped
+def test_an_executor_without_a_node_lost_during_epoch_one_costs_only_time(sc3, spark_holder, tmp_path):
     try:
         _lose_an_executor_without_a_node(sc3, tmp_path)
     finally:

@@ -143,16 +143,17 @@ def _spark_shape_group(item) -> tuple[int, bool]:
     A test marked ``stops_spark`` (it leaves its shape's Spark unusable, e.g. kills an executor, and
     stops it) comes last in its shape's group, so that shape is never started twice."""
     fixtures = set(getattr(item, "fixturenames", ()))
-    stops = item.get_closest_marker("stops_spark") is not None
     if "connect_ci_run" in fixtures:
-        return 4, stops
-    if "spark_holder" not in fixtures:
-        return 0, stops
-    if "sc2" in fixtures:
-        return 1, stops
-    if "sc3" in fixtures:
-        return 2, stops
-    return 3, stops
+        group = 4
+    elif "spark_holder" not in fixtures:
+        group = 0
+    elif "sc2" in fixtures:
+        group = 1
+    elif "sc3" in fixtures:
+        group = 2
+    else:
+        group = 3
+    return group, item.get_closest_marker("stops_spark") is not None
 
 
 @pytest.fixture(scope="session")

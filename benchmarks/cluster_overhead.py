@@ -1,8 +1,10 @@
 """What a sparkdl cluster costs on top of TensorFlow: start-up latency and 2-node MWMS training.
 
 Reference (same script, same data, epochs and global batch): one plain TensorFlow process
-running the same tf.keras ``model.fit`` in a fresh interpreter. Reports medians of ``--runs``
-runs and ratios; absolute numbers depend on the machine.
+running the same tf.keras ``model.fit`` in a fresh interpreter. Each run times the cluster twice:
+its TF processes forked from the executors' warm fork servers (the default, ``node/fork_server.py``;
+a warm-up cluster starts the servers first) and started afresh (``SPARKDL_NODE_FORK_SERVER=0``).
+Reports medians of ``--runs`` runs and ratios; absolute numbers depend on the machine.
 
     .venv/bin/python benchmarks/cluster_overhead.py [--runs 3] [--epochs 10] [--json results.json]
 """
@@ -99,18 +101,26 @@ def main() -> None:
     )
     sc = spark.sparkContext
     sc.setLogLevel("ERROR")
-    reference, startup, cluster_wall, cluster_fit = [], [], [], []
+
+    def one_cluster(fresh: bool) -> tuple[float, float, dict]:
+        """(until every node registered, run + shutdown, the chief's fit) of one cluster."""
+        out = Path(tempfile.mkdtemp()) / "chief.json"
+        args = {"epochs": opts.epochs, "batch_size": opts.batch_size, "out": str(out)}
+        started = time.perf_counter()
+        cluster = TFCluster.run(sc, node_main, args, 2, env={"SPARKDL_NODE_FORK_SERVER": "0"} if fresh else None)
+        registered = time.perf_counter() - started
+        cluster.shutdown(timeout=600)
+        return registered, time.perf_counter() - started, json.loads(out.read_text())
+
+    one_cluster(fresh=False)  # warm-up: starts the executors' fork servers
+    reference, startup, cluster_wall, cluster_fit, fresh_wall = [], [], [], [], []
     for _ in range(opts.runs):
         reference.append(single_process(opts.epochs, opts.batch_size))
-        out = Path(tempfile.mkdtemp()) / "chief.json"
-        started = time.perf_counter()
-        cluster = TFCluster.run(
-            sc, node_main, {"epochs": opts.epochs, "batch_size": opts.batch_size, "out": str(out)}, 2
-        )
-        startup.append(time.perf_counter() - started)
-        cluster.shutdown(timeout=600)
-        cluster_wall.append(time.perf_counter() - started)
-        cluster_fit.append(json.loads(out.read_text()))
+        registered, wall, fit = one_cluster(fresh=False)
+        startup.append(registered)
+        cluster_wall.append(wall)
+        cluster_fit.append(fit)
+        fresh_wall.append(one_cluster(fresh=True)[1])
     spark.stop()
 
     med = statistics.median
@@ -124,6 +134,7 @@ def main() -> None:
         ("reference wall time (python start + TF import + fit)", ref_wall, "s", 1.0),
         ("sparkdl run() until every node registered", med(startup), "s", med(startup) / ref_wall),
         ("sparkdl run() + shutdown() wall time", med(cluster_wall), "s", med(cluster_wall) / ref_wall),
+        ("the same, TF processes started afresh (no fork server)", med(fresh_wall), "s", med(fresh_wall) / ref_wall),
     ]
     print(
         f"\nmedians of {opts.runs} runs, {opts.epochs} epochs, global batch {opts.batch_size}, "
@@ -150,12 +161,14 @@ def main() -> None:
                 "sparkdl 2-node MWMS fit / single-process fit (rows/s)": measures[1][3],
                 "sparkdl run() until every node registered / reference wall time": measures[3][3],
                 "sparkdl run() + shutdown() / reference wall time": measures[4][3],
+                "run() + shutdown(), forked from warm servers / started afresh": med(cluster_wall) / med(fresh_wall),
             },
             raw={
                 "reference": reference,
                 "startup_s": startup,
                 "cluster_wall_s": cluster_wall,
                 "cluster_fit": cluster_fit,
+                "fresh_cluster_wall_s": fresh_wall,
             },
         )
 

@@ -27,10 +27,10 @@ from pathlib import Path
 from .. import roles
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, Endpoint, connect
-from . import keras_policy, watchdog
+from . import fork_server, keras_policy, watchdog
 from .config import NodeConfig, ProcessConfig
 from .console import console_lines
-from .launch import FAILED, READY
+from .launch import FAILED, READY, executor_jvm_pid, user_root
 from .logs import NodeLog, log_tail
 from .ports import reserve_port
 
@@ -61,7 +61,7 @@ class Supervisor:
         self.node_dir = Path(config.node_dir)
         self.log_path = self.node_dir / "node.log"
         self.error_path = self.node_dir / "error.json"
-        self.child: subprocess.Popen | None = None
+        self.child: subprocess.Popen | fork_server.ForkedNode | None = None
         self.tensorboard: subprocess.Popen | None = None
         self.node_log: NodeLog | None = None
         self.status_relay: threading.Thread | None = None
@@ -173,51 +173,82 @@ class Supervisor:
         return env
 
     def start_child(self, cluster_spec: dict, host: str, tf_socket: socket.socket) -> None:
-        """Start the TF process with its final environment and hand it the launch payload."""
+        """Start the TF process with its final environment and hand it the launch payload:
+        forked from this executor's fork server (``fork_server.py``) where one may serve it,
+        else a fresh process."""
         extra = {}
         if self.cfg.settings.set_tf_config:
             extra["TF_CONFIG"] = roles.tf_config(cluster_spec, self.role.job_name, self.role.task_index)
+        env = self.child_env(extra)
+        # The arguments only label the process for `ps`: which cluster and node it is.
+        argv = [sys.executable, "-m", "sparkdl.node.tf_process", "--cluster", self.cfg.launch.cluster_id]
+        argv += ["--node", self.role.label]
         status_read, status_write = os.pipe()
         output_read, output_write = os.pipe()
+        fds = {"socket": tf_socket.fileno(), "status": status_write}
+        self.child, payload, fds = self._fork_child(argv, env, fds, output_write) or self._spawn_child(
+            argv, env, fds, output_write
+        )
+        os.close(status_write)
+        os.close(output_write)
         config = ProcessConfig(
             node=self.cfg,
             cluster_spec=cluster_spec,
             host=host,
             port=tf_socket.getsockname()[1],
-            socket_fd=tf_socket.fileno(),
-            status_fd=status_write,
+            socket_fd=fds["socket"],
+            status_fd=fds["status"],
             error_path=str(self.error_path),
         )
-        self.child = subprocess.Popen(
-            # The arguments only label the process for `ps`: which cluster and node it is.
-            [
-                sys.executable,
-                "-m",
-                "sparkdl.node.tf_process",
-                "--cluster",
-                self.cfg.launch.cluster_id,
-                "--node",
-                self.role.label,
-            ],
-            stdin=subprocess.PIPE,
-            stdout=output_write,
-            stderr=subprocess.STDOUT,
-            cwd=self.cfg.working_dir,
-            env=self.child_env(extra),
-            pass_fds=(tf_socket.fileno(), status_write),
-            process_group=0,
-        )
-        os.close(status_write)
-        os.close(output_write)
         forward = self.forward_lines if self.cfg.settings.stream_logs else None
         self.node_log = NodeLog(self.log_path, output_read, forward)
         self.node_log.start()
-        self.child.stdin.write(pickle.dumps(config))
-        self.child.stdin.close()
+        with payload:
+            payload.write(pickle.dumps(config))
         self.status_relay = threading.Thread(
             target=self.relay_status, args=(status_read,), name="node-status", daemon=True
         )
         self.status_relay.start()
+
+    def _spawn_child(self, argv: list[str], env: dict, fds: dict[str, int], output: int):
+        """A fresh TF process: (process, its stdin, its descriptor numbers)."""
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            cwd=self.cfg.working_dir,
+            env=env,
+            pass_fds=tuple(fds.values()),
+            process_group=0,
+        )
+        return child, child.stdin, fds
+
+    def _fork_child(self, argv: list[str], env: dict, fds: dict[str, int], output: int):
+        """A TF process forked by the fork server (same result as ``_spawn_child``), or None
+        when the node may not use one or none answers (the reason goes to this log)."""
+        if not fork_server.wanted(env, self.cfg.gpus):
+            return None
+        stdin_read, stdin_write = os.pipe()
+        try:
+            # The executor JVM, which a server outlives nodes to serve (in SPARK mode, the anchor).
+            lifetime_pid = self.cfg.anchor_pid if self.cfg.settings.feeds else executor_jvm_pid()
+            child, child_fds = fork_server.start_node(
+                argv,
+                env,
+                self.cfg.working_dir,
+                {**fds, "stdin": stdin_read, "output": output},
+                supervisor_pid=os.getpid(),
+                lifetime_pid=lifetime_pid,
+                log_dir=str(user_root() / "fork-servers"),  # pruned as a cluster directory is
+            )
+        except (OSError, RuntimeError, ValueError) as exc:
+            print(f"sparkdl supervisor: no fork server ({exc}); starting the TF process afresh", file=sys.stderr)
+            os.close(stdin_write)
+            return None
+        finally:
+            os.close(stdin_read)
+        return child, os.fdopen(stdin_write, "wb"), child_fds
 
     def forward_lines(self, lines: list[str]) -> None:
         """Send the TF process's lines to the driver's console, TensorFlow's chatter left out unless verbose."""

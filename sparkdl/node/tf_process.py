@@ -72,11 +72,14 @@ def _write_error(path: str, text: str, exc: BaseException) -> None:
         json.dump({"traceback": text, "type": type(exc).__name__}, out)
 
 
-def main() -> int:
-    """Run one node's ``map_fun``; the exit status says whether it succeeded."""
+def main(supervisor_pid: int | None = None) -> int:
+    """Run one node's ``map_fun``; the exit status says whether it succeeded.
+
+    ``supervisor_pid``: the node's supervisor when that is not its parent (a node forked by
+    ``fork_server.py``, whose parent is the server); the node dies with either.
+    """
     watchdog.die_with_parent()
-    parent = os.getppid()
-    watchdog.watch_pid(parent, lambda: os._exit(70))
+    watchdog.watch_pid(supervisor_pid or os.getppid(), lambda: os._exit(70))
     # A stalled node is asked for every thread's Python stack in its log: SIGUSR2 first (safe), then
     # SIGUSR1 (faulthandler, from C, so even a node wedged in C code with the main thread never
     # returning to Python answers) if SIGUSR2 got no answer. Either ends the process once its dump

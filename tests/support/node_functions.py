@@ -43,6 +43,18 @@ def wait_for_file(path: str, timeout_s: float = 120.0) -> bool:
     return False
 
 
+def supervisor_pid(ctx) -> int:
+    """The pid of this node's supervisor: its parent, unless a fork server forked the node."""
+    import psutil
+
+    label = f"{ctx.job_name}:{ctx.task_index}"
+    for process in psutil.process_iter(["cmdline"]):
+        command = process.info["cmdline"] or []
+        if "sparkdl.node.supervisor" in command and ctx.cluster_id in command and label in command:
+            return process.pid
+    raise RuntimeError(f"no supervisor process for {label} of cluster {ctx.cluster_id}")
+
+
 def describe_node(args, ctx):
     """Record ctx fields, the args as received, and the environment sparkdl set."""
     _write(

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from sparkdl import TFCluster
+from sparkdl.node import fork_server
 
 import cluster_functions as cluster_fns
 
@@ -22,8 +23,11 @@ def _printed(capsys) -> str:
 @pytest.mark.parametrize("verbose", [False, True])
 def test_the_driver_console_leaves_tensorflow_chatter_in_node_log(sc2, tmp_path, capsys, verbose):
     # One node: the filter is each node's supervisor's, the same code on every node (and one
-    # TensorFlow import per case instead of two).
-    cluster = TFCluster.run(sc2, cluster_fns.tensorflow_chatter, {"out": str(tmp_path)}, 1, verbose=verbose)
+    # TensorFlow import per case instead of two). Started afresh, not forked from a fork server,
+    # so that TensorFlow's import-time C++ chatter is in this node's own output (a forked node's
+    # TensorFlow was imported by its server, whose log has that chatter).
+    fresh = {fork_server.SWITCH: "0"}
+    cluster = TFCluster.run(sc2, cluster_fns.tensorflow_chatter, {"out": str(tmp_path)}, 1, verbose=verbose, env=fresh)
     cluster.shutdown(timeout=200)
     printed = _printed(capsys)
     label = "chief:0"

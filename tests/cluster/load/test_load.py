@@ -30,12 +30,16 @@ SPARK = TFCluster.InputMode.SPARK
 MiB = 2**20
 
 
-def _node_processes() -> list[psutil.Process]:
+def _sparkdl_processes(fork_servers: bool = False) -> list[psutil.Process]:
+    """sparkdl's live node processes (supervisors, TF processes) on the machine, or its fork
+    servers (``node/fork_server.py``: one per executor and environment, meant to outlive clusters)."""
     found = []
     for process in psutil.process_iter(["cmdline", "status"]):
         try:
+            command = " ".join(process.info["cmdline"] or [])
             if (
-                "sparkdl.node." in " ".join(process.info["cmdline"] or [])
+                "sparkdl.node." in command
+                and ("sparkdl.node.fork_server" in command) == fork_servers
                 and process.info["status"] != psutil.STATUS_ZOMBIE
             ):
                 found.append(process)
@@ -54,7 +58,7 @@ def _snapshot(known_threads: frozenset = frozenset()) -> dict:
     and the driver's threads (but ``known_threads``) ended: a leak is one still there 15 s after
     shutdown."""
     deadline = time.monotonic() + 15
-    while (_node_processes() or _sparkdl_threads(known_threads)) and time.monotonic() < deadline:
+    while (_sparkdl_processes() or _sparkdl_threads(known_threads)) and time.monotonic() < deadline:
         # Bounded poll: supervisors exit right after their last report, and the driver's
         # display threads once their last line is written.
         time.sleep(0.1)
@@ -64,7 +68,8 @@ def _snapshot(known_threads: frozenset = frozenset()) -> dict:
         "sparkdl threads": sorted(t.name for t in _sparkdl_threads(known_threads)),
         "open fds": me.num_fds(),
         "inet sockets": len(me.net_connections(kind="inet")),
-        "node processes": len(_node_processes()),
+        "node processes": len(_sparkdl_processes()),
+        "fork servers": sorted(process.pid for process in _sparkdl_processes(fork_servers=True)),
     }
 
 
@@ -91,6 +96,10 @@ def test_clusters_in_a_row_leak_no_threads_sockets_or_processes(sc2, tmp_path):
     print(f"\n{CLUSTERS} clusters in a row: before {before}\n                     after  {after}")
     assert after["sparkdl threads"] == [], after
     assert before["node processes"] == after["node processes"] == 0
+    # The clusters' nodes were forked by the servers the warm-up found or started (one per
+    # executor): no cluster started another. (Servers of earlier tests' environments may leave meanwhile.)
+    servers_before, servers_after = set(before["fork servers"]), set(after["fork servers"])
+    assert len(servers_before) >= 2 and servers_after <= servers_before, (before, after)
     assert after["threads"] <= before["threads"] + 1, (before, after)
     assert after["open fds"] <= before["open fds"] + 4, (before, after)
     assert after["inet sockets"] <= before["inet sockets"] + 2, (before, after)

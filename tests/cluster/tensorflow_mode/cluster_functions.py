@@ -8,7 +8,7 @@ import os
 import socket
 from pathlib import Path
 
-from node_functions import _arg, _write, wait_for_file
+from node_functions import _arg, _write, supervisor_pid, wait_for_file
 
 
 def fail_on_worker(args, ctx):
@@ -281,7 +281,7 @@ def print_text(args, ctx):
 def print_then_wait(args, ctx):
     """Print a marker line, say so in a file, then wait for the flag file (the test kills the node)."""
     print(f"marker line of {ctx.job_name}:{ctx.task_index} before the loss", flush=True)
-    _write(args, ctx, {"pid": os.getpid(), "supervisor_pid": os.getppid()}, suffix="-ready")
+    _write(args, ctx, {"pid": os.getpid(), "supervisor_pid": supervisor_pid(ctx)}, suffix="-ready")
     wait_for_file(_arg(args, "flag"))
 
 
@@ -292,3 +292,19 @@ def return_value(args, ctx):
     if ctx.executor_id == args.get("bad_node"):
         return {"node": ctx.executor_id, "oops": {1, 2}}  # a set: no JSON for it
     return {"node": ctx.executor_id, "role": f"{ctx.job_name}:{ctx.task_index}", "mean": np.float32(0.5) * 3}
+
+
+def report_start(args, ctx):
+    """Record how this node's process started: its parent's command line, whether TensorFlow
+    was imported before map_fun began (a fork server's node inherits it), and one draw from
+    numpy's global random state."""
+    import sys
+
+    import numpy as np
+    import psutil
+
+    preloaded = "tensorflow" in sys.modules
+    parent = psutil.Process().parent()
+    record = {"parent_pid": parent.pid, "parent": parent.cmdline(), "tensorflow_preloaded": preloaded}
+    record["command"] = " ".join(psutil.Process().cmdline())
+    _write(args, ctx, {**record, "draw": float(np.random.random())})

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import cluster_functions as cluster_fns
-from node_functions import wait_for_file
+from node_functions import supervisor_pid, wait_for_file
 
 GIVE_UP_S = 120.0
 STEP_S = 0.02
@@ -76,7 +76,7 @@ def fault_during_training(args, ctx):
             time.sleep(STEP_S)  # a stand-in for a training step
         steps += 1
         if steps == 5:
-            _record(args, f"ready-{ctx.executor_id}", tf_pid=os.getpid())
+            _record(args, f"ready-{ctx.executor_id}", tf_pid=os.getpid(), supervisor_pid=supervisor_pid(ctx))
             if victim and args["fault"] != "none":
                 _inject(args, ctx)
 

@@ -247,7 +247,7 @@ def test_executor_lost_during_training_is_raised_at_once(sc2, tmp_path, mode):
             lambda: (tmp_path / "ready-1.json").exists() and _read(tmp_path, "ready-1"), 60, "node 1 to be training"
         )
         jvm = (
-            _executor_jvm(ready["tf_pid"])
+            _executor_jvm(ready["supervisor_pid"])  # the TF process's parent may be a fork server
             if not spark_mode
             else _executor_jvm_at(cluster.cluster_info[1]["spark_executor"])
         )

@@ -1,0 +1,391 @@
+"""Warm node starts: TF processes forked from a process that imported TensorFlow once.
+
+Importing TensorFlow costs a node process about 7 CPU-seconds, most of a small node's start-up.
+Like PySpark's own ``pyspark.daemon``, which forks Python workers for the executor, a fork
+server imports TensorFlow (and tf-keras when the node uses it) once, then forks one TF process
+per request; each starts with TensorFlow already in memory. One server serves one executor
+and one environment: its key is the Python interpreter, the working directory and the node's
+whole environment but ``TF_CONFIG`` (:data:`PER_NODE_VARIABLES`), since what a module reads
+from the environment at import time is fixed in the server. It leaves when it has had no node
+for :data:`IDLE_EXIT_S` seconds, or at once when its executor JVM exits.
+
+The supervisor (``node/supervisor.py``) asks for its node with :func:`start_node`, which
+starts the server first when none answers (one at a time per key: a lock file) and returns
+a :class:`ForkedNode`, the part of ``subprocess.Popen`` the supervisor uses. The node is the
+server's child: the server reaps it and sends its exit status to the supervisor; the node
+watches its supervisor's pid and dies with it (``tf_process.main``) as a spawned one does.
+
+Never used for a node given GPUs (CUDA must not be initialised in a process that forks, and
+a GPU node's start is dominated by other things), nor where ``SPARKDL_NODE_FORK_SERVER=0`` is
+in the executor's or the node's environment (``TFCluster.run(env=...)``): those nodes are
+started as fresh processes, as is every node whose server cannot be reached (the reason goes
+to the supervisor's log).
+
+The wire: an abstract Unix socket (Linux: no file, no stale path, no length limit from
+``$TMPDIR``) named for the user and the key. Each side checks that its peer runs as this
+user (``SO_PEERCRED``), so nobody else can ask for a node or pose as the server. A request is
+one JSON message (argv, environment, working directory, supervisor pid; never pickle) with
+the node's four descriptors passed as ``SCM_RIGHTS``; the server answers ``{"pid": ...}``,
+then ``{"exit": ...}`` (a ``Popen.returncode``) when the node ends.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+from . import watchdog
+
+try:
+    from setproctitle import setproctitle
+except ImportError:  # a platform without its wheel: forked nodes keep the server's command line
+    setproctitle = None
+
+SWITCH = "SPARKDL_NODE_FORK_SERVER"  # "0" in the node's or executor's environment: spawn every node
+PER_NODE_VARIABLES = ("TF_CONFIG",)  # set in each forked node, not part of the server's key
+IDLE_EXIT_S = 120.0  # a server with no node for this long leaves (PySpark's idle workers: 60 s)
+START_TIMEOUT_S = 120.0  # for a new server to import TensorFlow and listen
+REPLY_TIMEOUT_S = 30.0  # for a server to answer a request with the node's pid
+MAX_MESSAGE_BYTES = 1 << 20
+READY = "sparkdl-fork-server-ready"
+_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def wanted(env: dict[str, str], gpus: str | None) -> bool:
+    """Whether a node with environment ``env`` and GPUs ``gpus`` starts from a fork server."""
+    return sys.platform.startswith("linux") and not gpus and env.get(SWITCH, "1") != "0"
+
+
+def server_key(env: dict[str, str], cwd: str) -> str:
+    """The key of the server that may fork a node with ``env`` in ``cwd`` (see the module docstring)."""
+    shared = sorted((name, value) for name, value in env.items() if name not in PER_NODE_VARIABLES)
+    blob = json.dumps([sys.executable, cwd, shared]).encode()
+    return hashlib.sha256(blob).hexdigest()[:24]
+
+
+def socket_name(key: str) -> bytes:
+    """The abstract Unix socket name of the server with ``key`` for this user."""
+    return f"\0sparkdl-fork-server-{os.getuid()}-{key}".encode()
+
+
+def _peer_is_this_user(sock: socket.socket) -> bool:
+    _pid, uid, _gid = _CREDENTIALS.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CREDENTIALS.size))
+    return uid == os.getuid()
+
+
+# -- the supervisor's side ---------------------------------------------------------------------
+
+
+class ForkedNode:
+    """A node forked by a fork server: the part of ``subprocess.Popen`` the supervisor uses.
+
+    ``returncode`` follows Popen's convention (negative: the signal that ended it). If the
+    server goes away before reporting, the node's process group is killed (it cannot be reaped
+    by anyone who reports) and it counts as killed by SIGKILL.
+    """
+
+    def __init__(self, connection: socket.socket, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+        self._connection = connection
+        self._ended = threading.Event()
+        threading.Thread(target=self._await_exit, name=f"fork-server-exit-{pid}", daemon=True).start()
+
+    def _await_exit(self) -> None:
+        code = None
+        try:
+            self._connection.settimeout(None)
+            message = json.loads(self._connection.recv(MAX_MESSAGE_BYTES) or b"null")
+            if isinstance(message, dict) and isinstance(message.get("exit"), int):
+                code = message["exit"]
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._connection.close()
+        if code is None:  # the server is gone: nobody will reap or report the node
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            code = -signal.SIGKILL
+        self.returncode = code
+        self._ended.set()
+
+    def poll(self) -> int | None:
+        """The exit status, or None while the node runs."""
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the node to end; raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(f"sparkdl TF process {self.pid}", timeout)
+        return self.returncode
+
+
+def start_node(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str,
+    fds: dict[str, int],
+    *,
+    supervisor_pid: int,
+    lifetime_pid: int,
+    log_dir: str,
+) -> tuple[ForkedNode, dict[str, int]]:
+    """Fork a node from the server for ``env`` and ``cwd`` (starting that server if needed).
+
+    ``fds`` (``stdin``, ``output``, ``socket``, ``status``) are the node's descriptors; returns
+    the node and the numbers they have in it. ``lifetime_pid`` is the executor JVM a new server
+    lives and dies with; ``log_dir`` (in a private directory) holds the servers' logs and lock
+    files, ``<key>.log`` and ``<key>.lock``. Raises OSError (or RuntimeError) when no server
+    answers: the caller spawns instead.
+    """
+    key = server_key(env, cwd)
+    connection = _connect(key)
+    if connection is None:
+        os.makedirs(log_dir, mode=0o700, exist_ok=True)
+        lock_path = os.path.join(log_dir, f"{key}.lock")
+        with open(lock_path, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one start per key; the others find it running
+            connection = _connect(key) or _start_server(key, env, cwd, lifetime_pid, log_dir)
+    try:
+        names = sorted(fds)
+        request = {"argv": argv, "env": env, "cwd": cwd, "supervisor_pid": supervisor_pid, "fds": names}
+        socket.send_fds(connection, [json.dumps(request).encode()], [fds[name] for name in names])
+        connection.settimeout(REPLY_TIMEOUT_S)
+        reply = json.loads(connection.recv(MAX_MESSAGE_BYTES) or b"null")
+        if not (isinstance(reply, dict) and isinstance(reply.get("pid"), int) and isinstance(reply.get("fds"), dict)):
+            raise RuntimeError(f"the fork server answered {reply!r}")
+        child_fds = {name: reply["fds"].get(name) for name in names}
+        if not all(isinstance(number, int) for number in child_fds.values()):
+            raise RuntimeError(f"the fork server answered {reply!r}")
+    except BaseException:
+        connection.close()
+        raise
+    return ForkedNode(connection, reply["pid"]), child_fds
+
+
+def _connect(key: str) -> socket.socket | None:
+    """A connection to this user's running server for ``key``, or None when none listens."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(socket_name(key))
+    except (ConnectionRefusedError, FileNotFoundError):
+        sock.close()
+        return None
+    if not _peer_is_this_user(sock):
+        sock.close()
+        raise PermissionError(f"the fork server socket for key {key} is held by another user")
+    return sock
+
+
+def _start_server(key: str, env: dict[str, str], cwd: str, lifetime_pid: int, log_dir) -> socket.socket:
+    server_env = {name: value for name, value in env.items() if name not in PER_NODE_VARIABLES}
+    with open(os.path.join(log_dir, f"{key}.log"), "ab") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "sparkdl.node.fork_server", key, str(lifetime_pid)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            cwd=cwd,
+            env=server_env,
+            start_new_session=True,  # outlives this node's supervisor, not the executor
+        )
+    with server.stdout:  # READY once it listens; nothing (EOF) if it failed
+        ready = selectors.DefaultSelector()
+        ready.register(server.stdout, selectors.EVENT_READ)
+        line = server.stdout.readline().decode().strip() if ready.select(START_TIMEOUT_S) else ""
+        ready.close()
+    if line != READY:
+        server.kill()
+        raise RuntimeError(f"the fork server did not start (see {log.name})")
+    connection = _connect(key)
+    if connection is None:
+        raise RuntimeError(f"the fork server said it listens but does not (see {log.name})")
+    return connection
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+def _preload() -> None:
+    """Import what every node imports, TensorFlow above all (a node without it still works)."""
+    from pyspark import cloudpickle  # noqa: F401 - map_fun's unpickler
+
+    from . import tf_process  # noqa: F401
+
+    try:
+        import tensorflow  # noqa: F401
+
+        if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+            import tf_keras  # noqa: F401
+    except ImportError as exc:
+        print(f"sparkdl fork server: nodes will import TensorFlow themselves: {exc}", file=sys.stderr, flush=True)
+
+
+def _valid_request(message: object, fds: list[int]) -> bool:
+    if not isinstance(message, dict) or set(message) != {"argv", "env", "cwd", "supervisor_pid", "fds"}:
+        return False
+    argv, env, names = message["argv"], message["env"], message["fds"]
+    return (
+        isinstance(argv, list)
+        and all(isinstance(arg, str) for arg in argv)
+        and isinstance(env, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        and isinstance(message["cwd"], str)
+        and isinstance(message["supervisor_pid"], int)
+        and names == ["output", "socket", "status", "stdin"]
+        and len(fds) == len(names)
+    )
+
+
+class _Server:
+    def __init__(self, key: str, lifetime_pid: int):
+        self.key = key
+        self.lifetime_pid = lifetime_pid
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.children: dict[int, socket.socket] = {}  # pid -> its supervisor's connection
+        self.last_active = time.monotonic()
+
+    def serve(self) -> None:
+        self.listener.bind(socket_name(self.key))
+        self.listener.listen(16)
+        print(READY, flush=True)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the starting supervisor stops reading
+        # A node's end must reach its supervisor at once (the first failure reported is the
+        # cause the driver names): SIGCHLD wakes the loop through a self-pipe.
+        self.wakeup_read, self.wakeup_write = os.pipe()
+        os.set_blocking(self.wakeup_write, False)
+        signal.set_wakeup_fd(self.wakeup_write)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        selector = selectors.DefaultSelector()
+        selector.register(self.listener, selectors.EVENT_READ)
+        selector.register(self.wakeup_read, selectors.EVENT_READ)
+        while True:
+            for event, _ in selector.select(0.5):
+                if event.fileobj is self.listener:
+                    self.accept()
+                else:
+                    os.read(self.wakeup_read, 4096)
+            self.reap()
+            if self.children:
+                self.last_active = time.monotonic()
+            elif time.monotonic() - self.last_active > IDLE_EXIT_S:
+                return
+            if not watchdog.pid_alive(self.lifetime_pid):
+                return
+
+    def accept(self) -> None:
+        connection, _ = self.listener.accept()
+        self.last_active = time.monotonic()
+        fds: list[int] = []
+        try:
+            if not _peer_is_this_user(connection):
+                raise ValueError("a request from another user")
+            connection.settimeout(REPLY_TIMEOUT_S)
+            data, fds, _flags, _addr = socket.recv_fds(connection, MAX_MESSAGE_BYTES, 8)
+            message = json.loads(data)
+            if not _valid_request(message, fds):
+                raise ValueError("a malformed request")
+            pid = self.fork(message, dict(zip(message["fds"], fds)), connection)
+            self.children[pid] = connection
+        except (OSError, ValueError) as exc:
+            print(f"sparkdl fork server: refused a request: {exc}", file=sys.stderr, flush=True)
+            connection.close()
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def fork(self, request: dict, fds: dict[str, int], connection: socket.socket) -> int:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self.become_node(request, fds)  # never returns
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whichever runs first, the group exists
+        except (PermissionError, ProcessLookupError):
+            pass
+        # The node's numbers for its descriptors: the same as the server's received copies.
+        connection.send(json.dumps({"pid": pid, "fds": fds}).encode())
+        return pid
+
+    def become_node(self, request: dict, fds: dict[str, int]) -> None:
+        code = 1
+        try:
+            os.setpgid(0, 0)  # its own process group, which the supervisor signals
+            signal.set_wakeup_fd(-1)  # a fresh process's signal handling, not the server's
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.close(self.wakeup_read)
+            os.close(self.wakeup_write)
+            if setproctitle is not None:  # `ps` (and whoever looks for a node) sees the node, not the server;
+                setproctitle(" ".join(request["argv"]))  # before os.environ changes, which it relocates
+            self.listener.close()
+            for connection in self.children.values():
+                connection.close()
+            os.dup2(fds["stdin"], 0)
+            os.dup2(fds["output"], 1)
+            os.dup2(fds["output"], 2)
+            for name in ("stdin", "output"):
+                os.close(fds[name])
+            for fd in (fds["socket"], fds["status"]):
+                os.set_inheritable(fd, False)
+            os.environ.clear()
+            os.environ.update(request["env"])
+            os.chdir(request["cwd"])
+            sys.argv = list(request["argv"])
+            if sys.path and sys.path[0] != request["cwd"]:
+                sys.path[0] = request["cwd"]  # as for ``python -m`` started there
+            if "numpy" in sys.modules:  # forked nodes must not share the server's random state
+                sys.modules["numpy"].random.seed()
+            from . import tf_process
+
+            code = tf_process.main(supervisor_pid=request["supervisor_pid"])
+        except BaseException:  # noqa: BLE001 - reported by the exit status and the node log
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            connection = self.children.pop(pid, None)
+            if connection is not None:
+                code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+                try:
+                    connection.send(json.dumps({"exit": code}).encode())
+                except OSError:
+                    pass
+                connection.close()
+            self.last_active = time.monotonic()
+
+
+def main() -> int:
+    """``python -m sparkdl.node.fork_server KEY LIFETIME_PID``: import, listen, fork nodes until idle."""
+    key, lifetime_pid = sys.argv[1], int(sys.argv[2])
+    _preload()
+    _Server(key, lifetime_pid).serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

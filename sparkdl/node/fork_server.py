@@ -208,6 +208,7 @@ def _start_server(key: str, env: dict[str, str], cwd: str, lifetime_pid: int, lo
         ready.close()
     if line != READY:
         server.kill()
+        server.wait()
         raise RuntimeError(f"the fork server did not start (see {log.name})")
     connection = _connect(key)
     if connection is None:
@@ -261,7 +262,9 @@ class _Server:
         self.listener.bind(socket_name(self.key))
         self.listener.listen(16)
         print(READY, flush=True)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # the starting supervisor stops reading
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)  # the starting supervisor stops reading
+        os.close(devnull)
         # A node's end must reach its supervisor at once (the first failure reported is the
         # cause the driver names): SIGCHLD wakes the loop through a self-pipe.
         self.wakeup_read, self.wakeup_write = os.pipe()
@@ -311,7 +314,7 @@ class _Server:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            self.become_node(request, fds)  # never returns
+            self.become_node(request, fds, connection)  # never returns
         try:
             os.setpgid(pid, pid)  # also done by the child: whichever runs first, the group exists
         except (PermissionError, ProcessLookupError):
@@ -320,7 +323,7 @@ class _Server:
         connection.send(json.dumps({"pid": pid, "fds": fds}).encode())
         return pid
 
-    def become_node(self, request: dict, fds: dict[str, int]) -> None:
+    def become_node(self, request: dict, fds: dict[str, int], connection: socket.socket) -> None:
         code = 1
         try:
             os.setpgid(0, 0)  # its own process group, which the supervisor signals
@@ -328,11 +331,13 @@ class _Server:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             os.close(self.wakeup_read)
             os.close(self.wakeup_write)
-            if setproctitle is not None:  # `ps` (and whoever looks for a node) sees the node, not the server;
-                setproctitle(" ".join(request["argv"]))  # before os.environ changes, which it relocates
-            self.listener.close()
-            for connection in self.children.values():
-                connection.close()
+            # `ps` (and whoever looks for a node) sees the node, not the server. Set before
+            # os.environ changes: setproctitle relocates the environment on its first call.
+            if setproctitle is not None:
+                setproctitle(" ".join(request["argv"]))
+            # The server's sockets are not the node's: its supervisor must see EOF when the server goes.
+            for held in (self.listener, connection, *self.children.values()):
+                held.close()
             os.dup2(fds["stdin"], 0)
             os.dup2(fds["output"], 1)
             os.dup2(fds["output"], 2)

@@ -28,9 +28,17 @@ def _arg(args, name):
     return getattr(args, name)
 
 
+def write_whole(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` under another name first, then rename it: a test that waits for
+    the file to exist never reads it half-written."""
+    partial = Path(f"{path}.partial")
+    partial.write_text(text)
+    partial.replace(path)
+
+
 def _write(args, ctx, record: dict, suffix: str = "") -> None:
     out = Path(_arg(args, "out"))
-    (out / f"node{ctx.executor_id}{suffix}.json").write_text(json.dumps(record))
+    write_whole(out / f"node{ctx.executor_id}{suffix}.json", json.dumps(record))
 
 
 def wait_for_file(path: str, timeout_s: float = 120.0) -> bool:

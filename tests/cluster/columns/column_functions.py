@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from node_functions import write_whole
+
 FEATURES = {
     "id": "id",
     "content": "content",
@@ -144,4 +146,4 @@ def read_bad_rows(args, ctx):
             batches = [x["id"].numpy().tolist() for x in dataset]
         except EOFError:  # the run was given up (the driver raised FeedDataError): go on to the next
             continue
-        Path(args["out"], f"run{run}-node{ctx.executor_id}.json").write_text(json.dumps({"batches": batches}))
+        write_whole(Path(args["out"], f"run{run}-node{ctx.executor_id}.json"), json.dumps({"batches": batches}))

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import feed_functions as feed_fns
+from node_functions import write_whole
 
 # 2,000 rows a partition, failing (or stalling) after 1,200: past the first 1,024-row RDD chunk and the
 # first two 500-row Arrow frames (the test's maxRecordsPerBatch), so some rows were sent before it.
@@ -16,7 +17,7 @@ ROWS, PARTITIONS, FAIL_AFTER = 8_000, 4, 1_200
 def record_orders_and_executor(args, ctx):
     """Say which Spark executor hosts this node (its working directory is named after it), then
     record each training run's per-epoch label order (``node_functions.record_epoch_orders``)."""
-    Path(args["out"], f"executor-node{ctx.executor_id}").write_text(os.path.basename(os.getcwd()))
+    write_whole(Path(args["out"], f"executor-node{ctx.executor_id}"), os.path.basename(os.getcwd()))
     feed_fns.record_epoch_orders(args, ctx)
 
 

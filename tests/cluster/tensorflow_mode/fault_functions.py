@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 
 import cluster_functions as cluster_fns
-from node_functions import supervisor_pid, wait_for_file
+from node_functions import supervisor_pid, wait_for_file, write_whole
 
 GIVE_UP_S = 120.0
 STEP_S = 0.02
 
 
 def _record(args, name: str, **fields) -> None:
-    (Path(args["out"]) / f"{name}.json").write_text(json.dumps({"time": time.time(), "pid": os.getpid(), **fields}))
+    write_whole(Path(args["out"]) / f"{name}.json", json.dumps({"time": time.time(), "pid": os.getpid(), **fields}))
 
 
 def _inject(args, ctx) -> None:

@@ -13,7 +13,8 @@ alone knows, and copies nothing::
 
 Every class is a frozen dataclass: a mistyped field name fails where it is written (and in
 ``tests/unit/node/test_node_config.py``, which builds all four hops), not in a child process. Pickle is
-used only on those two local pipes, from parent to child, never on a socket.
+used only on those two local pipes, each written by the process that starts the next hop (the TF
+process's by its supervisor, also when a fork server forks it), never on a socket.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 Started by the node supervisor with the environment already final (TF_CONFIG,
 CUDA_VISIBLE_DEVICES, TF_USE_LEGACY_KERAS), so TensorFlow sees the right devices and Keras
-when ``map_fun`` first imports it. Reads its ProcessConfig (node/config.py) from stdin (a pipe from its own
-parent, never a socket), runs ``map_fun(args, ctx)``, sends its return value to the driver
+when ``map_fun`` first imports it; or forked by a fork server (``fork_server.py``), which calls
+:func:`main` in the forked process. Reads its ProcessConfig (node/config.py) from stdin (a pipe from its
+supervisor, never a socket), runs ``map_fun(args, ctx)``, sends its return value to the driver
 when asked (``return_value.py``), and on failure writes the traceback as JSON to the file the
 supervisor named before exiting with status 1.
 """
@@ -91,7 +92,7 @@ def main(supervisor_pid: int | None = None) -> int:
             level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
 
-    config = pickle.load(sys.stdin.buffer)  # from the supervisor, our parent (never a socket)
+    config = pickle.load(sys.stdin.buffer)  # a pipe from our supervisor (never a socket)
     if not isinstance(config, ProcessConfig):
         raise SystemExit(f"sparkdl: expected a ProcessConfig on stdin, got {type(config).__name__}")
     launch = config.node.launch

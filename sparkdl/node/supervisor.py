@@ -3,8 +3,8 @@
 One supervisor per TF node. It registers the node with the driver over the authenticated
 channel, receives the cluster spec, starts TensorBoard when asked, starts the TF process (its
 child, or forked by the executor's fork server, ``fork_server.py``; either way it dies with the
-supervisor), and reports to the driver how that child ended: exit code or
-signal, the remote traceback and the tail of the node's log. It stops the child when the
+supervisor), and reports to the driver how it ended: exit code or signal, the
+remote traceback and the tail of the node's log. It stops the TF process when the
 driver says so, when the driver goes away, or when its anchor process (the Spark task that
 launched it, or the executor JVM in SPARK input mode) disappears.
 

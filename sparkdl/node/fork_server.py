@@ -97,6 +97,7 @@ class ForkedNode:
     def __init__(self, connection: socket.socket, pid: int):
         self.pid = pid
         self.returncode: int | None = None
+        self.server_lost = False  # its server went away before reporting the node's end
         self._connection = connection
         self._ended = threading.Event()
         threading.Thread(target=self._await_exit, name=f"fork-server-exit-{pid}", daemon=True).start()
@@ -113,6 +114,7 @@ class ForkedNode:
         finally:
             self._connection.close()
         if code is None:  # the server is gone: nobody will reap or report the node
+            self.server_lost = True
             try:
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -274,6 +276,7 @@ class _Server:
         selector = selectors.DefaultSelector()
         selector.register(self.listener, selectors.EVENT_READ)
         selector.register(self.wakeup_read, selectors.EVENT_READ)
+        accepting = True
         while True:
             for event, _ in selector.select(0.5):
                 if event.fileobj is self.listener:
@@ -281,11 +284,15 @@ class _Server:
                 else:
                     os.read(self.wakeup_read, 4096)
             self.reap()
+            if accepting and not watchdog.pid_alive(self.lifetime_pid):
+                # The executor is gone: fork no more, but leave the running nodes to their
+                # supervisors, which end them and report why (this server's exit would kill them first).
+                selector.unregister(self.listener)
+                self.listener.close()
+                accepting = False
             if self.children:
                 self.last_active = time.monotonic()
-            elif time.monotonic() - self.last_active > IDLE_EXIT_S:
-                return
-            if not watchdog.pid_alive(self.lifetime_pid):
+            elif not accepting or time.monotonic() - self.last_active > IDLE_EXIT_S:
                 return
 
     def accept(self) -> None:

@@ -375,6 +375,9 @@ class Supervisor:
     def wait_child(self, cluster_spec: dict) -> int:
         """Wait for the TF process, report how it ended, and clean up."""
         code = self.child.wait()
+        if getattr(self.child, "server_lost", False):  # a forked node whose server died (it killed the node)
+            lost = "the fork server that forked it exited first (see its log in sparkdl's fork-servers/ directory)"
+            self.failure_cause = self.failure_cause or lost
         # Reap the rest of the node's process group: nothing it started may outlive it.
         try:
             os.killpg(self.child.pid, signal.SIGKILL)

@@ -104,12 +104,12 @@ def test_forked_node_ends_with_the_status_its_server_reports(node_and_server_end
         forked.wait(timeout=0.05)
     assert forked.poll() is None
     server_end.send(json.dumps({"exit": -15}).encode())
-    assert forked.wait(timeout=30) == -15 and forked.poll() == -15
+    assert forked.wait(timeout=30) == -15 and forked.poll() == -15 and not forked.server_lost
 
 
 @linux_only
 def test_forked_node_is_killed_when_its_server_goes_away(node_and_server_end):
     forked, server_end, node = node_and_server_end
     server_end.close()  # the server died without a report
-    assert forked.wait(timeout=30) == -9
+    assert forked.wait(timeout=30) == -9 and forked.server_lost  # the supervisor names that as the cause
     assert node.wait(timeout=30) == -9, "nobody could reap or report it: its process group was killed"

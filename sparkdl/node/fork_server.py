@@ -7,7 +7,8 @@ per request; each starts with TensorFlow already in memory. One server serves on
 and one environment: its key is the Python interpreter, the working directory and the node's
 whole environment but ``TF_CONFIG`` (:data:`PER_NODE_VARIABLES`), since what a module reads
 from the environment at import time is fixed in the server. It leaves when it has had no node
-for :data:`IDLE_EXIT_S` seconds, or at once when its executor JVM exits.
+for :data:`IDLE_EXIT_S` seconds, or once its executor JVM exited and its last node ended (it
+forks no more from then on: running nodes are their supervisors' to end).
 
 The supervisor (``node/supervisor.py``) asks for its node with :func:`start_node`, which
 starts the server first when none answers (one at a time per key: a lock file) and returns
@@ -15,18 +16,18 @@ a :class:`ForkedNode`, the part of ``subprocess.Popen`` the supervisor uses. The
 server's child: the server reaps it and sends its exit status to the supervisor; the node
 watches its supervisor's pid and dies with it (``tf_process.main``) as a spawned one does.
 
-Never used for a node given GPUs (CUDA must not be initialised in a process that forks, and
-a GPU node's start is dominated by other things), nor where ``SPARKDL_NODE_FORK_SERVER=0`` is
-in the executor's or the node's environment (``TFCluster.run(env=...)``): those nodes are
-started as fresh processes, as is every node whose server cannot be reached (the reason goes
-to the supervisor's log).
+Never used for a node given GPUs (CUDA must not be initialised in a process that forks), nor
+where ``SPARKDL_NODE_FORK_SERVER=0`` is in the executor's or the node's environment
+(``TFCluster.run(env=...)``): those nodes are started as fresh processes, as is every node
+whose server cannot be reached (the reason goes to the supervisor's log).
 
 The wire: an abstract Unix socket (Linux: no file, no stale path, no length limit from
 ``$TMPDIR``) named for the user and the key. Each side checks that its peer runs as this
 user (``SO_PEERCRED``), so nobody else can ask for a node or pose as the server. A request is
 one JSON message (argv, environment, working directory, supervisor pid; never pickle) with
-the node's four descriptors passed as ``SCM_RIGHTS``; the server answers ``{"pid": ...}``,
-then ``{"exit": ...}`` (a ``Popen.returncode``) when the node ends.
+the node's four descriptors passed as ``SCM_RIGHTS``; the server answers ``{"pid": ..., "fds":
+...}`` (the node's pid and its numbers for those descriptors), then ``{"exit": ...}`` (a
+``Popen.returncode``) when the node ends.
 """
 
 from __future__ import annotations

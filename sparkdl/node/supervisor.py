@@ -187,6 +187,7 @@ class Supervisor:
         status_read, status_write = os.pipe()
         output_read, output_write = os.pipe()
         fds = {"socket": tf_socket.fileno(), "status": status_write}
+        # From here on, ``fds`` holds the numbers the TF process has these descriptors under.
         self.child, payload, fds = self._fork_child(argv, env, fds, output_write) or self._spawn_child(
             argv, env, fds, output_write
         )
@@ -375,7 +376,7 @@ class Supervisor:
     def wait_child(self, cluster_spec: dict) -> int:
         """Wait for the TF process, report how it ended, and clean up."""
         code = self.child.wait()
-        if getattr(self.child, "server_lost", False):  # a forked node whose server died (it killed the node)
+        if isinstance(self.child, fork_server.ForkedNode) and self.child.server_lost:  # its server killed it
             lost = "the fork server that forked it exited first (see its log in sparkdl's fork-servers/ directory)"
             self.failure_cause = self.failure_cause or lost
         # Reap the rest of the node's process group: nothing it started may outlive it.

@@ -167,10 +167,12 @@ def start_node(
         socket.send_fds(connection, [json.dumps(request).encode()], [fds[name] for name in names])
         connection.settimeout(REPLY_TIMEOUT_S)
         reply = json.loads(connection.recv(MAX_MESSAGE_BYTES) or b"null")
-        if not (isinstance(reply, dict) and isinstance(reply.get("pid"), int) and isinstance(reply.get("fds"), dict)):
-            raise RuntimeError(f"the fork server answered {reply!r}")
-        child_fds = {name: reply["fds"].get(name) for name in names}
-        if not all(isinstance(number, int) for number in child_fds.values()):
+        child_fds = reply.get("fds") if isinstance(reply, dict) else None
+        if not (
+            isinstance(child_fds, dict)  # so the reply is a dict too
+            and isinstance(reply.get("pid"), int)
+            and all(isinstance(child_fds.get(name), int) for name in names)
+        ):
             raise RuntimeError(f"the fork server answered {reply!r}")
     except BaseException:
         connection.close()

@@ -98,9 +98,10 @@ def _node_keras(tf_keras: str | None, keras: str | None) -> tuple[str, list[str]
     from .node import keras_policy
 
     env = dict(os.environ)
-    env.update(keras_policy.node_keras_env({}, os.environ))
-    chosen = "sparkdl's default" if keras_policy.LEGACY_KERAS_ENV not in os.environ else "set in this environment"
-    setting = f"{keras_policy.LEGACY_KERAS_ENV}={env[keras_policy.LEGACY_KERAS_ENV]}, {chosen}"
+    if keras_policy.LEGACY_KERAS_ENV in env:
+        setting = f"{keras_policy.LEGACY_KERAS_ENV}={env[keras_policy.LEGACY_KERAS_ENV]}, set in this environment"
+    else:
+        setting = f"{keras_policy.LEGACY_KERAS_ENV} unset: TensorFlow's default"
     warnings, error = keras_policy.startup_problems(env, num_workers=2)
     problems = warnings + ([error] if error else [])
     if keras_policy.legacy_keras_enabled(env):
@@ -217,10 +218,11 @@ def report() -> str:
 
 def check_tensorflow() -> str:
     """Import TensorFlow as a TF node would (Keras choice applied first); its version and devices."""
+    import tensorflow as tf
+
     from .node import keras_policy
 
-    os.environ.update(keras_policy.node_keras_env({}, os.environ))
-    import tensorflow as tf
+    keras_policy.prepare_node(os.environ, num_workers=2)  # what a multi-worker node checks and installs
 
     keras_module = tf.keras.__name__.split(".")[0]
     keras_version = _version("tf-keras" if keras_module == "tf_keras" else "keras") or "?"

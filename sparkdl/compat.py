@@ -58,7 +58,7 @@ def _save(model: Any, path: str) -> None:
         model.save(path)
     elif _is_keras3(model):  # Keras 3: model.export
         model.export(path)
-    else:  # tf-keras (what sparkdl's nodes use by default)
+    else:  # tf-keras (TF_USE_LEGACY_KERAS=1)
         model.save(path, save_format="tf")
 
 

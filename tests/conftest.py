@@ -203,3 +203,16 @@ def read_json_files(directory: Path, pattern: str = "*.json") -> dict[str, dict]
     import json
 
     return {path.stem: json.loads(path.read_text()) for path in sorted(directory.glob(pattern))}
+
+
+@pytest.fixture(autouse=True)
+def _keras_choice_stays_with_its_test():
+    """A test that sets ``TF_USE_LEGACY_KERAS`` in this process (to build a tf-keras model here)
+    leaves it as it found it: clusters carry the driver's choice to their nodes, so a leftover
+    setting would turn every later test's nodes to tf-keras."""
+    before = os.environ.get("TF_USE_LEGACY_KERAS")
+    yield
+    if before is None:
+        os.environ.pop("TF_USE_LEGACY_KERAS", None)
+    else:
+        os.environ["TF_USE_LEGACY_KERAS"] = before

@@ -7,9 +7,11 @@ node gets, and starts a :class:`~sparkdl.driver.cluster.TFCluster`.
 
 from __future__ import annotations
 
+import os
 import uuid
 from typing import Any, Callable
 
+from ..node import keras_policy
 from ..node.config import NodeSettings
 from ..roles import ClusterLayout
 from ..timeouts import RESERVATION_TIMEOUT_S
@@ -66,8 +68,9 @@ def run(
     ``ctx.release_port()``. ``queues`` is accepted for compatibility and ignored.
 
     sparkdl additions: ``num_gpus`` per node (default: Spark's GPU resources, else one GPU if
-    nvidia-smi finds any, else CPU); ``env`` extra environment for the TF processes (nodes run
-    with ``TF_USE_LEGACY_KERAS=1`` unless ``env`` or the executor environment says otherwise);
+    nvidia-smi finds any, else CPU); ``env`` extra environment for the TF processes (a node's
+    Keras is the driver's: Keras 3, or tf-keras where ``env``, the driver's or the executors'
+    environment sets ``TF_USE_LEGACY_KERAS=1``; see ``node/keras_policy.py``);
     ``use_barrier`` gang-schedules the nodes with Spark's barrier mode; ``set_tf_config=False``
     leaves TF_CONFIG unset (independent nodes, see ``TFParallel``); ``feed_queue_bytes``
     bounds each node's queue of fed data (InputMode.SPARK backpressure).
@@ -144,7 +147,7 @@ def run(
         feed_queue_bytes=int(feed_queue_bytes),
         stream_logs=bool(log_to_driver),
         verbose_logs=verbose_logs(verbose),
-        env=dict(env or {}),
+        env=keras_policy.cluster_env(env or {}, os.environ),
         keep_node_files_days=limits.keep_node_files_days,
         return_results=return_results,
     )

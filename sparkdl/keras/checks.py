@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ..errors import SparkDLError
-from .shipping import FLAVOUR_NAMES, KERAS3, TF_KERAS, ModelInfo, flavour_of
+from .shipping import FLAVOUR_NAMES, TF_KERAS, ModelInfo, flavour_of
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")
 MODES = ("auto", "min", "max")
@@ -106,20 +106,12 @@ def _kind(data_type) -> str | None:
     return None
 
 
-def check_model(info: ModelInfo, compile_spec, nodes: int, shipped_file: bool = True) -> None:
-    """A model that can train as asked: compiled or given a ``loss``, of a Keras that can train on
-    ``nodes``. A model function's Keras is the nodes' (``tf.keras`` is tf-keras there), whatever it
-    built on the driver (``shipped_file=False``): the node says so if it builds Keras 3 for MWMS."""
+def check_model(info: ModelInfo, compile_spec) -> None:
+    """A model that can train as asked: compiled, or given a ``loss``."""
     if not info.has_loss and compile_spec.loss is None:
         raise KerasInputError(
             "model is not compiled with a loss and the loss Param is not set: compile the model, or set loss "
             "(and optimizer, else Keras' default)"
-        )
-    if shipped_file and info.flavour == KERAS3 and nodes > 1:
-        raise KerasInputError(
-            f"model is a Keras 3 model, whose fit fails under MultiWorkerMirroredStrategy on {nodes} nodes "
-            "(keras-team/keras#20585): pass a tf-keras model (import tf_keras, or set TF_USE_LEGACY_KERAS=1 before "
-            "importing TensorFlow), or a function building the model (nodes use tf-keras), or train on one node"
         )
 
 

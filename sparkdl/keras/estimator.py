@@ -41,6 +41,7 @@ from .params import (
     HasPredictionCols,
     HasSampleWeightCol,
     HasValidation,
+    spark_ml_names,
 )
 from .training_params import (
     DEFAULT_SEED,
@@ -91,11 +92,12 @@ class KerasEstimator(
     Every Param can be given as a keyword (``KerasEstimator(model=..., epochs=5)``), set with its
     setter (``setEpochs(5)``) or varied by a param map (``ParamGridBuilder().addGrid(
     estimator.learning_rate, [0.01, 0.001])``). ``batch_size`` is **per worker**: each step trains
-    ``batch_size * num_workers`` rows in all. Keras models train with tf-keras on the nodes (a Keras 3
-    model object trains on one node or in local mode only; a function building the model with
-    ``tf.keras`` works everywhere). Raises ``KerasInputError`` (a ``ValueError``) naming the Param and
-    column for bad input, before any node starts; ``ClusterError`` with the node's traceback when
-    training fails.
+    ``batch_size * num_workers`` rows in all. The model is Keras 3 (``import keras``) or tf-keras, an
+    object or a function building it; the nodes train with the model's Keras. ``transform`` writes
+    Spark ML's output columns (``prediction``, ``probability``, ``rawPrediction``; ``outputs.py``),
+    and Spark ML's camel-case names of those Params (``predictionCol``...) are accepted too.
+    Raises ``KerasInputError`` (a ``ValueError``) naming the Param and column for bad input, before
+    any node starts; ``ClusterError`` with the node's traceback when training fails.
     """
 
     def __init__(self, **params: Any):
@@ -111,6 +113,9 @@ class KerasEstimator(
             sample_weight_col=None,
             validation=None,
             prediction_col="prediction",
+            probability_col="probability",
+            raw_prediction_col="rawPrediction",
+            output_kind=None,
             predicted_class_col=None,
             predict_batch_size=1024,
             batch_size=32,
@@ -130,11 +135,11 @@ class KerasEstimator(
             log_to_mlflow=False,
         )
         if params:
-            self._set(**params)
+            self._set(**spark_ml_names(params))
 
     def setParams(self, **params: Any) -> "KerasEstimator":  # noqa: N802 - Spark ML's name
         """Set several Params by keyword. Returns self."""
-        return self._set(**params)
+        return self._set(**spark_ml_names(params))
 
     def _fit(self, dataset) -> KerasModel:
         return fit_group(dataset, [(0, FitSettings.of(self))], use_run_store=True)[0]

@@ -23,7 +23,7 @@ from .compiling import CompileSpec, normalise
 from .layout import plan_layout
 from .model import KerasModel
 from .run_store import RunPaths
-from .shipping import KERAS3, TF_KERAS, ship
+from .shipping import TF_KERAS, ship
 from .spec import RunSpec, TrainingJob
 
 logger = logging.getLogger(__name__)
@@ -58,6 +58,9 @@ class FitSettings:
     verbose: int
     log_to_mlflow: bool
     prediction_col: str
+    probability_col: str
+    raw_prediction_col: str
+    output_kind: str | None
     predicted_class_col: str | None
     predict_batch_size: int
 
@@ -104,9 +107,8 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
     nodes = _nodes(sc, first.num_workers)
     specs = {index: settings.compile_spec() for index, settings in group}
     for spec in specs.values():
-        checks.check_model(info, spec, nodes, shipped_file=payload.file_bytes is not None)
-    callbacks_flavour = info.flavour if (payload.file_bytes is not None or nodes == 0) else TF_KERAS
-    pickled = {index: checks.pickled_callbacks(settings.callbacks, callbacks_flavour) for index, settings in group}
+        checks.check_model(info, spec)
+    pickled = {index: checks.pickled_callbacks(settings.callbacks, info.flavour) for index, settings in group}
     store = use_run_store and first.run_id is not None
     base = _base_dir(sc, first, store)
     runs, done, models = [], {}, {}
@@ -173,7 +175,7 @@ def _train_on_cluster(spark, sc, first: FitSettings, job: TrainingJob, prepared,
     from ..driver.run import run as run_cluster
     from .node_program import main_fun
 
-    env = {"TF_USE_LEGACY_KERAS": "0"} if flavour == KERAS3 and job.model.file_bytes is not None else None
+    env = {"TF_USE_LEGACY_KERAS": "1" if flavour == TF_KERAS else "0"}  # the nodes' Keras is the model's
     started = time.perf_counter()
     cluster = run_cluster(
         spark, main_fun, job, nodes, input_mode=InputMode.SPARK, num_gpus=first.num_gpus,
@@ -264,6 +266,9 @@ def _model(s: FitSettings, paths: RunPaths, history: dict, info) -> KerasModel:
         feature_cols=list(s.feature_cols),
         label_cols=list(s.label_cols),
         prediction_col=s.prediction_col,
+        probability_col=s.probability_col,
+        raw_prediction_col=s.raw_prediction_col,
+        output_kind=s.output_kind,
         predicted_class_col=s.predicted_class_col,
         predict_batch_size=s.predict_batch_size,
     )

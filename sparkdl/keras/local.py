@@ -41,7 +41,7 @@ def train_locally(job: TrainingJob, train_df, validation_df) -> dict:
     for run in job.runs:
         training.set_seed(job.model.flavour, run.seed)
         model = build(job.model)
-        keras = training.check_flavour(model, 1)
+        keras = training.keras_of(model)
         keep_tf_keras_saves_zipped(job.model.flavour)  # fit may run in a Spark ML tuning thread
         compile_model(model, run.compile, keras)
         rows = len(next(iter(train_columns.values())))

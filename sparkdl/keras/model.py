@@ -23,10 +23,19 @@ from pyspark.ml import Model
 from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter
 
 from .. import hadoop_files
-from .params import HasFeatureCols, HasLabelCols, HasModelPath, HasModelStructure, HasPredictionCols
+from . import outputs
+from .params import (
+    HasFeatureCols,
+    HasLabelCols,
+    HasModelPath,
+    HasModelStructure,
+    HasPredictionCols,
+    spark_ml_names,
+)
 
 MODEL_FILE = "model/model.keras"  #: where ``write()`` keeps the model file inside the saved directory
 _INPUT = "__sparkdl_input_"
+_OUTPUT = "__sparkdl_output"
 
 
 class KerasModel(
@@ -46,6 +55,9 @@ class KerasModel(
             feature_cols=[],
             label_cols=[],
             prediction_col="prediction",
+            probability_col="probability",
+            raw_prediction_col="rawPrediction",
+            output_kind=None,
             predicted_class_col=None,
             predict_batch_size=1024,
             model_path=None,
@@ -54,9 +66,10 @@ class KerasModel(
         )
         self._history: dict[str, list[float]] = {}
         self._keras_model = None
+        self._output_kind: str | None = None  # output_kind read from the model file, once
         self.best_model_path: str | None = None  #: with ``monitor``: the best epoch's model (best.keras)
         if params:
-            self._set(**params)
+            self._set(**spark_ml_names(params))
 
     @property
     def history(self) -> dict[str, list[float]]:
@@ -100,21 +113,53 @@ class KerasModel(
         names = list(groups)
         mapping = list(inputs) if names == [None] else dict(zip(inputs, names))
         prediction = self.getPredictionCol()
-        outputs = self.getOutputNames()
-        output_mapping = {name: f"{prediction}_{name}" for name in outputs} if outputs else prediction
+        output_names = self.getOutputNames()
+        class_col = self.getPredictedClassCol()
+        if class_col and output_names:
+            raise ValueError("predicted_class_col needs a model with one output")
+        output_mapping = {name: f"{prediction}_{name}" for name in output_names} if output_names else _OUTPUT
         predictor = Predictor(
             self._path(), input_mapping=mapping, output_mapping=output_mapping, batch_size=self.getPredictBatchSize()
         )
         scored = predictor.with_predictions(dataset.withColumns(inputs)).drop(*inputs)
-        class_col = self.getPredictedClassCol()
+        if output_names:  # several outputs: each as the model writes it
+            return scored
         if class_col:
-            if outputs:
-                raise ValueError("predicted_class_col needs a model with one output")
-            values = F.col(f"`{prediction}`")
-            is_array = scored.schema[prediction].dataType.typeName() == "array"
+            values = F.col(_OUTPUT)
+            is_array = scored.schema[_OUTPUT].dataType.typeName() == "array"
             predicted = F.array_position(values, F.array_max(values)) - 1 if is_array else values > 0.5
             scored = scored.withColumn(class_col, predicted.cast("double"))
-        return scored
+        names = {
+            "prediction": prediction,
+            "probability": self.getProbabilityCol(),
+            "rawPrediction": self.getRawPredictionCol(),
+        }
+        return outputs.spark_ml_columns(scored, _OUTPUT, self.resolved_output_kind(), names)
+
+    def resolved_output_kind(self) -> str:
+        """``output_kind``, or where it is None the kind the model file's Keras config says (read
+        once, as JSON: none of the model's code runs)."""
+        kind = self.getOutputKind()
+        if kind is None:
+            if self._output_kind is None:
+                self._output_kind = outputs.output_kind(self._saved_config())
+            kind = self._output_kind
+        return kind
+
+    def _saved_config(self) -> dict:
+        from pyspark.sql import SparkSession
+
+        sc = SparkSession.active().sparkContext
+        scratch = tempfile.mkdtemp(prefix="sparkdl-keras-config-")
+        try:
+            local = os.path.join(scratch, "model.keras")
+            hadoop_files.copy_to_local(sc, hadoop_files.from_tensorflow(self._path()), local)
+            with zipfile.ZipFile(local) as archive:
+                return json.loads(archive.read("config.json"))
+        except (KeyError, ValueError, zipfile.BadZipFile):
+            return {}  # not a .keras file's config: scored as a regressor unless output_kind says
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     # -- MLWritable / MLReadable --
 

@@ -55,7 +55,7 @@ def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int) ->
     training.set_seed(job.model.flavour, run.seed)  # before a model function draws its initial weights
     with strategy.scope():
         model = build(job.model)
-        keras = training.check_flavour(model, ctx.num_workers)
+        keras = training.keras_of(model)
         compile_model(model, run.compile, keras)
     global_batch = run.batch_size * ctx.num_workers  # Keras treats a dataset's batch as the global batch
     to_keras = batch_mapper(job.layout)

@@ -50,7 +50,7 @@ class HasModel(Params):
     model = Param(
         Params._dummy(),
         "model",
-        "A compiled tf.keras model, or a function of no arguments returning one (built inside the "
+        "A compiled Keras model (Keras 3 or tf-keras), or a function of no arguments returning one (built inside the "
         "distribution strategy's scope on every node)",
         typeConverter=_as_is,
     )
@@ -221,21 +221,68 @@ class HasValidation(Params):
         return self.getOrDefault(self.validation)
 
 
+def _output_kind(value: Any) -> str | None:
+    """None (read from the model's config) or one of ``outputs.KINDS``."""
+    from .outputs import KINDS
+
+    if value is None:
+        return None
+    value = TypeConverters.toString(value)
+    if value not in KINDS:
+        raise TypeError(f"output_kind must be None or one of {KINDS}, got {value!r}")
+    return value
+
+
+#: Spark ML's camel-case names of the output-column Params, accepted by the constructors.
+SPARK_ML_ALIASES = {
+    "predictionCol": "prediction_col",
+    "probabilityCol": "probability_col",
+    "rawPredictionCol": "raw_prediction_col",
+}
+
+
+def spark_ml_names(params: dict) -> dict:
+    """Constructor keyword arguments with Spark ML's names (``predictionCol``...) renamed to ours."""
+    return {SPARK_ML_ALIASES.get(name, name): value for name, value in params.items()}
+
+
 class HasPredictionCols(Params):
-    """Mixin for Params ``prediction_col``, ``predicted_class_col`` and ``predict_batch_size``."""
+    """Mixin for the output-column Params of transform, Spark ML's names and conventions (``outputs.py``)."""
 
     prediction_col = Param(
         Params._dummy(),
         "prediction_col",
-        "The column transform appends with the model's output (a double for one value per row, "
-        "else an array); a multi-output model appends prediction_col + '_' + output name per output",
+        "Spark ML's predictionCol: a classifier's class index (a double), a regressor's value (a double, "
+        "a Vector for several values); a multi-output model appends prediction_col + '_' + output name "
+        "per output, as the model writes it",
         typeConverter=TypeConverters.toString,
+    )
+    probability_col = Param(
+        Params._dummy(),
+        "probability_col",
+        "Spark ML's probabilityCol: a classifier's class probabilities (a Vector); '' for none",
+        typeConverter=TypeConverters.toString,
+    )
+    raw_prediction_col = Param(
+        Params._dummy(),
+        "raw_prediction_col",
+        "Spark ML's rawPredictionCol: a classifier's raw scores (a Vector: logits, or log-probabilities of a "
+        "softmax output, [-logit, logit] for a binary one); '' for none",
+        typeConverter=TypeConverters.toString,
+    )
+    output_kind = Param(
+        Params._dummy(),
+        "output_kind",
+        "What the model's one output is: 'softmax', 'softmax_logits', 'sigmoid', 'sigmoid_logits' or "
+        "'regression'; None reads it from the model's Keras config (its last activation and loss)",
+        typeConverter=_output_kind,
     )
     predicted_class_col = Param(
         Params._dummy(),
         "predicted_class_col",
         "When set, transform also appends the predicted class as a double (the index of the largest "
-        "output value, or 1.0 when a single output value is over 0.5), as Spark ML's evaluators read it",
+        "output value, or 1.0 when a single output value is over 0.5); kept from before prediction_col "
+        "followed Spark ML's conventions",
         typeConverter=optional(TypeConverters.toString),
     )
     predict_batch_size = Param(
@@ -252,6 +299,30 @@ class HasPredictionCols(Params):
     def getPredictionCol(self):
         """The value of ``prediction_col``."""
         return self.getOrDefault(self.prediction_col)
+
+    def setProbabilityCol(self, value):
+        """Set ``probability_col``. Returns self."""
+        return self._set(probability_col=value)
+
+    def getProbabilityCol(self):
+        """The value of ``probability_col``."""
+        return self.getOrDefault(self.probability_col)
+
+    def setRawPredictionCol(self, value):
+        """Set ``raw_prediction_col``. Returns self."""
+        return self._set(raw_prediction_col=value)
+
+    def getRawPredictionCol(self):
+        """The value of ``raw_prediction_col``."""
+        return self.getOrDefault(self.raw_prediction_col)
+
+    def setOutputKind(self, value):
+        """Set ``output_kind``. Returns self."""
+        return self._set(output_kind=value)
+
+    def getOutputKind(self):
+        """The value of ``output_kind``."""
+        return self.getOrDefault(self.output_kind)
 
     def setPredictedClassCol(self, value):
         """Set ``predicted_class_col``. Returns self."""

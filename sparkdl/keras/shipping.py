@@ -7,9 +7,9 @@ mode on (a model file is untrusted input: no Lambda code runs while it loads). A
 cloudpickled and called inside the scope on every node, which is how models with custom code
 (and models too large to build on the driver twice) should be given.
 
-Keras comes in two flavours here: tf-keras (``import tf_keras``, or ``tf.keras`` with
-``TF_USE_LEGACY_KERAS=1``), which nodes use by default, and Keras 3 (``import keras``), whose
-``model.fit`` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585). A model's
+Keras comes in two flavours here: Keras 3 (``import keras``, and ``tf.keras`` on TensorFlow
+2.16+) and tf-keras (``import tf_keras``, or ``tf.keras`` with ``TF_USE_LEGACY_KERAS=1``); the
+nodes train with the model's (``fitting.py`` sets their ``TF_USE_LEGACY_KERAS``). A model's
 flavour is read from its class; ``ModelInfo`` describes it for the driver's checks
 (``checks.py``), ``build`` makes it on a node (or in local mode, on the driver).
 """

@@ -88,15 +88,8 @@ def set_seed(flavour: str, seed: int) -> None:
     keras_module(flavour).utils.set_random_seed(seed)
 
 
-def check_flavour(model: Any, nodes: int) -> Any:
-    """The Keras package of ``model``; RuntimeError for a Keras 3 model trained on several nodes."""
-    from .shipping import KERAS3, flavour_of, keras_module
+def keras_of(model: Any) -> Any:
+    """The Keras package (tf-keras or Keras 3) of ``model``."""
+    from .shipping import flavour_of, keras_module
 
-    flavour = flavour_of(model)
-    if flavour == KERAS3 and nodes > 1:
-        raise RuntimeError(
-            "the model function built a Keras 3 model, whose fit fails under MultiWorkerMirroredStrategy "
-            "(keras-team/keras#20585): build it with tf.keras (the nodes run TF_USE_LEGACY_KERAS=1) or "
-            "tf_keras, or train on one node"
-        )
-    return keras_module(flavour)
+    return keras_module(flavour_of(model))

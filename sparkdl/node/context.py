@@ -144,7 +144,7 @@ class NodeContext:
     def progress_callback(self):
         """A Keras callback reporting step, epoch and loss to the driver (heartbeats included).
 
-        Uses the Keras that ``tf.keras`` resolves to in this node (tf-keras by default).
+        Uses the Keras that ``tf.keras`` resolves to in this node (Keras 3 unless ``TF_USE_LEGACY_KERAS=1``).
         """
         import tensorflow as tf
 

@@ -27,7 +27,6 @@ import psutil
 
 from .. import gpus
 from ..roles import NodeRole
-from . import keras_policy
 from .config import LaunchSpec, NodeConfig
 
 #: What a supervisor prints on its stdout to the launching task once its node runs (or not).
@@ -158,7 +157,6 @@ def node_config(
     role = settings.roles[node_number]
     directory = node_dir(spec.cluster_id, role, spec.attempt)
     env = dict(settings.env)
-    env.update(keras_policy.node_keras_env(settings.env, os.environ))
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # nvidia-smi's numbering, which the choice used

@@ -120,7 +120,7 @@ def main(supervisor_pid: int | None = None) -> int:
                 rows_received=feed_server.rows_received, rows_read=feed_server.rows_read
             )
             ctx.report(protocol.FeedReady(feed_server.address[1]))
-        warnings, error = keras_policy.startup_problems(os.environ, ctx.num_workers)
+        warnings, error = keras_policy.prepare_node(os.environ, ctx.num_workers)
         for warning in warnings:
             print(f"sparkdl: WARNING: {warning}", file=sys.stderr, flush=True)
         if error:

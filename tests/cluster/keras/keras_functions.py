@@ -1,6 +1,7 @@
 """Models, data and callbacks for the KerasEstimator tests (imported on the TF nodes too: conftest puts
-every test folder on their PYTHONPATH). Models are tf-keras (what nodes train with); TensorFlow is imported only inside
-functions, except by the callback classes, which must be tf-keras classes at module level to pickle."""
+every test folder on their PYTHONPATH). Models come in both Keras: Keras 3 (``import keras``, what users write on
+TensorFlow 2.16+) and tf-keras (``TF_USE_LEGACY_KERAS=1``); callback classes are module-level classes of the model's
+Keras, so they pickle."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
 import tf_keras
 
@@ -43,6 +45,32 @@ def mlp(learning_rate: float = 0.01, hidden: int = 32, inputs: int = 64):
     model.compile(
         optimizer=tf_keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
     )
+    return model
+
+
+def keras3_mlp(learning_rate: float = 0.01, hidden: int = 32, inputs: int = 64):
+    """The same MLP in Keras 3 (``import keras``), compiled and seeded."""
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential(
+        [
+            keras.Input((inputs,), name="features"),
+            keras.layers.Dense(hidden, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", name="digit"),
+        ]
+    )
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+    )
+    return model
+
+
+def keras3_binary(inputs: int = 64):
+    """A Keras 3 binary classifier: one sigmoid unit (is the digit odd?)."""
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential(
+        [keras.Input((inputs,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1, activation="sigmoid")]
+    )
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="binary_crossentropy")
     return model
 
 

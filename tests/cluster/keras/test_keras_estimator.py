@@ -1,5 +1,6 @@
-"""KerasEstimator on local-cluster[2,1,1024]: a Pipeline fitted on 2 TF nodes and in local mode, saved,
-loaded and scored; tuning with fitMultiple on one cluster; several inputs, outputs and column kinds."""
+"""KerasEstimator on local-cluster[2,1,1024]: a Keras 3 Pipeline fitted on 2 TF nodes and in local mode, saved,
+loaded and scored with Spark ML's output columns and evaluators at their defaults; tuning a tf-keras model with
+CrossValidator (fitMultiple on one cluster per fold); several inputs, outputs and column kinds; a binary classifier."""
 
 from __future__ import annotations
 
@@ -28,11 +29,11 @@ def _launch_jobs(sc) -> list[str]:
     return [d.get() for d in described if d.isDefined() and d.get().startswith("sparkdl: run ")]
 
 
-def _pipeline(**params):
+def _pipeline(model=kf.mlp, **params):
     from pyspark.ml.feature import StandardScaler, VectorAssembler
 
     estimator = KerasEstimator(
-        model=kf.mlp, feature_cols="features", label_cols="label", predicted_class_col="predicted", **params
+        model=model, feature_cols="features", label_cols="label", predicted_class_col="predicted", **params
     )
     return Pipeline(
         stages=[
@@ -46,13 +47,17 @@ def _pipeline(**params):
 def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_same(spark, tmp_path, monkeypatch):
     import mlflow
     from pyspark.ml import PipelineModel
+    from pyspark.ml.evaluation import MulticlassClassificationEvaluator
 
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     mlflow.set_tracking_uri(f"file:{tmp_path / 'mlruns'}")
     digits = kf.digits_frame(spark).cache()
     train, test = digits.where("not test"), digits.where("test")
     epochs = 4  # held-out accuracy is about 0.96 by epoch 4 (0.98 by epoch 8): a clear margin over 0.9
-    pipeline = _pipeline(validation=0.2, epochs=epochs, batch_size=32, model_dir=str(tmp_path / "models"))
+    # a Keras 3 model object (import keras), saved and shipped as a .keras file
+    pipeline = _pipeline(
+        kf.keras3_mlp(), validation=0.2, epochs=epochs, batch_size=32, model_dir=str(tmp_path / "models")
+    )
 
     started = time.perf_counter()
     with mlflow.start_run() as run:  # an active run: the fit logs into it
@@ -63,9 +68,14 @@ def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_sa
     history = model.history  # the chief's map_fun return value (TFCluster.shutdown)
     assert set(history) >= {"loss", "accuracy", "val_loss", "val_accuracy"} and len(history["loss"]) == epochs
     assert history["loss"][-1] < history["loss"][0]
-    scored = fitted.transform(test)
-    assert scored.columns[-2:] == ["prediction", "predicted"]
+    scored = fitted.transform(test).cache()
+    # Spark ML's classifier columns: prediction (double), probability and rawPrediction (Vectors)
+    assert scored.columns[-4:] == ["predicted", "prediction", "probability", "rawPrediction"]
+    assert [scored.schema[c].dataType.typeName() for c in scored.columns[-3:]] == ["double", "vector", "vector"]
+    assert scored.where("prediction != predicted").count() == 0
     accuracy_2 = kf.accuracy(scored)
+    f1 = MulticlassClassificationEvaluator().evaluate(scored)  # every default: label, prediction, f1
+    assert f1 > 0.9, f1
 
     started = time.perf_counter()
     local = pipeline.fit(train, {pipeline.getStages()[-1].num_workers: 0})
@@ -83,16 +93,18 @@ def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_sa
     stage = loaded.stages[-1]
     assert isinstance(stage, KerasModel) and stage.getModelPath().startswith(str(tmp_path / "pipeline"))
     assert stage.history == history and stage.getPredictedClassCol() == "predicted"
-    before = scored.select("id", "prediction").toPandas().sort_values("id")
-    after = loaded.transform(test).select("id", "prediction").toPandas().sort_values("id")
-    np.testing.assert_allclose(np.stack(after["prediction"]), np.stack(before["prediction"]), atol=1e-6)
+    before = scored.select("id", "prediction", "probability").toPandas().sort_values("id")
+    after = loaded.transform(test).select("id", "prediction", "probability").toPandas().sort_values("id")
+    probabilities = np.stack(before["probability"].map(lambda v: v.toArray()))
+    np.testing.assert_allclose(np.stack(after["probability"].map(lambda v: v.toArray())), probabilities, atol=1e-6)
+    assert after["prediction"].tolist() == before["prediction"].tolist()
 
     # the model on the driver gives the same probabilities as transform
     features = fitted.stages[1].transform(fitted.stages[0].transform(test)).select("id", "features").toPandas()
     direct = stage.keras_model.predict(
         np.stack(features.sort_values("id")["features"].map(lambda v: v.toArray())), verbose=0
     )
-    np.testing.assert_allclose(direct, np.stack(before["prediction"]), atol=1e-5)
+    np.testing.assert_allclose(direct, probabilities, atol=1e-5)
 
     client = mlflow.tracking.MlflowClient()
     logged = client.get_run(run.info.run_id).data
@@ -101,23 +113,26 @@ def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_sa
     assert [a.path for a in client.list_artifacts(run.info.run_id, "model")] == ["model/model.keras"]
 
 
-def test_tuning_trains_every_param_map_on_one_cluster_and_early_stops(spark, tmp_path):
+def test_cross_validation_with_default_evaluator_trains_every_param_map_on_one_cluster_and_early_stops(spark, tmp_path):
+    """A tf-keras model function (TF_USE_LEGACY_KERAS=1 on the nodes, from the model's flavour) tuned by
+    CrossValidator with MulticlassClassificationEvaluator() at its defaults (label, prediction, f1)."""
     from pyspark.ml.evaluation import MulticlassClassificationEvaluator
-    from pyspark.ml.tuning import ParamGridBuilder, TrainValidationSplit
+    from pyspark.ml.tuning import CrossValidator, ParamGridBuilder
 
     digits = kf.digits_frame(spark)
     stages = _pipeline().getStages()
-    scaled = Pipeline(stages=stages[:2]).fit(digits).transform(digits)  # tune the estimator itself
+    scaled = Pipeline(stages=stages[:2]).fit(digits).transform(digits).cache()  # tune the estimator itself
     estimator = stages[2].setEpochs(4).setNumWorkers(2).setCallbacks([kf.StopAtEpoch(1)])
     grid = ParamGridBuilder().addGrid(estimator.learning_rate, [0.03, 0.00001]).build()
-    evaluator = MulticlassClassificationEvaluator(predictionCol="predicted", labelCol="label", metricName="accuracy")
-    tuning = TrainValidationSplit(estimator=estimator, estimatorParamMaps=grid, evaluator=evaluator, seed=3)
+    tuning = CrossValidator(
+        estimator=estimator, estimatorParamMaps=grid, evaluator=MulticlassClassificationEvaluator(), numFolds=2, seed=3
+    )
     launches = len(_launch_jobs(spark.sparkContext))
     tuned = tuning.fit(scaled)
-    # one cluster for both param maps (fitMultiple), one for the final fit with the best of them
-    assert len(_launch_jobs(spark.sparkContext)) - launches == 2
-    print("validation accuracy per learning rate:", dict(zip([0.03, 0.00001], tuned.validationMetrics)))
-    assert tuned.validationMetrics[0] > 0.85 > tuned.validationMetrics[1]
+    # one cluster per fold for both param maps (fitMultiple), one for the final fit with the best of them
+    assert len(_launch_jobs(spark.sparkContext)) - launches == 3
+    print("cross-validated f1 per learning rate:", dict(zip([0.03, 0.00001], tuned.avgMetrics)))
+    assert tuned.avgMetrics[0] > 0.85 > tuned.avgMetrics[1]
     assert tuned.bestModel.getModelPath() and len(tuned.bestModel.history["loss"]) == 2  # StopAtEpoch(1)
 
 
@@ -178,3 +193,27 @@ def test_several_inputs_outputs_weights_and_column_kinds_in_local_mode(spark, tm
     cached = data.select("meta", "pixels", "odd", "digit", "weight").cache()
     estimator.copy({estimator.epochs: 1}).fit(cached)
     assert cached.storageLevel.useMemory
+
+
+def test_a_binary_keras3_classifier_is_scored_by_spark_mls_binary_evaluator_at_its_defaults(spark, tmp_path):
+    """One sigmoid unit: prediction 0/1 at 0.5, probability [1-p, p], rawPrediction [-logit, logit] (local mode)."""
+    from pyspark.ml.evaluation import BinaryClassificationEvaluator
+    from pyspark.sql import functions as F
+
+    digits = kf.digits_frame(spark).withColumn("label", (F.col("label") % 2).cast("double"))
+    features = F.array(*kf.PIXELS).cast("array<float>")
+    data = digits.select("id", (features).alias("features"), "label", "test").cache()
+    estimator = KerasEstimator(
+        model=kf.keras3_binary, feature_cols="features", label_cols="label", epochs=3, num_workers=0,
+        model_dir=str(tmp_path),
+    )  # fmt: skip
+    model = estimator.fit(data.where("not test"))
+    assert model.resolved_output_kind() == "sigmoid"
+    scored = model.transform(data.where("test")).cache()
+    auc = BinaryClassificationEvaluator().evaluate(scored)  # every default: rawPrediction, label, areaUnderROC
+    assert auc > 0.9, auc
+    rows = scored.select("prediction", "probability", "rawPrediction").collect()
+    for row in rows:
+        p = row.probability.toArray()
+        assert abs(p.sum() - 1) < 1e-6 and row.prediction == float(p[1] > 0.5)
+        assert row.rawPrediction[1] == -row.rawPrediction[0] and (row.rawPrediction[1] > 0) == (p[1] > 0.5)

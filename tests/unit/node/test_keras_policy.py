@@ -1,22 +1,24 @@
-"""Which Keras a node uses: legacy tf-keras by default, explained when it cannot work."""
+"""Which Keras a node uses (the driver's: Keras 3 unless TF_USE_LEGACY_KERAS=1), and what it checks at start."""
 
 import importlib.util
 
 import pytest
 
-from sparkdl.node import keras_policy
+from sparkdl.node import keras3_multi_worker, keras_policy
 from sparkdl.node.keras_policy import (
-    KERAS3_MWMS_WARNING,
+    KERAS3_OFF_HINT,
     LEGACY_KERAS_ENV,
+    MULTI_WORKER_ENV,
+    cluster_env,
     failure_hint,
     legacy_keras_enabled,
-    node_keras_env,
     startup_problems,
 )
 
 pytestmark = pytest.mark.timeout(60)
 
 LEGACY_ON, LEGACY_OFF = {LEGACY_KERAS_ENV: "1"}, {LEGACY_KERAS_ENV: "0"}
+LAYER_OFF = {MULTI_WORKER_ENV: "0"}
 KERAS3_TRACEBACK = 'File ".../site-packages/keras/src/trainers/trainer.py", line 1, in fit\nValueError: boom'
 
 
@@ -36,43 +38,32 @@ def tf_keras(monkeypatch):
     return install
 
 
-def test_node_env_defaults_to_legacy_keras():
-    assert node_keras_env({}, {}) == {LEGACY_KERAS_ENV: "1"}
-    assert node_keras_env({"OTHER": "x"}, {"PATH": "/bin"}) == {LEGACY_KERAS_ENV: "1"}
+@pytest.fixture
+def keras_version(monkeypatch):
+    """Pretend the installed Keras 3 has another version (the check reads the distribution's metadata)."""
+    import importlib.metadata
+
+    real = importlib.metadata.version
+
+    def install(version):
+        monkeypatch.setattr(importlib.metadata, "version", lambda name: version if name == "keras" else real(name))
+
+    return install
 
 
-@pytest.mark.parametrize(
-    "user, inherited",
-    [
-        (LEGACY_OFF, {}),
-        (LEGACY_ON, {}),
-        ({}, LEGACY_OFF),
-        ({}, {LEGACY_KERAS_ENV: ""}),
-        (LEGACY_OFF, LEGACY_ON),
-    ],
-)
-def test_node_env_respects_an_explicit_choice(user, inherited):
-    assert node_keras_env(user, inherited) == {}
+def test_nodes_get_the_drivers_keras_unless_the_user_chose():
+    assert cluster_env({}, {}) == {}  # TensorFlow's default: Keras 3
+    assert cluster_env({"OTHER": "x"}, {LEGACY_KERAS_ENV: "1"}) == {"OTHER": "x", LEGACY_KERAS_ENV: "1"}
+    assert cluster_env(LEGACY_OFF, LEGACY_ON) == LEGACY_OFF  # TFCluster.run(env=...) wins
+    assert cluster_env({}, {"PATH": "/bin"}) == {}
 
 
 @pytest.mark.parametrize(
     "value, enabled",
-    [
-        ("1", True),
-        ("true", True),
-        (" TRUE ", True),
-        ("yes", True),
-        ("0", False),
-        ("false", False),
-        ("", False),
-        ("no", False),
-    ],
+    [("1", True), ("true", True), (" TRUE ", True), ("yes", True), ("0", False), ("false", False), ("", False)],
 )
 def test_legacy_keras_enabled(value, enabled):
     assert legacy_keras_enabled({LEGACY_KERAS_ENV: value}) is enabled
-
-
-def test_legacy_keras_disabled_when_unset():
     assert legacy_keras_enabled({}) is False
 
 
@@ -89,21 +80,32 @@ def test_legacy_without_tf_keras_is_an_error(tf_keras):
     assert error and "tf-keras" in error and "pip install" in error
 
 
-def test_keras3_with_several_workers_warns(tf_keras):
-    tf_keras(False)  # tf_keras is irrelevant when legacy Keras is off
-    warnings, error = startup_problems(LEGACY_OFF, 2)
-    assert error is None
-    assert len(warnings) == 1 and "keras-team/keras#20585" in warnings[0]
-
-
 @pytest.mark.parametrize("env", [LEGACY_OFF, {}])
-def test_keras3_with_one_worker_is_quiet(env):
-    assert startup_problems(env, 1) == ([], None)
+def test_a_verified_keras3_on_several_workers_starts_quietly(env, keras_version):
+    keras_version("3.15.1")
+    assert startup_problems(env, 2) == ([], None)
 
 
-def test_failure_hint_only_for_keras3_multi_worker_keras_src_tracebacks():
-    assert failure_hint(KERAS3_TRACEBACK, LEGACY_OFF, 2) == KERAS3_MWMS_WARNING
-    assert failure_hint(KERAS3_TRACEBACK, {}, 3) == KERAS3_MWMS_WARNING
-    assert failure_hint(KERAS3_TRACEBACK, LEGACY_ON, 2) == ""
-    assert failure_hint(KERAS3_TRACEBACK, LEGACY_OFF, 1) == ""
-    assert failure_hint("Traceback ...\nValueError: in user code", LEGACY_OFF, 2) == ""
+@pytest.mark.parametrize("version", ["3.16.0", "3.14.2", "4.0.0", "3.15rc-odd"])
+def test_an_unverified_keras3_on_several_workers_fails_at_node_start_naming_the_version(version, keras_version):
+    keras_version(version)
+    warnings, error = startup_problems({}, 2)
+    assert warnings == []
+    assert f"Keras {version} is installed" in error
+    assert "verified only on Keras 3.15.x" in error and "pip install 'keras>=3.15,<3.16'" in error
+    assert "TF_USE_LEGACY_KERAS': '1'" in error and f"{MULTI_WORKER_ENV}=0" in error
+    assert startup_problems({}, 1) == ([], None), "one worker needs no change of Keras"
+    assert startup_problems(LAYER_OFF, 2) == ([KERAS3_OFF_HINT], None), "the user turned the layer off"
+
+
+def test_verified_releases():
+    assert keras3_multi_worker.verified("3.15.0") and keras3_multi_worker.verified("3.15.1")
+    assert not keras3_multi_worker.verified("3.1.5") and not keras3_multi_worker.verified("x")
+
+
+def test_failure_hint_only_where_the_layer_was_turned_off():
+    assert failure_hint(KERAS3_TRACEBACK, LAYER_OFF, 2) == KERAS3_OFF_HINT
+    assert failure_hint(KERAS3_TRACEBACK, {}, 2) == ""
+    assert failure_hint(KERAS3_TRACEBACK, {**LAYER_OFF, **LEGACY_ON}, 2) == ""
+    assert failure_hint(KERAS3_TRACEBACK, LAYER_OFF, 1) == ""
+    assert failure_hint("Traceback ...\nValueError: in user code", LAYER_OFF, 2) == ""

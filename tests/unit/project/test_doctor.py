@@ -77,12 +77,14 @@ def test_console_script_and_module_print_the_same_report(tmp_path):
 def test_node_keras_follows_tf_use_legacy_keras(tmp_path):
     default_env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     default = _doctor(tmp_path=tmp_path, env=default_env)
-    assert re.match(r"tf-keras \S+ \(TF_USE_LEGACY_KERAS=1, sparkdl's default\)", _field(default, "node keras"))
-    assert "keras-team/keras#20585" not in default
+    assert re.match(r"Keras 3 \S+ \(TF_USE_LEGACY_KERAS unset: TensorFlow's default\)", _field(default, "node keras"))
+    assert "keras-team/keras#20585" not in default  # a verified Keras 3: nothing to say
 
-    keras3 = _doctor(tmp_path=tmp_path, env={**default_env, "TF_USE_LEGACY_KERAS": "0"})
-    assert re.match(r"Keras 3 \S+ \(TF_USE_LEGACY_KERAS=0, set in this environment\)", _field(keras3, "node keras"))
-    assert re.search(r"^note: .*keras-team/keras#20585", keras3, re.M), keras3
+    legacy = _doctor(tmp_path=tmp_path, env={**default_env, "TF_USE_LEGACY_KERAS": "1"})
+    assert re.match(r"tf-keras \S+ \(TF_USE_LEGACY_KERAS=1, set in this environment\)", _field(legacy, "node keras"))
+
+    layer_off = _doctor(tmp_path=tmp_path, env={**default_env, "SPARKDL_KERAS3_MULTI_WORKER": "0"})
+    assert re.search(r"^note: .*keras-team/keras#20585", layer_off, re.M), layer_off
 
 
 def test_gpu_line_counts_nvidia_smi_gpus_and_shows_cuda_visible_devices(tmp_path):

@@ -1,0 +1,220 @@
+"""Keras 3's ``fit``, ``evaluate`` and ``predict`` under MultiWorkerMirroredStrategy: where sparkdl changes Keras.
+
+Keras 3's TensorFlow trainer (``keras/src/backend/tensorflow/trainer.py``) has never run
+multi-worker (keras-team/keras#20585), and its callbacks do not know about workers. On a node
+whose Keras is Keras 3 and whose cluster has more than one worker, :func:`install` replaces four
+behaviours, each only where MultiWorkerMirroredStrategy spans several workers (one process, one
+worker, and tf-keras are untouched):
+
+1. ``TensorFlowTrainer._maybe_symbolic_build`` takes the first batch of the distributed dataset and
+   ``strategy.reduce("MEAN", batch, axis=None)``s it, only to learn its shapes and dtypes. Under
+   MWMS that is a collective on the data (``ValueError: Attempt to convert a value
+   (PerReplica...)``), and even where it works the batch is consumed from the iterator and lost: a
+   sparkdl feed is read once, so a row would never be trained. The replacement builds the model
+   from the dataset's ``element_spec`` (all ``_symbolic_build`` reads is shapes and dtypes), and
+   consumes nothing.
+2. ``reduce_per_replica`` (the step outputs: loss and metric values) reduces every output with
+   ``strategy.reduce("MEAN", v, axis=0)``, which fails on scalars (``Invalid reduction dimension 0
+   for input with 0 dimensions``). The replacement reduces a scalar across the workers with
+   ``axis=None`` (so each worker's batch logs are the same mean), other ranks as Keras does.
+   The epoch's logs need no change: Keras reads them from its metrics' ``SUM`` ``ON_READ``
+   variables, which MWMS all-reduces, so History holds the global values, equal on every worker.
+3. ``BackupAndRestore`` writes ``latest.weights.h5`` and ``training_metadata.json`` into its
+   ``backup_dir`` on every worker: with a directory every node sees (what a relaunch needs), the
+   workers would write the same files at once. The chief writes them; every other worker saves to
+   a private scratch directory (it must still save: reading the variables takes part in the
+   workers' collectives) that it then deletes. Every worker restores from the chief's files, and
+   only the chief deletes them at the end of ``fit`` (``delete_checkpoint``): a worker that ends
+   first would delete them under the chief's last save.
+4. ``ModelCheckpoint`` likewise: the chief writes ``filepath``, the other workers a scratch copy.
+
+Keras 3's trainer has no ParameterServerStrategy support at all (tf-keras drove it with a
+``ClusterCoordinator``): ``fit``, ``evaluate`` and ``predict`` under it raise
+:class:`ParameterServerUnsupported` at once, saying what to use instead, rather than fail deep inside.
+
+Only the Keras releases listed in :data:`VERIFIED_RELEASES` were checked (two workers reach the
+weights of one process trained on the same global batches, History equal on every worker); on
+another release :func:`unverified_problem` says so, and the node refuses to start rather than risk
+a wrong result.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+from typing import Any
+
+#: Keras 3 ``(major, minor)`` releases this layer was verified on (all their patch releases).
+VERIFIED_RELEASES = ((3, 15),)
+
+#: Set on each function this module installs, so a second ``install`` changes nothing.
+_MARK = "_sparkdl_multi_worker"
+
+PARAMETER_SERVER_MESSAGE = (
+    "Keras 3's model.{method} does not support ParameterServerStrategy (its TensorFlow trainer has no "
+    "ClusterCoordinator support). Train with tf-keras (TFCluster.run(..., env={{'TF_USE_LEGACY_KERAS': '1'}}) "
+    "and tf.keras in map_fun), with MultiWorkerMirroredStrategy, or with a custom loop driven by "
+    "tf.distribute.experimental.coordinator.ClusterCoordinator."
+)
+
+
+class ParameterServerUnsupported(ValueError):
+    """Keras 3's ``fit``/``evaluate``/``predict`` was called under ParameterServerStrategy."""
+
+
+def verified(version: str) -> bool:
+    """Whether Keras ``version`` (e.g. ``"3.15.1"``) is a release this layer was verified on."""
+    try:
+        major_minor = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return False
+    return major_minor in VERIFIED_RELEASES
+
+
+def unverified_problem(version: str) -> str | None:
+    """None for a verified Keras ``version``; else the error a multi-worker node starts with."""
+    if verified(version):
+        return None
+    releases = ", ".join(f"{major}.{minor}.x" for major, minor in VERIFIED_RELEASES)
+    newest = max(VERIFIED_RELEASES)
+    return (
+        f"Keras {version} is installed on this executor, but sparkdl's support for Keras 3's model.fit under "
+        f"MultiWorkerMirroredStrategy was verified only on Keras {releases}, and Keras 3's own trainer fails "
+        f"multi-worker (keras-team/keras#20585). Install a verified Keras (pip install "
+        f"'keras>={newest[0]}.{newest[1]},<{newest[0]}.{newest[1] + 1}'), or train with tf-keras "
+        "(TFCluster.run(..., env={'TF_USE_LEGACY_KERAS': '1'}) and tf.keras or tf_keras in map_fun), or, for a "
+        "custom training loop that never calls model.fit/evaluate/predict, set SPARKDL_KERAS3_MULTI_WORKER=0."
+    )
+
+
+def install() -> None:
+    """Replace the four Keras 3 behaviours the module docstring lists (idempotent)."""
+    from keras.callbacks import BackupAndRestore, ModelCheckpoint
+    from keras.src.backend.tensorflow import trainer
+
+    _replace(trainer.TensorFlowTrainer, "_maybe_symbolic_build", _symbolic_build_from_spec)
+    for method in ("fit", "evaluate", "predict"):
+        _replace(trainer.TensorFlowTrainer, method, _refused_under_parameter_servers)
+    if not getattr(trainer.reduce_per_replica, _MARK, False):
+        trainer.reduce_per_replica = _mark(_reduce_scalars_across_workers(trainer.reduce_per_replica))
+    _replace(BackupAndRestore, "_save_model", _chief_writes_backup)
+    _replace(BackupAndRestore, "on_train_end", _chief_deletes_backup)
+    _replace(ModelCheckpoint, "_get_file_path", _chief_writes_checkpoint)
+
+
+def _replace(cls: type, name: str, make) -> None:
+    original = getattr(cls, name)
+    if not getattr(original, _MARK, False):
+        setattr(cls, name, _mark(make(original)))
+
+
+def _mark(function):
+    setattr(function, _MARK, True)
+    return function
+
+
+def _multi_worker(strategy) -> bool:
+    import tensorflow as tf
+
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and strategy.extended._in_multi_worker_mode()
+
+
+def _refused_under_parameter_servers(original):
+    @functools.wraps(original)
+    def method(self, *args, **kwargs):
+        import tensorflow as tf
+
+        if isinstance(self.distribute_strategy, tf.distribute.experimental.ParameterServerStrategy):
+            raise ParameterServerUnsupported(PARAMETER_SERVER_MESSAGE.format(method=original.__name__))
+        return original(self, *args, **kwargs)
+
+    return method
+
+
+def _symbolic_build_from_spec(original):
+    @functools.wraps(original)
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        strategy = self._distribute_strategy
+        if iterator is None or strategy is None or not _multi_worker(strategy):
+            return original(self, iterator=iterator, data_batch=data_batch)
+        with strategy.scope():
+            self._symbolic_build(data_batch=_spec_batch(iterator._distributed_dataset.element_spec))
+
+    return _maybe_symbolic_build
+
+
+def _spec_batch(element_spec):
+    """A stand-in batch with the shapes and dtypes of ``element_spec`` (what ``_symbolic_build`` reads)."""
+    from keras.src import tree
+
+    def stand_in(spec):
+        replicas = getattr(spec, "_component_specs", None)  # a PerReplicaSpec: one spec per local replica
+        return replicas[0] if replicas else spec
+
+    return tree.map_structure(stand_in, element_spec)
+
+
+def _reduce_scalars_across_workers(original):
+    @functools.wraps(original)
+    def reduce_per_replica(values, strategy, reduction):
+        if reduction not in ("auto", "mean") or not _multi_worker(strategy):
+            return original(values, strategy, reduction)
+        from keras.src import tree
+
+        def reduce(value):
+            if getattr(value, "shape", None) is not None and value.shape.rank == 0:
+                return strategy.reduce("MEAN", value, axis=None)
+            return original(value, strategy, reduction)
+
+        return tree.map_structure(reduce, values)
+
+    return reduce_per_replica
+
+
+def _is_chief(strategy) -> bool:
+    return not _multi_worker(strategy) or strategy.extended.should_checkpoint
+
+
+def _chief_writes_backup(original):
+    @functools.wraps(original)
+    def _save_model(self):
+        if _is_chief(self.model.distribute_strategy):
+            return original(self)
+        paths = ("backup_dir", "_weights_path", "_training_metadata_path", "_prev_weights_path")
+        shared = {name: getattr(self, name) for name in paths + ("_prev_training_metadata_path",)}
+        scratch = tempfile.mkdtemp(prefix="sparkdl-worker-backup-")
+        try:
+            for name, path in shared.items():
+                setattr(self, name, scratch if name == "backup_dir" else os.path.join(scratch, os.path.basename(path)))
+            return original(self)
+        finally:
+            for name, path in shared.items():
+                setattr(self, name, path)
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    return _save_model
+
+
+def _chief_deletes_backup(original):
+    @functools.wraps(original)
+    def on_train_end(self, logs=None):
+        if _is_chief(self.model.distribute_strategy):
+            return original(self, logs)
+        return None  # the chief's backup is the chief's to delete (a worker that ends first would race it)
+
+    return on_train_end
+
+
+def _chief_writes_checkpoint(original):
+    @functools.wraps(original)
+    def _get_file_path(self, *args: Any, **kwargs: Any):
+        path = original(self, *args, **kwargs)
+        if _is_chief(self.model.distribute_strategy):
+            return path
+        if not getattr(self, "_sparkdl_scratch", None):  # one scratch file per worker, overwritten
+            self._sparkdl_scratch = tempfile.mkdtemp(prefix="sparkdl-worker-checkpoint-")
+        return os.path.join(self._sparkdl_scratch, os.path.basename(path))
+
+    return _get_file_path

@@ -162,6 +162,10 @@ SECTIONS = (
             ),
         ),
     ),
+    Section(
+        "keras3_train",
+        (Run("keras3_train", "keras3_train.py", (), ("--runs", "1", "--rows", "3000", "--epochs", "1")),),
+    ),
 )
 SECTIONS_BY_NAME = {section.name: section for section in SECTIONS}
 

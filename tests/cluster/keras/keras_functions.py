@@ -102,7 +102,7 @@ class StopAtEpoch(tf_keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-class EpochLog(tf_keras.callbacks.Callback):
+class _EpochLogging:
     """Appends each epoch this node trains to ``out/epochs-<pid>.jsonl``; holds (prints HOLDING, then
     sleeps until killed) after epoch ``hold_after`` if given, once its backup and state are written."""
 
@@ -118,6 +118,14 @@ class EpochLog(tf_keras.callbacks.Callback):
             print("HOLDING", flush=True)
             sys.stdout.flush()
             time.sleep(600)
+
+
+class EpochLog(_EpochLogging, tf_keras.callbacks.Callback):
+    """``_EpochLogging`` for a tf-keras model."""
+
+
+class Keras3EpochLog(_EpochLogging, keras.callbacks.Callback):
+    """``_EpochLogging`` for a Keras 3 model."""
 
 
 def read_epoch_logs(out) -> list[dict]:

@@ -1,7 +1,7 @@
 """A KerasEstimator application that test_keras_resume.py (beside it) runs twice: killed mid-fit, then again.
 
 It fits the digits MLP on one TF node with a run store (``--checkpoint_dir``, ``--run_id``); the nodes
-log every epoch they train (``keras_functions.EpochLog``). ``--hold_after N`` holds the node after
+log every epoch they train (``keras_functions.Keras3EpochLog``; the model is Keras 3). ``--hold_after N`` holds the node after
 epoch N (once that epoch's checkpoint and state are written) until the test kills the application.
 Without it the fit runs to the end, then fits again with the same run_id (a finished run: no
 training) and prints both histories.
@@ -38,7 +38,7 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     estimator = KerasEstimator(
-        model=kf.mlp,
+        model=kf.keras3_mlp,  # Keras 3, what users write
         feature_cols="x",
         label_cols="label",
         epochs=args.epochs,
@@ -46,7 +46,7 @@ def main() -> None:
         num_workers=1,
         checkpoint_dir=args.checkpoint_dir,
         run_id=args.run_id,
-        callbacks=[kf.EpochLog(args.out, args.hold_after)],
+        callbacks=[kf.Keras3EpochLog(args.out, args.hold_after)],
     )
     data = spark.read.parquet(args.data)
     model = estimator.fit(data)

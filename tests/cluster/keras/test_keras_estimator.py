@@ -71,7 +71,7 @@ def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_sa
     scored = fitted.transform(test).cache()
     # Spark ML's classifier columns: prediction (double), probability and rawPrediction (Vectors)
     assert scored.columns[-4:] == ["predicted", "prediction", "probability", "rawPrediction"]
-    assert [scored.schema[c].dataType.typeName() for c in scored.columns[-3:]] == ["double", "vector", "vector"]
+    assert [scored.schema[c].dataType.typeName() for c in scored.columns[-3:]] == ["double", "vectorudt", "vectorudt"]
     assert scored.where("prediction != predicted").count() == 0
     accuracy_2 = kf.accuracy(scored)
     f1 = MulticlassClassificationEvaluator().evaluate(scored)  # every default: label, prediction, f1

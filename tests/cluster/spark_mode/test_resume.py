@@ -98,6 +98,7 @@ def test_relaunch_resumes_model_fit_from_the_saved_epoch_and_feeds_only_the_epoc
         # Epochs 0..2 were completed and backed up: the relaunch is fed epochs 3..5 only, and
         # fit(epochs=feed.num_epochs) resumed by Keras at epoch 3 runs exactly those.
         assert _read(tmp_path, f"start-attempt1-node{node}")["epoch"] == crash_after + 1
+        assert _read(tmp_path, f"start-attempt1-node{node}")["keras"] == "keras", "Keras 3's BackupAndRestore"
         assert _read(tmp_path, f"epoch-attempt1-node{node}")["epoch"] == epochs - 1
         assert (tmp_path / f"done-attempt1-node{node}.json").exists()
     assert len(history["loss"]) == epochs and all(np.isfinite(history["loss"]))

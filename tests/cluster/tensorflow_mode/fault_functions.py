@@ -137,7 +137,8 @@ def resumable_fit(args, ctx):
         def on_epoch_begin(self, epoch, logs=None):
             if Observe.started is None:
                 Observe.started = epoch
-                _record(args, f"start-attempt{ctx.attempt}-node{ctx.executor_id}", epoch=epoch)
+                keras = tf.keras.__name__.split(".")[0]  # the nodes' Keras: Keras 3 ("keras") unless chosen
+                _record(args, f"start-attempt{ctx.attempt}-node{ctx.executor_id}", epoch=epoch, keras=keras)
 
         def on_epoch_end(self, epoch, logs=None):
             _record(args, f"epoch-attempt{ctx.attempt}-node{ctx.executor_id}", epoch=epoch)

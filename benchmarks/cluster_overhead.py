@@ -71,7 +71,7 @@ def single_process(epochs: int, batch_size: int) -> dict:
         "import json, sys; sys.path.insert(0, %r); import cluster_overhead as b; "
         "print(json.dumps(b.fit_digits(%d, %d, False)))" % (str(Path(__file__).parent), epochs, batch_size)
     )
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1")
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}  # the nodes' Keras: Keras 3
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])

@@ -8,7 +8,7 @@ medians of ``--runs`` runs, in one run of this script:
    TensorFlowOnSpark's row tuples, with each cached source's own pass (a count in the feeding task);
 2. 2-worker MultiWorkerMirroredStrategy MLP training (Dense 128 relu -> Dense 10) fed by sparkdl;
 3. ``cluster.inference`` rows/s for a trivial model (a vectorised row sum);
-4. references: single-process tf-keras fit of the same MLP from an in-memory tf.data pipeline,
+4. references: single-process Keras 3 fit of the same MLP from an in-memory tf.data pipeline,
    and TensorFlowOnSpark 2.2.5 on the same data when it is installed
    (``pip install --no-deps tensorflowonspark==2.2.5``).
 
@@ -193,7 +193,7 @@ def tfos_infer(args, ctx):
 
 
 def single_process_reference(rows: int) -> float:
-    """rows/s of one tf-keras process fitting the MLP from an in-memory tf.data pipeline."""
+    """rows/s of one Keras 3 process fitting the MLP from an in-memory tf.data pipeline."""
     code = f"""
 import os, time, json, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
@@ -207,7 +207,8 @@ model.fit(ds.take(2), epochs=1, verbose=0)
 started = time.perf_counter(); model.fit(ds, epochs=1, verbose=0)
 print(json.dumps({rows} / (time.perf_counter() - started)))
 """
-    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_USE_LEGACY_KERAS", None)  # the nodes' Keras: Keras 3
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -289,7 +290,7 @@ def main() -> None:
     table.append(("  same, wall time of cluster.train incl. counting", train_rows / med(feed_seconds), "rows/s"))
     references = [single_process_reference(train_rows) for _ in range(opts.runs)]
     reference = med(references)
-    table.append(("single-process tf-keras fit, in-memory tf.data", reference, "rows/s"))
+    table.append(("single-process Keras fit, in-memory tf.data", reference, "rows/s"))
     raw.update(fit_rows_per_s=fit_rates, train_wall_s=feed_seconds, single_process_rows_per_s=references)
 
     # 3. inference

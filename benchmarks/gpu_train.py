@@ -5,7 +5,7 @@ Needs an NVIDIA GPU and TensorFlow with CUDA: install the ``gpu`` extra
 
     .venv/bin/python benchmarks/gpu_train.py [--rows 60000] [--epochs 5] [--batch-size 512] [--runs 3] [--json PATH]
 
-Workload: a small CNN (tf-keras, as on sparkdl's nodes) on 28x28x1 images (scikit-learn's digits
+Workload: a small CNN (Keras 3, as on sparkdl's nodes) on 28x28x1 images (scikit-learn's digits
 upscaled, repeated to ``--rows``), ``--epochs`` epochs at global batch ``--batch-size``, the same in
 both variants; each fit is timed after a two-batch warm-up fit that builds and traces the model.
 
@@ -105,11 +105,11 @@ def single_process(rows: int, epochs: int, batch_size: int) -> dict:
     )
     env = dict(
         os.environ,
-        TF_USE_LEGACY_KERAS="1",
         CUDA_VISIBLE_DEVICES="0",
         CUDA_DEVICE_ORDER="PCI_BUS_ID",
         TF_FORCE_GPU_ALLOW_GROWTH="true",
     )
+    env.pop("TF_USE_LEGACY_KERAS", None)  # the nodes' Keras: Keras 3
     started = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "keras_estimator"))
-import keras_digits  # noqa: E402 - sets TF_USE_LEGACY_KERAS=1 for the driver, before TensorFlow
+import keras_digits  # noqa: E402
 
 
 def hand_written(args, ctx):

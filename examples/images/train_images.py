@@ -44,6 +44,7 @@ def render_digits(folder: Path) -> int:
 
 def main_fun(args, ctx):
     """One TF node: decode the fed image files in tf.data and fit a CNN with MWMS; save it."""
+    import keras
     import tensorflow as tf
 
     from sparkdl.column_specs import Image
@@ -58,16 +59,16 @@ def main_fun(args, ctx):
         columns={"content": Image(SIZE, SIZE, channels=1)},  # PNG bytes -> uint8 (32, 32, 1)
     )
     with strategy.scope():
-        model = tf.keras.Sequential(
+        model = keras.Sequential(
             [
-                tf.keras.Input((SIZE, SIZE, 1), dtype="uint8", name="image"),
-                tf.keras.layers.Rescaling(1 / 255),
-                tf.keras.layers.Conv2D(16, 3, activation="relu"),
-                tf.keras.layers.MaxPooling2D(),
-                tf.keras.layers.Conv2D(32, 3, activation="relu"),
-                tf.keras.layers.MaxPooling2D(),
-                tf.keras.layers.Flatten(),
-                tf.keras.layers.Dense(10, activation="softmax", name="probs"),
+                keras.Input((SIZE, SIZE, 1), dtype="uint8", name="image"),
+                keras.layers.Rescaling(1 / 255),
+                keras.layers.Conv2D(16, 3, activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Conv2D(32, 3, activation="relu"),
+                keras.layers.MaxPooling2D(),
+                keras.layers.Flatten(),
+                keras.layers.Dense(10, activation="softmax", name="probs"),
             ]
         )
         model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])

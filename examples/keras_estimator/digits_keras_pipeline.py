@@ -19,7 +19,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import keras_digits  # noqa: E402 - sets TF_USE_LEGACY_KERAS=1 before anything imports TensorFlow
+import keras_digits  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -55,7 +55,7 @@ def main(argv=None, spark=None) -> float:
     tuning = CrossValidator(
         estimator=keras_digits.pipeline(estimator),
         estimatorParamMaps=ParamGridBuilder().addGrid(estimator.learning_rate, rates).build(),
-        evaluator=MulticlassClassificationEvaluator(predictionCol="predicted", labelCol="label", metricName="accuracy"),
+        evaluator=MulticlassClassificationEvaluator(metricName="accuracy"),  # Spark ML's columns: label, prediction
         numFolds=args.folds,
         seed=7,
     )
@@ -79,9 +79,11 @@ def main(argv=None, spark=None) -> float:
     loaded = PipelineModel.load(saved)
     scored = loaded.transform(test)
     accuracy = keras_digits.accuracy(scored)
-    before = best.transform(test).select("probabilities").toPandas()["probabilities"]
-    after = scored.select("probabilities").toPandas()["probabilities"]
-    difference = float(np.abs(np.stack(before) - np.stack(after)).max())
+    before = best.transform(test).select("probability").toPandas()["probability"]
+    after = scored.select("probability").toPandas()["probability"]
+    difference = float(
+        np.abs(np.stack(before.map(lambda v: v.toArray())) - np.stack(after.map(lambda v: v.toArray()))).max()
+    )
     print(f"saved and loaded the PipelineModel ({saved}): same predictions, max |difference| {difference:.1e}")
     print(f"test accuracy (held-out {test.count()} rows, the loaded PipelineModel): {accuracy:.4f}")
     if not args.no_baseline:

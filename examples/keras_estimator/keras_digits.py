@@ -9,10 +9,6 @@ import os
 import sys
 import time
 
-# tf.keras on the driver is then tf-keras, the Keras the TF nodes train with (local mode and the
-# driver's checks build the same model as the nodes). Set before TensorFlow is first imported.
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-
 PIXELS = [f"p{i}" for i in range(64)]
 
 
@@ -59,14 +55,16 @@ def build_model(hidden: int = 64):
     """The Keras model: an MLP of 64 inputs (the scaled pixels), ``hidden`` ReLU units, 10 classes.
 
     Passed to the estimator as a function: every TF node builds it inside its distribution strategy.
+    It is a Keras 3 model (``import keras``), and the estimator's nodes train with the model's Keras
+    (``import tf_keras as keras`` here would make them train with tf-keras).
     """
-    import tensorflow as tf
+    import keras
 
-    model = tf.keras.Sequential(
+    model = keras.Sequential(
         [
-            tf.keras.Input((64,), name="features"),
-            tf.keras.layers.Dense(hidden, activation="relu"),
-            tf.keras.layers.Dense(10, activation="softmax", name="digit"),
+            keras.Input((64,), name="features"),
+            keras.layers.Dense(hidden, activation="relu"),
+            keras.layers.Dense(10, activation="softmax", name="digit"),
         ]
     )
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -99,18 +97,15 @@ def keras_estimator(epochs: int, num_workers: int | None, **params):
         batch_size=32,
         epochs=epochs,
         num_workers=num_workers,
-        predicted_class_col="predicted",
-        prediction_col="probabilities",
         **params,
     )
 
 
-def accuracy(scored, predicted: str = "predicted") -> float:
-    """The share of rows whose predicted class is the label (Spark ML's evaluator)."""
+def accuracy(scored) -> float:
+    """The share of rows whose predicted class (``prediction``, Spark ML's column) is the label."""
     from pyspark.ml.evaluation import MulticlassClassificationEvaluator
 
-    evaluator = MulticlassClassificationEvaluator(predictionCol=predicted, labelCol="label", metricName="accuracy")
-    return evaluator.evaluate(scored)
+    return MulticlassClassificationEvaluator(metricName="accuracy").evaluate(scored)
 
 
 def spark_ml_mlp(train, test, hidden: int = 64, seed: int = 42) -> tuple[float, float]:
@@ -122,4 +117,4 @@ def spark_ml_mlp(train, test, hidden: int = 64, seed: int = 42) -> tuple[float, 
     started = time.perf_counter()
     fitted = pipeline(mlp).fit(train)
     seconds = time.perf_counter() - started
-    return accuracy(fitted.transform(test), predicted="prediction"), seconds
+    return accuracy(fitted.transform(test)), seconds

@@ -97,40 +97,37 @@ def test_accuracy(spark, export_dir: str, partitions: int) -> float:
     return accuracy
 
 
-def build_model(tf):
-    """The digits MLP, compiled."""
-    model = tf.keras.Sequential(
+def build_model(keras):
+    """The digits MLP, compiled, built with the Keras module ``keras``: Keras 3 (``import keras``)
+    in the MWMS examples; ``ps_strategy/ps_digits.py`` passes ``tf.keras``, which is tf-keras there."""
+    model = keras.Sequential(
         [
-            tf.keras.Input((64,), name="pixels"),
-            tf.keras.layers.Dense(128, activation="relu"),
-            tf.keras.layers.Dense(10, activation="softmax"),
+            keras.Input((64,), name="pixels"),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
         ]
     )
-    model.compile(
-        optimizer=tf.keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
-    )
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 
 
-def build_cnn(tf):
+def build_cnn(keras):
     """A small convolutional network on the 8x8 images, compiled; it takes the same 64 pixels as
     ``build_model`` (reshaped inside the model), so scoring and serving are unchanged."""
-    model = tf.keras.Sequential(
+    model = keras.Sequential(
         [
-            tf.keras.Input((64,), name="pixels"),
-            tf.keras.layers.Reshape((8, 8, 1)),
-            tf.keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
-            tf.keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
-            tf.keras.layers.MaxPooling2D(2),
-            tf.keras.layers.Flatten(),
-            tf.keras.layers.Dropout(0.25),
-            tf.keras.layers.Dense(128, activation="relu"),
-            tf.keras.layers.Dense(10, activation="softmax"),
+            keras.Input((64,), name="pixels"),
+            keras.layers.Reshape((8, 8, 1)),
+            keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+            keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(2),
+            keras.layers.Flatten(),
+            keras.layers.Dropout(0.25),
+            keras.layers.Dense(128, activation="relu"),
+            keras.layers.Dense(10, activation="softmax"),
         ]
     )
-    model.compile(
-        optimizer=tf.keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
-    )
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 
 
@@ -160,21 +157,26 @@ def spark_ml_baseline(spark, partitions: int) -> tuple[float, float]:
 
 
 def fit_and_export(strategy, dataset, ctx, args, build=build_model) -> None:
-    """Build the model (``build(tf)``) under ``strategy``, fit it on ``dataset`` (chief prints
-    progress), export it."""
-    import tensorflow as tf
+    """Build the model (``build(keras)``, Keras 3) under ``strategy``, fit it on ``dataset`` (chief
+    prints progress), export it."""
+    import keras
 
     with strategy.scope():
-        model = build(tf)
+        model = build(keras)
     # ctx.progress_callback() shows the chief's step and loss in the driver's progress display.
     model.fit(dataset, epochs=args.epochs, verbose=2 if ctx.is_chief else 0, callbacks=[ctx.progress_callback()])
     export(model, ctx, args.export_dir)
 
 
 def export(model, ctx, export_dir: str) -> None:
-    """Save the model: every MWMS node must take part; only the chief writes to ``export_dir``
-    (the others save to a scratch path that ``ctx.export_path`` removes afterwards)."""
+    """Save the model as a SavedModel: every MWMS node must take part; only the chief writes to
+    ``export_dir`` (the others save to a scratch path that ``ctx.export_path`` removes afterwards)."""
+    import keras
+
     with ctx.export_path(export_dir) as target:
-        model.save(target)
+        if isinstance(model, keras.Model):  # Keras 3: model.save writes only .keras and .h5 files
+            model.export(target, verbose=False)
+        else:  # tf-keras (ps_strategy/ps_digits.py): model.save writes a SavedModel directory
+            model.save(target)
     if ctx.is_chief:
         print(f"{ctx.job_name}:{ctx.task_index} saved the model to {target}", flush=True)

@@ -22,7 +22,7 @@ import digits_common  # noqa: E402
 
 
 def main_fun(args, ctx):
-    """One TF node: MWMS training with tf.keras (tf-keras, sparkdl's default), chief exports."""
+    """One TF node: MWMS training with Keras 3 (``import keras``, as on one machine), chief exports."""
     import tensorflow as tf
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()

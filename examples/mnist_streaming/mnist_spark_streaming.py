@@ -4,7 +4,7 @@ TensorFlowOnSpark's streaming example (``examples/mnist/estimator/mnist_spark_st
 ported to sparkdl: the Spark side is TFoS's (a DStream of CSV lines from
 ``ssc.textFileStream``, parsed into ``(pixels, label)`` → ``cluster.train(stream)`` →
 ``ssc.start()`` → ``cluster.shutdown(ssc)``) but for the import. Each RDD of the stream is fed
-to the TF nodes as it arrives. The nodes train a tf.keras model (tf.estimator is gone from
+to the TF nodes as it arrives. The nodes train a Keras 3 model (tf.estimator is gone from
 TensorFlow 2.16) with MultiWorkerMirroredStrategy from a ``next_batch`` generator until
 ``should_stop()``, or until they have trained ``--steps`` batches: then each ends its feed
 (``terminate()``), which makes ``cluster.shutdown(ssc)`` stop the StreamingContext. The chief
@@ -33,6 +33,7 @@ import digits_common  # noqa: E402
 
 def main_fun(args, ctx):
     """One TF node: train on the streamed rows as they arrive (MWMS), end the feed, export."""
+    import keras
     import numpy as np
     import tensorflow as tf
 
@@ -62,7 +63,7 @@ def main_fun(args, ctx):
     dataset = tf.data.Dataset.from_generator(rdd_generator, output_signature=signature).with_options(options)
 
     with strategy.scope():
-        model = digits_common.build_model(tf)
+        model = digits_common.build_model(keras)
     # Keras treats each batch as the global one: every node runs ctx.num_workers steps per batch.
     model.fit(dataset, epochs=1, verbose=2 if ctx.is_chief else 0, callbacks=[ctx.progress_callback()])
     tf_feed.terminate()  # enough: skip the rest of the stream; shutdown(ssc) then stops it

@@ -9,6 +9,10 @@ dispatching steps to the workers, and exports a SavedModel. The driver then scor
 split with a distributed ``mapInPandas`` job and prints the accuracy. ``--cluster_size 4`` adds a
 second worker (``worker:1``); ``--num_ps 2`` a second parameter server.
 
+The nodes train with tf-keras (``TFCluster.run(..., env={"TF_USE_LEGACY_KERAS": "1"})``, so
+``tf.keras`` is tf-keras there): Keras 3's ``model.fit`` does not support ParameterServerStrategy
+(it has no ``ClusterCoordinator`` and no ``DatasetCreator``), tf-keras' ``model.fit`` does.
+
 Needs one executor slot per node: runs with no arguments on an embedded
 ``local-cluster[3,1,1024]``; pass ``--master`` or use spark-submit for a real cluster.
 """
@@ -34,7 +38,7 @@ def main_fun(args, ctx):
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()  # TF_CONFIG is set by sparkdl
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     with strategy.scope():
-        model = digits_common.build_model(tf)  # variables live on the parameter servers
+        model = digits_common.build_model(tf.keras)  # tf-keras (main's env); variables live on the ps
 
     def dataset_fn(input_context):
         """Runs on each worker: its own shard of the training split, repeated (fit counts the steps)."""
@@ -90,6 +94,10 @@ def main(argv=None, spark=None) -> float:
         args.cluster_size,
         num_ps=args.num_ps,
         input_mode=TFCluster.InputMode.TENSORFLOW,
+        # tf-keras on the nodes: Keras 3's model.fit does not support ParameterServerStrategy (it
+        # fails with "To use this dataset, you need to pass this dataset to
+        # ClusterCoordinator.create_per_worker_dataset"), and has no DatasetCreator.
+        env={"TF_USE_LEGACY_KERAS": "1"},
     )
     nodes = sorted(cluster.cluster_info, key=lambda node: node["executor_id"])
     roles = ", ".join(f"{node['job_name']}:{node['task_index']}" for node in nodes)

@@ -35,21 +35,22 @@ SCHEMA = "pixels array<float>, label long"
 
 def node_main(args, ctx):
     """Each node: fit every micro-batch; the chief also publishes a model version now and then."""
+    import keras
     import tensorflow as tf
 
     from sparkdl.model_versions import publish_version
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     with strategy.scope():
-        tf.keras.utils.set_random_seed(0)
-        model = tf.keras.Sequential(
+        keras.utils.set_random_seed(0)
+        model = keras.Sequential(
             [
-                tf.keras.Input((64,), name="pixels"),
-                tf.keras.layers.Dense(64, activation="relu"),
-                tf.keras.layers.Dense(10, activation="softmax", name="probs"),
+                keras.Input((64,), name="pixels"),
+                keras.layers.Dense(64, activation="relu"),
+                keras.layers.Dense(10, activation="softmax", name="probs"),
             ]
         )
-        model.compile(tf.keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy", metrics=["accuracy"])
+        model.compile(keras.optimizers.Adam(0.01), "sparse_categorical_crossentropy", metrics=["accuracy"])
     checkpoint = ctx.stream_checkpoint(args["model_dir"], model=model)
     feed = ctx.get_data_feed()
     for batch in feed.micro_batches(checkpoint):

@@ -27,14 +27,15 @@ def map_fn(args, ctx):
     """One independent node: train and score the digits MLP for each learning rate it owns."""
     import socket
 
+    import keras
     import tensorflow as tf
 
     (train_x, train_y), (test_x, test_y) = digits_common.load_digits_split()
     mine = args.learning_rates[ctx.executor_id :: args.cluster_size]
     lines = []
     for learning_rate in mine:
-        tf.keras.utils.set_random_seed(0)  # the trials differ only in their learning rate
-        model = digits_common.build_model(tf)
+        keras.utils.set_random_seed(0)  # the trials differ only in their learning rate
+        model = digits_common.build_model(keras)
         model.optimizer.learning_rate.assign(learning_rate)
         model.fit(train_x, train_y, batch_size=args.batch_size, epochs=args.epochs, verbose=0)
         _, accuracy = model.evaluate(test_x, test_y, verbose=0)

@@ -1,7 +1,7 @@
 """A KerasEstimator application that test_keras_resume.py (beside it) runs twice: killed mid-fit, then again.
 
-It fits the digits MLP on one TF node with a run store (``--checkpoint_dir``, ``--run_id``); the nodes
-log every epoch they train (``keras_functions.Keras3EpochLog``; the model is Keras 3). ``--hold_after N`` holds the node after
+It fits the digits MLP (Keras 3) on one TF node with a run store (``--checkpoint_dir``, ``--run_id``); the
+nodes log every epoch they train (``keras_functions.Keras3EpochLog``). ``--hold_after N`` holds the node after
 epoch N (once that epoch's checkpoint and state are written) until the test kills the application.
 Without it the fit runs to the end, then fits again with the same run_id (a finished run: no
 training) and prints both histories.

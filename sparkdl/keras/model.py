@@ -102,7 +102,6 @@ class KerasModel(
         return path
 
     def _transform(self, dataset):
-        from pyspark.sql import functions as F
 
         from ..inference import Predictor
 
@@ -124,17 +123,12 @@ class KerasModel(
         scored = predictor.with_predictions(dataset.withColumns(inputs)).drop(*inputs)
         if output_names:  # several outputs: each as the model writes it
             return scored
-        if class_col:
-            values = F.col(_OUTPUT)
-            is_array = scored.schema[_OUTPUT].dataType.typeName() == "array"
-            predicted = F.array_position(values, F.array_max(values)) - 1 if is_array else values > 0.5
-            scored = scored.withColumn(class_col, predicted.cast("double"))
         names = {
             "prediction": prediction,
             "probability": self.getProbabilityCol(),
             "rawPrediction": self.getRawPredictionCol(),
         }
-        return outputs.spark_ml_columns(scored, _OUTPUT, self.resolved_output_kind(), names)
+        return outputs.spark_ml_columns(scored, _OUTPUT, self.resolved_output_kind(), names, class_col)
 
     def resolved_output_kind(self) -> str:
         """``output_kind``, or where it is None the kind the model file's Keras config says (read

@@ -43,6 +43,26 @@ KINDS = (REGRESSION, SOFTMAX, SOFTMAX_LOGITS, SIGMOID, SIGMOID_LOGITS)
 
 _CATEGORICAL_LOSSES = {"categorical_crossentropy", "sparse_categorical_crossentropy", "categorical_focal_crossentropy"}
 _BINARY_LOSSES = {"binary_crossentropy", "binary_focal_crossentropy"}
+#: Losses of a regressor: its output is a value, whatever activation bounds it (a sigmoid with mse).
+_REGRESSION_LOSSES = {
+    "mean_squared_error",
+    "mse",
+    "mean_absolute_error",
+    "mae",
+    "mean_absolute_percentage_error",
+    "mape",
+    "mean_squared_logarithmic_error",
+    "msle",
+    "huber",
+    "huber_loss",
+    "log_cosh",
+    "logcosh",
+    "kl_divergence",
+    "kld",
+    "kullback_leibler_divergence",
+    "poisson",
+    "cosine_similarity",
+}
 #: p is clipped into [_EPS, 1 - _EPS] before logs and logits, so no column holds an infinity.
 _EPS = 1e-7
 
@@ -54,7 +74,9 @@ def output_kind(saved: dict) -> str:
     config = saved.get("config") if isinstance(saved.get("config"), dict) else {}
     activation = _activation(_output_layer(config))
     loss_name, from_logits = _loss((saved.get("compile_config") or {}).get("loss"))
-    if activation in (SOFTMAX, SIGMOID):
+    if loss_name in _REGRESSION_LOSSES:
+        return REGRESSION
+    if activation in (SOFTMAX, SIGMOID, SOFTMAX_LOGITS):
         return activation
     if loss_name in _CATEGORICAL_LOSSES:
         return SOFTMAX_LOGITS if from_logits else SOFTMAX
@@ -66,9 +88,10 @@ def output_kind(saved: dict) -> str:
 def _output_layer(config: dict) -> dict:
     layers = [layer for layer in config.get("layers") or [] if isinstance(layer, dict)]
     outputs = config.get("output_layers")
-    if isinstance(outputs, list) and outputs and isinstance(outputs[0], list):
-        name = outputs[0][0]
-        return next((layer for layer in layers if (layer.get("config") or {}).get("name") == name), {})
+    if isinstance(outputs, list) and outputs and isinstance(outputs[0], list):  # [[name, 0, 0], ...]
+        outputs = outputs[0]
+    if isinstance(outputs, list) and outputs and isinstance(outputs[0], str):  # one output: [name, 0, 0]
+        return next((layer for layer in layers if (layer.get("config") or {}).get("name") == outputs[0]), {})
     return layers[-1] if layers else {}
 
 
@@ -79,6 +102,8 @@ def _activation(layer: dict) -> str | None:
     activation = config.get("activation")
     if isinstance(activation, dict):  # a serialized function: {"config": "softmax", ...}
         activation = activation.get("config") if isinstance(activation.get("config"), str) else None
+    if activation == "log_softmax":  # log-probabilities: logits as far as softmax is concerned
+        return SOFTMAX_LOGITS
     return activation if activation in (SOFTMAX, SIGMOID) else None
 
 
@@ -86,8 +111,12 @@ def _loss(loss: Any) -> tuple[str | None, bool]:
     """``(name, from_logits)`` of a one-output model's compiled loss (a name or a serialized loss)."""
     if isinstance(loss, list) and len(loss) == 1:
         loss = loss[0]
+    if isinstance(loss, dict) and len(loss) == 1 and "class_name" not in loss:  # {output name: loss}
+        loss = next(iter(loss.values()))
     if isinstance(loss, str):
         return loss, False
+    if isinstance(loss, dict) and isinstance(loss.get("config"), str):  # a function: {"config": "mse", ...}
+        return loss["config"], False
     if isinstance(loss, dict):
         config = loss.get("config") if isinstance(loss.get("config"), dict) else {}
         name = config.get("name")
@@ -97,11 +126,13 @@ def _loss(loss: Any) -> tuple[str | None, bool]:
     return None, False
 
 
-def spark_ml_columns(scored, output: str, kind: str, names: dict[str, str]):
+def spark_ml_columns(scored, output: str, kind: str, names: dict[str, str], class_col: str | None = None):
     """``scored`` with Spark ML's columns for the model output in column ``output`` (which is
     dropped): ``names`` maps ``prediction``, ``probability`` and ``rawPrediction`` to the columns to
     write (an empty name writes none). A one-value output is a scalar column (sparkdl's inference
-    writes a ``(1,)`` output so), several values an array."""
+    writes a ``(1,)`` output so), several values an array. ``class_col`` (``predicted_class_col``,
+    from before ``prediction`` followed Spark ML) gets a classifier's ``prediction``, and for any
+    other output the index of its largest value (1.0 over 0.5 for one value)."""
     from pyspark.ml.functions import array_to_vector
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType
@@ -115,6 +146,17 @@ def spark_ml_columns(scored, output: str, kind: str, names: dict[str, str]):
     else:
         values = column.cast("array<double>")
         columns = {"prediction": array_to_vector(values)} if kind == REGRESSION else _several_values(values, kind)
+    if class_col:
+        single_class = kind != REGRESSION and (
+            kind in (SOFTMAX, SOFTMAX_LOGITS) or not isinstance(data_type, ArrayType)
+        )
+        if single_class:
+            columns["class"] = columns["prediction"]
+        elif isinstance(data_type, ArrayType):
+            columns["class"] = (F.array_position(column, F.array_max(column)) - 1).cast("double")
+        else:
+            columns["class"] = (column > 0.5).cast("double")
+        names = {**names, "class": class_col}
     wanted = {names[key]: value for key, value in columns.items() if names.get(key)}
     return scored.withColumns(wanted).drop(output)
 

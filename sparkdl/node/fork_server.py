@@ -45,7 +45,7 @@ import sys
 import threading
 import time
 
-from . import watchdog
+from . import keras_policy, watchdog
 
 try:
     from setproctitle import setproctitle
@@ -233,7 +233,7 @@ def _preload() -> None:
     try:
         import tensorflow  # noqa: F401
 
-        if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+        if keras_policy.legacy_keras_enabled(os.environ):
             import tf_keras  # noqa: F401
     except ImportError as exc:
         print(f"sparkdl fork server: nodes will import TensorFlow themselves: {exc}", file=sys.stderr, flush=True)

@@ -15,18 +15,26 @@ worker, and tf-keras are untouched):
    consumes nothing.
 2. ``reduce_per_replica`` (the step outputs: loss and metric values) reduces every output with
    ``strategy.reduce("MEAN", v, axis=0)``, which fails on scalars (``Invalid reduction dimension 0
-   for input with 0 dimensions``). The replacement reduces a scalar across the workers with
-   ``axis=None`` (so each worker's batch logs are the same mean), other ranks as Keras does.
+   for input with 0 dimensions``) and collapses a vector metric's values (``F1Score(average=None)``).
+   The replacement takes the element-wise mean over all replicas (``axis=None``), as one process's
+   Keras does over its local ones, so every worker's batch logs are the same.
    The epoch's logs need no change: Keras reads them from its metrics' ``SUM`` ``ON_READ``
    variables, which MWMS all-reduces, so History holds the global values, equal on every worker.
 3. ``BackupAndRestore`` writes ``latest.weights.h5`` and ``training_metadata.json`` into its
    ``backup_dir`` on every worker: with a directory every node sees (what a relaunch needs), the
    workers would write the same files at once. The chief writes them; every other worker saves to
-   a private scratch directory (it must still save: reading the variables takes part in the
-   workers' collectives) that it then deletes. Every worker restores from the chief's files, and
-   only the chief deletes them at the end of ``fit`` (``delete_checkpoint``): a worker that ends
-   first would delete them under the chief's last save.
-4. ``ModelCheckpoint`` likewise: the chief writes ``filepath``, the other workers a scratch copy.
+   a private scratch directory that it then deletes (it still saves, at the chief's pace: reading
+   a variable that is synchronized on read would take part in the workers' collectives). Every
+   worker restores from the chief's files, so ``backup_dir`` must be storage every node sees
+   (``ctx.backup_and_restore`` qualifies it), and only the chief deletes them at the end of ``fit``
+   (``delete_checkpoint``): a worker that ends first would delete them under the chief's last save.
+4. ``ModelCheckpoint`` likewise: the chief writes ``filepath``, every other worker a scratch copy
+   that it deletes after each save.
+
+Other Keras 3 callbacks that write files (``TensorBoard``, ``CSVLogger``) know nothing of workers
+either: give them to the chief only (``ctx.is_chief``); they run no collectives. Set
+``TF_USE_LEGACY_KERAS`` outside ``map_fun`` (``TFCluster.run(env=...)``, the driver's or the
+executors' environment): TensorFlow and Keras are imported before ``map_fun`` runs.
 
 Keras 3's trainer has no ParameterServerStrategy support at all (tf-keras drove it with a
 ``ClusterCoordinator``): ``fit``, ``evaluate`` and ``predict`` under it raise
@@ -98,10 +106,10 @@ def install() -> None:
     for method in ("fit", "evaluate", "predict"):
         _replace(trainer.TensorFlowTrainer, method, _refused_under_parameter_servers)
     if not getattr(trainer.reduce_per_replica, _MARK, False):
-        trainer.reduce_per_replica = _mark(_reduce_scalars_across_workers(trainer.reduce_per_replica))
+        trainer.reduce_per_replica = _mark(_mean_across_replicas(trainer.reduce_per_replica))
     _replace(BackupAndRestore, "_save_model", _chief_writes_backup)
     _replace(BackupAndRestore, "on_train_end", _chief_deletes_backup)
-    _replace(ModelCheckpoint, "_get_file_path", _chief_writes_checkpoint)
+    _replace(ModelCheckpoint, "_save_model", _chief_writes_checkpoint)
 
 
 def _replace(cls: type, name: str, make) -> None:
@@ -147,28 +155,30 @@ def _symbolic_build_from_spec(original):
 
 def _spec_batch(element_spec):
     """A stand-in batch with the shapes and dtypes of ``element_spec`` (what ``_symbolic_build`` reads)."""
+    import tensorflow as tf
     from keras.src import tree
+    from tensorflow.python.distribute.values import PerReplicaSpec  # what MWMS wraps each element in
 
     def stand_in(spec):
-        replicas = getattr(spec, "_component_specs", None)  # a PerReplicaSpec: one spec per local replica
-        return replicas[0] if replicas else spec
+        if isinstance(spec, PerReplicaSpec):  # one spec per local replica, all alike
+            spec = spec._value_specs[0]
+        if isinstance(spec, tf.OptionalSpec):  # an absent part (e.g. no sample weights): None to Keras
+            return None
+        return spec
 
     return tree.map_structure(stand_in, element_spec)
 
 
-def _reduce_scalars_across_workers(original):
+def _mean_across_replicas(original):
     @functools.wraps(original)
     def reduce_per_replica(values, strategy, reduction):
         if reduction not in ("auto", "mean") or not _multi_worker(strategy):
             return original(values, strategy, reduction)
         from keras.src import tree
 
-        def reduce(value):
-            if getattr(value, "shape", None) is not None and value.shape.rank == 0:
-                return strategy.reduce("MEAN", value, axis=None)
-            return original(value, strategy, reduction)
-
-        return tree.map_structure(reduce, values)
+        # The element-wise mean over every replica of every worker, what one process's Keras
+        # computes over its local replicas (tf.reduce_mean(local results, axis=0)).
+        return tree.map_structure(lambda value: strategy.reduce("MEAN", value, axis=None), values)
 
     return reduce_per_replica
 
@@ -182,8 +192,14 @@ def _chief_writes_backup(original):
     def _save_model(self):
         if _is_chief(self.model.distribute_strategy):
             return original(self)
-        paths = ("backup_dir", "_weights_path", "_training_metadata_path", "_prev_weights_path")
-        shared = {name: getattr(self, name) for name in paths + ("_prev_training_metadata_path",)}
+        paths = (
+            "backup_dir",
+            "_weights_path",
+            "_training_metadata_path",
+            "_prev_weights_path",
+            "_prev_training_metadata_path",
+        )
+        shared = {name: getattr(self, name) for name in paths}
         scratch = tempfile.mkdtemp(prefix="sparkdl-worker-backup-")
         try:
             for name, path in shared.items():
@@ -209,12 +225,16 @@ def _chief_deletes_backup(original):
 
 def _chief_writes_checkpoint(original):
     @functools.wraps(original)
-    def _get_file_path(self, *args: Any, **kwargs: Any):
-        path = original(self, *args, **kwargs)
+    def _save_model(self, *args: Any, **kwargs: Any):
         if _is_chief(self.model.distribute_strategy):
-            return path
-        if not getattr(self, "_sparkdl_scratch", None):  # one scratch file per worker, overwritten
-            self._sparkdl_scratch = tempfile.mkdtemp(prefix="sparkdl-worker-checkpoint-")
-        return os.path.join(self._sparkdl_scratch, os.path.basename(path))
+            return original(self, *args, **kwargs)
+        shared = self.filepath
+        scratch = tempfile.mkdtemp(prefix="sparkdl-worker-checkpoint-")
+        self.filepath = os.path.join(scratch, os.path.basename(shared))  # its {epoch} etc. still filled in
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            self.filepath = shared
+            shutil.rmtree(scratch, ignore_errors=True)
 
-    return _get_file_path
+    return _save_model

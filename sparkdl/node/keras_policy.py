@@ -30,8 +30,8 @@ KERAS3_OFF_HINT = (
 
 
 def legacy_keras_enabled(env: Mapping[str, str]) -> bool:
-    """Whether ``env`` makes ``tf.keras`` resolve to tf-keras."""
-    return env.get(LEGACY_KERAS_ENV, "").strip().lower() in ("1", "true", "yes")
+    """Whether ``env`` makes ``tf.keras`` resolve to tf-keras: exactly the values TensorFlow accepts."""
+    return env.get(LEGACY_KERAS_ENV) in ("true", "True", "1")
 
 
 def cluster_env(user_env: Mapping[str, str], driver_env: Mapping[str, str]) -> dict[str, str]:
@@ -57,18 +57,18 @@ def startup_problems(env: Mapping[str, str], num_workers: int) -> tuple[list[str
                 "or unset TF_USE_LEGACY_KERAS to train with Keras 3."
             )
         return [], None
-    if num_workers <= 1 or importlib.util.find_spec("keras") is None:
-        return [], None
-    if not _keras3_layer_on(env):
+    if num_workers > 1 and not _keras3_layer_on(env) and importlib.util.find_spec("keras") is not None:
         return [KERAS3_OFF_HINT], None
+    if not _needs_keras3_layer(env, num_workers):
+        return [], None
     from importlib.metadata import PackageNotFoundError, version
 
     from . import keras3_multi_worker
 
     try:
         installed = version("keras")
-    except PackageNotFoundError:
-        return [], None
+    except PackageNotFoundError:  # a keras module without the keras distribution (keras-nightly...)
+        installed = "of unknown version"
     return [], keras3_multi_worker.unverified_problem(installed)
 
 
@@ -76,12 +76,20 @@ def prepare_node(env: Mapping[str, str], num_workers: int) -> tuple[list[str], s
     """Check the node's Keras (``startup_problems``) and, for Keras 3 on several workers, install
     ``keras3_multi_worker``; returns ``(warnings, error)``."""
     warnings, error = startup_problems(env, num_workers)
-    if error is None and num_workers > 1 and not legacy_keras_enabled(env) and _keras3_layer_on(env):
-        if importlib.util.find_spec("keras") is not None:
-            from . import keras3_multi_worker
+    if error is None and _needs_keras3_layer(env, num_workers):
+        from . import keras3_multi_worker
 
-            keras3_multi_worker.install()
+        keras3_multi_worker.install()
     return warnings, error
+
+
+def _needs_keras3_layer(env: Mapping[str, str], num_workers: int) -> bool:
+    return (
+        num_workers > 1
+        and not legacy_keras_enabled(env)
+        and _keras3_layer_on(env)
+        and importlib.util.find_spec("keras") is not None
+    )
 
 
 def failure_hint(traceback_text: str, env: Mapping[str, str], num_workers: int) -> str:

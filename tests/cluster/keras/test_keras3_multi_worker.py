@@ -4,11 +4,12 @@ default Keras: ``model.fit``, ``evaluate`` and ``predict`` under MultiWorkerMirr
 
 from __future__ import annotations
 
-import keras3_functions as k3
 import numpy as np
 import pytest
 
 from sparkdl import TFCluster
+
+import keras3_functions as k3
 
 pytestmark = pytest.mark.timeout(360)
 
@@ -84,3 +85,37 @@ def test_keras3_under_parameter_servers_is_refused_at_once_saying_what_to_use():
     for method in (TensorFlowTrainer.fit, TensorFlowTrainer.evaluate, TensorFlowTrainer.predict):
         with pytest.raises(keras3_multi_worker.ParameterServerUnsupported, match="TF_USE_LEGACY_KERAS"):
             method(model, None)
+
+
+@pytest.mark.cluster  # imports TensorFlow and Keras
+def test_step_outputs_of_several_local_replicas_are_averaged_element_wise(monkeypatch):
+    """A worker with several replicas (GPUs) hands Keras PerReplica values; scalars and vectors alike
+    become the element-wise mean, as one process's Keras computes (2 logical CPUs stand in for GPUs)."""
+    import tensorflow as tf
+
+    from sparkdl.node import keras3_multi_worker
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    try:
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    except RuntimeError:
+        pass  # devices were initialised earlier in this process: use what exists
+    devices = [d.name for d in tf.config.list_logical_devices("CPU")]
+    if len(devices) < 2:
+        pytest.skip("this process initialised its devices before the test could split the CPU")
+    strategy = tf.distribute.MirroredStrategy(devices[:2])
+    monkeypatch.setattr(keras3_multi_worker, "_multi_worker", lambda s: s is strategy)
+    reduce = keras3_multi_worker._mean_across_replicas(lambda *a: pytest.fail("Keras' own reduction ran"))
+
+    def step():
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        value = tf.cast(replica, tf.float32)
+        return {"loss": value, "f1": tf.stack([value, 2 * value, 3 * value])}
+
+    outputs = strategy.run(step)
+    reduced = reduce(outputs, strategy, "auto")
+    assert float(reduced["loss"]) == 0.5
+    np.testing.assert_allclose(reduced["f1"].numpy(), [0.5, 1.0, 1.5])
+    sparse = tf.SparseTensorSpec([None, 4], tf.float32)
+    spec = keras3_multi_worker._spec_batch((sparse, tf.OptionalSpec(None)))
+    assert spec == (sparse, None), "a sparse input keeps its spec; an absent part is None to Keras"

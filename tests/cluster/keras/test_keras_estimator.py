@@ -70,8 +70,9 @@ def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_sa
     assert history["loss"][-1] < history["loss"][0]
     scored = fitted.transform(test).cache()
     # Spark ML's classifier columns: prediction (double), probability and rawPrediction (Vectors)
-    assert scored.columns[-4:] == ["predicted", "prediction", "probability", "rawPrediction"]
-    assert [scored.schema[c].dataType.typeName() for c in scored.columns[-3:]] == ["double", "vectorudt", "vectorudt"]
+    assert scored.columns[-4:] == ["prediction", "probability", "rawPrediction", "predicted"]
+    kinds = [scored.schema[c].dataType.typeName() for c in scored.columns[-4:]]
+    assert kinds == ["double", "vectorudt", "vectorudt", "double"]
     assert scored.where("prediction != predicted").count() == 0
     accuracy_2 = kf.accuracy(scored)
     f1 = MulticlassClassificationEvaluator().evaluate(scored)  # every default: label, prediction, f1

@@ -67,3 +67,22 @@ def test_spark_ml_camel_case_names_are_accepted():
         "raw_prediction_col": "r",
         "epochs": 2,
     }
+
+
+@pytest.mark.parametrize(
+    "saved, kind",
+    [
+        (_sequential(_dense("d", "sigmoid", 1), loss="mse"), REGRESSION),  # a bounded regressor, not a classifier
+        (_sequential(_dense("d", "softmax"), loss="kl_divergence"), REGRESSION),
+        (_sequential(_dense("d", "log_softmax")), SOFTMAX_LOGITS),
+        (_sequential(_dense("d", "linear"), loss={"class_name": "function", "config": "binary_crossentropy"}), SIGMOID),
+        (_sequential(_dense("d", "linear"), loss={"head": "sparse_categorical_crossentropy"}), SOFTMAX),
+        # Keras 3 writes one output's output_layers flat: [name, 0, 0]
+        (
+            {"config": {"layers": [_dense("head", "softmax"), _dense("x", "relu")], "output_layers": ["head", 0, 0]}},
+            SOFTMAX,
+        ),
+    ],
+)
+def test_the_loss_decides_before_the_activation_and_keras3s_other_config_forms(saved, kind):
+    assert output_kind(saved) == kind

@@ -60,9 +60,10 @@ def test_nodes_get_the_drivers_keras_unless_the_user_chose():
 
 @pytest.mark.parametrize(
     "value, enabled",
-    [("1", True), ("true", True), (" TRUE ", True), ("yes", True), ("0", False), ("false", False), ("", False)],
+    [("1", True), ("true", True), ("True", True), (" TRUE ", False), ("yes", False), ("0", False), ("", False)],
 )
-def test_legacy_keras_enabled(value, enabled):
+def test_legacy_keras_enabled_exactly_where_tensorflow_is(value, enabled):
+    """TensorFlow reads exactly "true", "True" and "1" (tensorflow/python/util/lazy_loader.py)."""
     assert legacy_keras_enabled({LEGACY_KERAS_ENV: value}) is enabled
     assert legacy_keras_enabled({}) is False
 
@@ -96,6 +97,17 @@ def test_an_unverified_keras3_on_several_workers_fails_at_node_start_naming_the_
     assert "TF_USE_LEGACY_KERAS': '1'" in error and f"{MULTI_WORKER_ENV}=0" in error
     assert startup_problems({}, 1) == ([], None), "one worker needs no change of Keras"
     assert startup_problems(LAYER_OFF, 2) == ([KERAS3_OFF_HINT], None), "the user turned the layer off"
+
+
+def test_a_keras_module_without_its_distributions_metadata_is_unverified(monkeypatch):
+    import importlib.metadata
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    warnings, error = startup_problems({}, 2)
+    assert "Keras of unknown version is installed" in error
 
 
 def test_verified_releases():

@@ -69,6 +69,7 @@ Not generated yet: this placeholder stays.
 <!-- generated: stream_train --><!-- end generated -->
 <!-- generated: columns --><!-- end generated -->
 <!-- generated: keras_estimator --><!-- end generated -->
+<!-- generated: keras3_train --><!-- end generated -->
 
 Closing prose.
 """

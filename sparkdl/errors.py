@@ -6,6 +6,7 @@ Every error for users to catch derives from :class:`SparkDLError`; those that ar
     SparkDLError
     ├── ClusterError ── NodeStalled        a node failed (each in .failures: NodeFailure)
     ├── ReservationTimeout, ShutdownTimeout, PreflightError (ValueError)
+    ├── ClusterStateError, InputModeError (ValueError)   a call the cluster cannot take now, or in its mode
     ├── ChannelError (ConnectionError) ── AuthenticationError, ChannelTimeout, ProtocolError
     ├── FeedError ── NodeGone, StreamEnded; FeedDataError (ValueError); ResultsError (TypeError)
     ├── InferenceInputError (ValueError), ModelLoadError, ModelVersionError (ValueError)
@@ -82,7 +83,8 @@ class ReservationTimeout(SparkDLError):
 
 
 class PreflightError(SparkDLError, ValueError):
-    """The Spark set-up cannot host the requested cluster; the message says what to change."""
+    """The Spark set-up cannot host the requested cluster (or scoring job: no SparkSession); the
+    message says what to change."""
 
 
 class NodeStalled(ClusterError):
@@ -96,6 +98,16 @@ def cluster_error(failures: list[NodeFailure], summary: str) -> ClusterError:
 
 class ShutdownTimeout(SparkDLError):
     """Nodes were still running when ``shutdown(timeout=...)`` ran out; they were stopped."""
+
+
+class ClusterStateError(SparkDLError):
+    """The cluster cannot take the call in the state it is in (fed after ``shutdown()``, or while
+    it shuts down); the message names the state and what to do."""
+
+
+class InputModeError(SparkDLError, ValueError):
+    """The call needs the other input mode (``cluster.train`` on an InputMode.TENSORFLOW cluster,
+    ``ctx.get_data_feed()`` on one of its nodes)."""
 
 
 # -- the wire (sparkdl/transport/) --

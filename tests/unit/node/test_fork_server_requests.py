@@ -219,6 +219,7 @@ def _parses_to_a_request(payload: bytes) -> bool:
 
 
 def test_malformed_requests_are_refused_one_by_one_and_the_server_serves_on(server):
+    assert _refused(server, b"not json")  # answered from the loop: the server's set-up is complete
     baseline = server.descriptors()
     _served(server)  # (released in the loop turn that sends the exit status, before any refusal below)
     pipes = [os.pipe() for _ in range(5)]

@@ -445,7 +445,7 @@ class TFCluster:
             self.cluster_id,
             self.restarts,
             self.max_restarts,
-            error.failures[0].describe().splitlines()[0],
+            error.failures[0].summary(),
         )
         self._attempt.abort("relaunching after a failure")
         self._attempt = self._new_attempt(self.restarts)

@@ -313,7 +313,7 @@ class Coordinator:
             node.status, node.failure = NodeStatus.EXITED, failure
             self.failures.append(failure)
             self._cond.notify_all()
-        logger.error("sparkdl: %s", failure.describe())
+        logger.error("sparkdl: %s", failure.summary())  # the whole account is the ClusterError's
         self.stop_nodes(lambda n: not n.finished, grace_s=0)
 
     # -- stall detection --

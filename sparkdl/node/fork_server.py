@@ -286,8 +286,9 @@ def _preload() -> None:
     """Import what every node imports, TensorFlow above all (a node without it still works)."""
     from pyspark import cloudpickle  # noqa: F401 - map_fun's unpickler
 
-    from . import tf_process  # noqa: F401
+    from . import tf_process
 
+    tf_process.configure_logging()  # before TensorFlow: else its logger gets a handler of its own
     try:
         import tensorflow  # noqa: F401
 

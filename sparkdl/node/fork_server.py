@@ -409,7 +409,12 @@ class _Server:
             print(f"sparkdl fork server: cannot accept a connection: {exc}", file=sys.stderr, flush=True)
             return
         self.last_active = time.monotonic()
-        if not _peer_is_this_user(connection):
+        try:
+            this_user = _peer_is_this_user(connection)
+        except OSError as exc:
+            self.refuse(connection, f"no peer credentials: {exc}")
+            return
+        if not this_user:
             self.refuse(connection, "a request from another user")
         elif len(self.pending) >= MAX_PENDING:
             self.refuse(connection, f"{MAX_PENDING} connections already wait to send their request")

@@ -36,7 +36,7 @@ from sparkdl.node import fork_server, tf_process
 fork_server.REQUEST_TIMEOUT_S = float(sys.argv[3])
 fork_server._Server(sys.argv[1], int(sys.argv[2])).serve()
 """
-REQUEST_TIMEOUT_S = 2.0  # the test server's, short: a silent connection is closed soon
+REQUEST_TIMEOUT_S = 3.0  # the test server's, short: a silent connection is closed soon
 WAIT_S = 30.0  # the longest any step of these tests waits for the server
 SO_SNDBUFFORCE = 32  # Linux's (Python does not name it): a send buffer above the system's maximum
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .errors import InputModeError
 from .node.context import NodeContext
 from .paths import hdfs_path as _qualify
 from .transport.protocol import DEFAULT_QNAME
@@ -41,7 +42,7 @@ def DataFeed(
     from .feed.server import FeedServer
 
     if not isinstance(mgr, FeedServer):
-        raise RuntimeError("TFNode.DataFeed(ctx.mgr) needs TFCluster.run(..., input_mode=InputMode.SPARK)")
+        raise InputModeError("TFNode.DataFeed(ctx.mgr) needs TFCluster.run(..., input_mode=InputMode.SPARK)")
     return _DataFeed(mgr, train_mode, qname_in, qname_out, input_mapping)
 
 

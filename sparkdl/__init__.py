@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING
 from ._version import __version__
 from .errors import (
     ClusterError,
+    ClusterStateError,
     FeedDataError,
     FeedError,
+    InputModeError,
     NodeFailure,
     NodeStalled,
     PreflightError,
@@ -68,6 +70,8 @@ __all__ = [
     "TFParallel",
     "InputMode",
     "ClusterError",
+    "ClusterStateError",
+    "InputModeError",
     "NodeFailure",
     "NodeStalled",
     "PreflightError",

@@ -6,6 +6,7 @@ Every error for users to catch derives from :class:`SparkDLError`; those that ar
     SparkDLError
     ├── ClusterError ── NodeStalled        a node failed (each in .failures: NodeFailure)
     ├── ReservationTimeout, ShutdownTimeout, PreflightError (ValueError)
+    ├── ClusterStateError, InputModeError (ValueError)   a call the cluster cannot take now, or in its mode
     ├── ChannelError (ConnectionError) ── AuthenticationError, ChannelTimeout, ProtocolError
     ├── FeedError ── NodeGone, StreamEnded; FeedDataError (ValueError); ResultsError (TypeError)
     ├── InferenceInputError (ValueError), ModelLoadError, ModelVersionError (ValueError)
@@ -38,8 +39,8 @@ class NodeFailure:
     cause: str = ""  # why sparkdl ended the node, e.g. "made no progress for 30 s"
     stalled: bool = False  # ended by the stall/feed timeout
 
-    def describe(self) -> str:
-        """A multi-line, human-readable account of the failure."""
+    def headline(self) -> str:
+        """Which node, where, and how it ended, in one line."""
         how = (
             self.cause
             if self.cause
@@ -52,12 +53,23 @@ class NodeFailure:
         where = f"node {self.label} (node #{self.node_number}) on host {self.host}"
         if self.spark_executor:
             where += f", Spark executor {self.spark_executor}"
-        lines = [f"{where} {how}"]
+        return f"{where} {how}"
+
+    def summary(self) -> str:
+        """One line: the headline, the exception that ended the node (if any), and its log."""
+        error = self.traceback.rstrip().rsplit("\n", 1)[-1].strip() if self.traceback else ""
+        log = f" (node log: {self.log_path})" if self.log_path else ""
+        return self.headline() + (f": {error}" if error else "") + log
+
+    def describe(self) -> str:
+        """A multi-line, human-readable account of the failure: the node's traceback once, else
+        (a node that died without one) the last lines of its log; and where its log is."""
+        lines = [self.headline()]
         if self.traceback:
             lines += ["--- remote traceback ---", self.traceback.rstrip()]
-        if self.log_tail:
+        elif self.log_tail:
             lines += [f"--- last lines of {self.log_path or 'the node log'} ---", self.log_tail.rstrip()]
-        elif self.log_path:
+        if self.log_path:
             lines.append(f"node log: {self.log_path}")
         if self.hint:
             lines.append(f"hint: {self.hint}")
@@ -82,7 +94,8 @@ class ReservationTimeout(SparkDLError):
 
 
 class PreflightError(SparkDLError, ValueError):
-    """The Spark set-up cannot host the requested cluster; the message says what to change."""
+    """The Spark set-up cannot host the requested cluster (or scoring job: no SparkSession); the
+    message says what to change."""
 
 
 class NodeStalled(ClusterError):
@@ -96,6 +109,16 @@ def cluster_error(failures: list[NodeFailure], summary: str) -> ClusterError:
 
 class ShutdownTimeout(SparkDLError):
     """Nodes were still running when ``shutdown(timeout=...)`` ran out; they were stopped."""
+
+
+class ClusterStateError(SparkDLError):
+    """The cluster cannot take the call in the state it is in (fed after ``shutdown()``, or while
+    it shuts down); the message names the state and what to do."""
+
+
+class InputModeError(SparkDLError, ValueError):
+    """The call needs the other input mode (``cluster.train`` on an InputMode.TENSORFLOW cluster,
+    ``ctx.get_data_feed()`` on one of its nodes)."""
 
 
 # -- the wire (sparkdl/transport/) --

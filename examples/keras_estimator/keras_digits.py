@@ -5,6 +5,7 @@ MultilayerPerceptronClassifier on the same split for comparison.
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import sys
 import time
@@ -26,6 +27,10 @@ def start_spark(app_name: str, master: str | None = None, executors: int = 2, sp
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # plain python, not spark-submit
         builder = builder.master(f"local-cluster[{executors},1,1024]")
+    if ctypes.util.find_library("blas") is None:
+        # Spark ML's BLAS looks for the system's libblas.so.3 from native code, which says on the
+        # console that there is none ("netlib-blas: JNI_OnLoad ... failed"): use its Java BLAS at once.
+        builder = builder.config("spark.driver.extraJavaOptions", "-Ddev.ludovic.netlib.blas.allowNative=false")
     spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.sparkContext.addPyFile(os.path.abspath(__file__))  # build_model travels by reference to this module

@@ -7,6 +7,7 @@ and scoring tasks can import it on any cluster.
 from __future__ import annotations
 
 import argparse
+import ctypes.util
 import os
 import sys
 
@@ -57,6 +58,10 @@ def start_spark(app_name: str, master: str | None, cluster_size: int, spark=None
     # --master is in that JVM, not yet in a Python SparkConf(). Plain python: embedded cluster.
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:
         builder = builder.master(f"local-cluster[{cluster_size},1,1024]")
+    if ctypes.util.find_library("blas") is None:
+        # Spark ML's BLAS looks for the system's libblas.so.3 from native code, which says on the
+        # console that there is none ("netlib-blas: JNI_OnLoad ... failed"): use its Java BLAS at once.
+        builder = builder.config("spark.driver.extraJavaOptions", "-Ddev.ludovic.netlib.blas.allowNative=false")
     spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     spark.sparkContext.addPyFile(os.path.abspath(__file__))

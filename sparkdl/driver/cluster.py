@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import roles as roles_mod
 from ..column_specs import check_bad_rows
-from ..errors import ClusterError, ShutdownTimeout
+from ..errors import ClusterError, ClusterStateError, InputModeError, ShutdownTimeout
 from ..timeouts import FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S
 from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
 from . import dstreams
@@ -352,12 +352,15 @@ class TFCluster:
 
     def _require_spark_mode(self, what: str) -> None:
         if self.input_mode != InputMode.SPARK:
-            raise ValueError(
+            raise InputModeError(
                 f"cluster.{what}() feeds data, which needs TFCluster.run(..., "
                 "input_mode=InputMode.SPARK); this cluster runs InputMode.TENSORFLOW"
             )
         if self._closed:
-            raise RuntimeError(f"cluster.{what}() after shutdown()")
+            how = "shut down" if self.state is ClusterState.STOPPED else "ended by a failure"
+            raise ClusterStateError(
+                f"cluster.{what}() on cluster {self.cluster_id}, which was {how}: start a new one with TFCluster.run"
+            )
 
     def shutdown(self, ssc=None, grace_secs: float = 0, timeout: float = SHUTDOWN_TIMEOUT_S) -> Any:
         """Wait for the training nodes to finish, stop the servers, and release everything.
@@ -442,7 +445,7 @@ class TFCluster:
             self.cluster_id,
             self.restarts,
             self.max_restarts,
-            error.failures[0].describe().splitlines()[0],
+            error.failures[0].summary(),
         )
         self._attempt.abort("relaunching after a failure")
         self._attempt = self._new_attempt(self.restarts)

@@ -2,7 +2,8 @@
 
 Nodes forward their lines over their control channels; the coordinator's handler threads hand
 them to ``NodeOutputPrinter`` and go straight back to the channel. One writer thread prints
-them, prefixed with the node's role. Whatever the console does (a pipe closed early, as in
+them, prefixed with the node's role; in a terminal, above ``cluster.train``'s progress bar, which
+is redrawn below them (``progress.py``). Whatever the console does (a pipe closed early, as in
 ``spark-submit job.py | head``; an encoding that cannot show a character; a reader that stops
 reading), no node waits for it or fails because of it: a line the console's encoding cannot
 show is printed with replacement characters, lines beyond ``MAX_PENDING_LINES`` waiting for a
@@ -12,6 +13,7 @@ given up with one warning in the driver's log. Every line stays in the node's ``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -19,11 +21,22 @@ from collections import deque
 from typing import TextIO
 
 from .coordinator import NodeState
+from .progress import is_terminal
 
 logger = logging.getLogger(__name__)
 
 #: Lines waiting for the console beyond which new lines are dropped rather than queued.
 MAX_PENDING_LINES = 100_000
+
+
+def _above_progress_bars(stream: TextIO):
+    """A context in which lines written to ``stream`` go above the progress bars drawn in its
+    terminal (``progress.py``'s tqdm bars: cleared, then redrawn below the lines), not into them."""
+    if not is_terminal(stream):
+        return contextlib.nullcontext()
+    from tqdm import tqdm
+
+    return tqdm.external_write_mode(file=stream)
 
 
 class NodeOutputPrinter:
@@ -103,12 +116,13 @@ class NodeOutputPrinter:
     def _write(self, text: str) -> None:
         stream = self.stream or sys.stdout  # looked up late: notebooks swap sys.stdout per cell
         try:
-            try:
-                stream.write(text)
-            except UnicodeEncodeError:  # a console whose encoding cannot show a character
-                encoding = getattr(stream, "encoding", None) or "ascii"
-                stream.write(text.encode(encoding, errors="replace").decode(encoding))
-            stream.flush()
+            with _above_progress_bars(stream):
+                try:
+                    stream.write(text)
+                except UnicodeEncodeError:  # a console whose encoding cannot show a character
+                    encoding = getattr(stream, "encoding", None) or "ascii"
+                    stream.write(text.encode(encoding, errors="replace").decode(encoding))
+                stream.flush()
         except Exception as exc:  # noqa: BLE001 - a closed pipe or stream must never cost a node
             self.failure = f"{type(exc).__name__}: {exc}"
             logger.warning(

@@ -313,7 +313,7 @@ class Coordinator:
             node.status, node.failure = NodeStatus.EXITED, failure
             self.failures.append(failure)
             self._cond.notify_all()
-        logger.error("sparkdl: %s", failure.describe())
+        logger.error("sparkdl: %s", failure.summary())  # the whole account is the ClusterError's
         self.stop_nodes(lambda n: not n.finished, grace_s=0)
 
     # -- stall detection --
@@ -386,7 +386,7 @@ class Coordinator:
         reason = (
             f"only {registered} of {len(self.nodes)} TF nodes registered within {timeout:.0f} s; missing: "
             + ", ".join(f"node #{r.node_number} ({r.label})" for r in missing)
-            + ". Are there enough free executors (one task slot each) for num_executors?"
+            + ". Are there enough free executors (one task slot each) for every node?"
         )
         self.abort(reason)
         raise ReservationTimeout(reason)

@@ -25,7 +25,7 @@ import logging
 import threading
 from enum import Enum
 
-from ..errors import ClusterError
+from ..errors import ClusterError, ClusterStateError
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +94,14 @@ class Lifecycle:
     def feeding(self):
         """FEEDING for the duration of a feeding call; RUNNING again once the last one ends, unless
         the cluster moved on meanwhile (stopping, failed) or a node failed: a ``ClusterError`` leaves
-        the cluster FEEDING for the failure policy to decide (``TFCluster`` restarts or ends it)."""
+        the cluster FEEDING for the failure policy to decide (``TFCluster`` restarts or ends it).
+        ClusterStateError unless the cluster runs (it may be shutting down in another thread)."""
         with self._lock:
+            if self._state not in (ClusterState.RUNNING, ClusterState.FEEDING):
+                raise ClusterStateError(
+                    f"sparkdl cluster {self.cluster_id} is {self._state.value}: it takes data only while it runs "
+                    "(not once shutdown() has been called)"
+                )
             self._move(ClusterState.FEEDING)
             self._feeders += 1
         failed = False

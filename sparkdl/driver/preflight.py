@@ -53,8 +53,11 @@ def slot_layout(master: str, conf: Callable[[str], str | None]) -> SlotLayout:
     return SlotLayout(int(instances) if instances else None, int(cores) // task_cpus if cores else None)
 
 
-def check_configuration(master: str, conf: Callable[[str], str | None], num_executors: int) -> SlotLayout:
-    """Check what the configuration alone can tell; raise PreflightError naming the setting.
+def check_configuration(
+    master: str, conf: Callable[[str], str | None], num_executors: int, nodes_param: str = "num_executors"
+) -> SlotLayout:
+    """Check what the configuration alone can tell; raise PreflightError naming the setting (and
+    the node count by the name the user gave it, ``nodes_param``).
 
     Whether nodes that must each own an executor (InputMode.SPARK) can share one is
     ``scheduling.py``'s question: it gives their launch stage a whole executor per task.
@@ -74,12 +77,12 @@ def check_configuration(master: str, conf: Callable[[str], str | None], num_exec
         and not master.startswith("local-cluster")
     ):
         raise PreflightError(
-            f"master {master!r} runs a single executor, but num_executors={num_executors} TF nodes need one "
+            f"master {master!r} runs a single executor, but {nodes_param}={num_executors} TF nodes need one "
             f"executor each. Use local-cluster[{num_executors},1,1024] (or a real cluster) instead."
         )
     if layout.expected_executors is not None and layout.expected_executors < num_executors:
         raise PreflightError(
-            f"num_executors={num_executors} but this Spark application is configured with only "
+            f"{nodes_param}={num_executors} but this Spark application is configured with only "
             f"{layout.expected_executors} executor(s); start it with at least {num_executors} "
             "(spark.executor.instances / local-cluster[N,...])."
         )
@@ -92,8 +95,10 @@ def wait_for_executors(
     layout: SlotLayout,
     wait_s: float,
     one_node_per_executor: bool = False,
+    nodes_param: str = "num_executors",
 ) -> int:
-    """Wait (bounded) until ``num_executors`` task slots are registered; raise if they never are.
+    """Wait (bounded) until ``num_executors`` task slots are registered; raise if they never are
+    (PreflightError naming the node count as ``nodes_param``).
 
     With ``one_node_per_executor`` (InputMode.SPARK: each node takes a whole executor) each
     executor counts as one slot. Executors register a few seconds after the SparkContext
@@ -113,7 +118,7 @@ def wait_for_executors(
                 else (f"{num_executors} executor task slots", f"{executors} executor(s) with {slots_each} slot(s) each")
             )
             raise PreflightError(
-                f"num_executors={num_executors} TF nodes need {need}, but only {have} registered within "
-                f"{wait_s:g} s. Start Spark with more executors or lower num_executors."
+                f"{nodes_param}={num_executors} TF nodes need {need}, but only {have} registered within "
+                f"{wait_s:g} s. Start Spark with more executors or lower {nodes_param}."
             )
         time.sleep(0.2)  # polling the JVM's executor list; no event is exposed to Python

@@ -41,7 +41,8 @@ def _in_jupyter() -> bool:
     return type(shell).__name__ == "ZMQInteractiveShell"
 
 
-def _is_terminal(stream: TextIO) -> bool:
+def is_terminal(stream: TextIO) -> bool:
+    """Whether ``stream`` is a terminal, where progress is a redrawn bar (not in Jupyter)."""
     try:
         return stream.isatty() and not _in_jupyter()
     except (AttributeError, ValueError):
@@ -69,7 +70,7 @@ class TrainProgress:
         self.epoch = 0
         self.history = history  # the chief's epoch logs, one line per epoch when the call succeeds
         self.stream = stream or sys.stdout
-        self.terminal = _is_terminal(self.stream)
+        self.terminal = is_terminal(self.stream)
         self.interval_s = interval_s or (BAR_INTERVAL_S if self.terminal else PLAIN_INTERVAL_S)
         self._base = {
             n.role.node_number: (int(n.metrics.get("rows_received", 0)), int(n.metrics.get("rows_read", 0)))
@@ -240,7 +241,7 @@ class _InferencePass:
         self.rows[partition] = rows
         done, scored = len(self.rows), sum(self.rows.values())
         complete = self.partitions is not None and done >= self.partitions
-        if _is_terminal(stream):
+        if is_terminal(stream):
             if self._bar is None:
                 from tqdm import tqdm
 

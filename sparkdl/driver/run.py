@@ -51,6 +51,7 @@ def run(
     verbose: bool | None = None,
     keep_node_files_days: float | None = 7,
     return_results: str = "chief",
+    nodes_param: str = "num_executors",
 ) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
@@ -103,7 +104,8 @@ def run(
     fails its node with a message naming its type.
 
     Returns once every node has registered; raises PreflightError or ReservationTimeout
-    (naming the missing nodes) otherwise.
+    (naming the missing nodes) otherwise. ``nodes_param``: what the caller's own users call the
+    node count, named by the PreflightError (``KerasEstimator`` passes ``"num_workers"``).
     """
     del queues  # sparkdl has no multiprocessing-manager queues
     layout = ClusterLayout(
@@ -124,10 +126,15 @@ def run(
     spark_nodes = num_executors - layout.first_spark_node
     feeds = input_mode == InputMode.SPARK
     spark = spark_access(sc)
-    slots = preflight.check_configuration(spark.master, spark.conf, spark_nodes)
+    slots = preflight.check_configuration(spark.master, spark.conf, spark_nodes, nodes_param)
     if not spark.connect:  # a Connect client cannot count executors: Spark's barrier check waits for slots
         preflight.wait_for_executors(
-            spark.count_executors, spark_nodes, slots, executor_wait_timeout, one_node_per_executor=feeds
+            spark.count_executors,
+            spark_nodes,
+            slots,
+            executor_wait_timeout,
+            one_node_per_executor=feeds,
+            nodes_param=nodes_param,
         )
     # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
     launch_plan = scheduling.plan_launch(spark, spark_nodes, num_gpus) if feeds else None

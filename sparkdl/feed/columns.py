@@ -27,33 +27,48 @@ _IMAGE_FIELDS = ar.IMAGE_FIELDS
 
 
 def feedable_type(kind) -> bool:
-    """Whether a Spark column type can be fed: numbers, booleans, strings, binary, ``pyspark.ml``
-    Vectors, Spark's image struct, and (nested) arrays of numbers, booleans, strings or binary."""
+    """Whether a Spark column type can be fed: numbers (but decimals), booleans, strings, binary,
+    ``pyspark.ml`` Vectors, Spark's image struct, and (nested) arrays of numbers, booleans, strings
+    or binary."""
     from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import types as T
 
-    scalars = (T.NumericType, T.BooleanType, T.StringType, T.BinaryType)
-    if isinstance(kind, (*scalars, VectorUDT)):
+    if isinstance(kind, VectorUDT):
         return True
     if isinstance(kind, T.StructType):
         return {f.name for f in kind.fields} == _IMAGE_FIELDS
     while isinstance(kind, T.ArrayType):
         kind = kind.elementType
-    return isinstance(kind, scalars)
+    scalars = (T.NumericType, T.BooleanType, T.StringType, T.BinaryType)
+    return isinstance(kind, scalars) and not isinstance(kind, T.DecimalType)  # no tensor holds a Decimal
 
 
 def check_spark_schema(schema) -> None:
-    """Reject, before any job runs, DataFrame columns that cannot become tensors."""
+    """Reject, before any job runs, DataFrame columns that cannot become tensors: one line naming
+    the column, its type and what to do."""
+    from pyspark.sql import types as T
+
     for field in schema.fields:
-        if field.name == ar.ORIGIN:
-            raise FeedDataError(f"column {field.name!r} is a name sparkdl keeps for itself: rename the column")
-        if not feedable_type(field.dataType):
+        name, kind = field.name, field.dataType
+        if name == ar.ORIGIN:
+            raise FeedDataError(f"column {name!r} is a name sparkdl keeps for itself: rename the column")
+        if feedable_type(kind):
+            continue
+        decimal = kind
+        while isinstance(decimal, T.ArrayType):
+            decimal = decimal.elementType
+        if isinstance(decimal, T.DecimalType):
+            target = kind.simpleString().replace(decimal.simpleString(), "double")
             raise FeedDataError(
-                f"column {field.name!r} has type {field.dataType.simpleString()}, which sparkdl cannot feed as "
-                "a tensor; supported: numbers, booleans, strings and binary, (nested) arrays of them, "
-                "pyspark.ml Vectors and Spark's image struct. "
-                f"Select or convert it first (e.g. df.drop({field.name!r}))."
+                f"column {name!r} has type {kind.simpleString()}, which no tensor holds (TensorFlow has no "
+                f"decimal type): cast it first, e.g. df.withColumn({name!r}, df[{name!r}].cast({target!r}))"
             )
+        raise FeedDataError(
+            f"column {name!r} has type {kind.simpleString()}, which sparkdl cannot feed as "
+            "a tensor; supported: numbers, booleans, strings and binary, (nested) arrays of them, "
+            "pyspark.ml Vectors and Spark's image struct. "
+            f"Select or convert it first (e.g. df.drop({name!r}))."
+        )
 
 
 def check_same_columns(training, validation) -> None:

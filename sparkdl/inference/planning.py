@@ -19,6 +19,7 @@ import numpy as np
 from .. import arrow_numpy, arrow_rows
 from ..arrow_numpy import spark_type
 from ..column_specs import Image, Padded, Ragged, Sparse, check_columns
+from ..errors import PreflightError
 from . import columns as cols
 from .columns import InferenceInputError, InputPlan, OutputPlan
 from .model import ModelLoadError, ModelSource, TensorInfo
@@ -37,7 +38,7 @@ def active_spark():
 
     spark = SparkSession.getActiveSession()
     if spark is None:
-        raise RuntimeError("no active SparkSession: pass spark=... or create a session first")
+        raise PreflightError("no active SparkSession: pass spark=... or create a session first")
     return spark
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from .. import hadoop_files
+from ..errors import SparkDLError
 from . import checks, data, run_store, tracking
 from .compiling import CompileSpec, normalise
 from .layout import plan_layout
@@ -131,7 +132,7 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
         for run in runs:
             outcome = outcomes.get(run.index)
             if outcome is None or not hadoop_files.exists(sc, hadoop_files.from_tensorflow(run.paths.export_path)):
-                raise RuntimeError(
+                raise SparkDLError(
                     f"sparkdl KerasEstimator: the chief saved no model at {run.paths.export_path} (param map "
                     f"{run.index}): are model_dir/checkpoint_dir on storage every node and the driver reach?"
                 )
@@ -166,7 +167,7 @@ def _train(dataset, sc, first: FitSettings, kinds, payload, info, runs, done, no
     finally:
         prepared.release()
     if not isinstance(result, dict) or not isinstance(result.get("runs"), list):
-        raise RuntimeError(f"sparkdl KerasEstimator: the chief returned no training results ({result!r})")
+        raise SparkDLError(f"sparkdl KerasEstimator: the chief returned no training results ({result!r})")
     return {outcome["index"]: outcome for outcome in result["runs"]}
 
 
@@ -179,7 +180,7 @@ def _train_on_cluster(spark, sc, first: FitSettings, job: TrainingJob, prepared,
     started = time.perf_counter()
     cluster = run_cluster(
         spark, main_fun, job, nodes, input_mode=InputMode.SPARK, num_gpus=first.num_gpus,
-        max_restarts=first.max_restarts, env=env,
+        max_restarts=first.max_restarts, env=env, nodes_param="num_workers",
     )  # fmt: skip
     with cluster:  # a driver-side error stops every node
         ready = time.perf_counter()

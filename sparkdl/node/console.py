@@ -6,7 +6,9 @@ start-up INFO lines (``cudart_stub``, ``cpu_feature_guard``, ``port.cc``), absl'
 tensors", "Enabled multi-worker collective ops") and a few well-known start-up errors that
 only say a machine has no GPU. ``node.log`` keeps every line; the driver's console gets the
 rest: sparkdl's lines, the user's prints and logging, Keras' epoch lines, and TensorFlow's
-warnings and errors. ``TFCluster.run(..., verbose=True)`` (or ``SPARKDL_VERBOSE=1``) forwards
+warnings and errors. Once ``map_fun`` has failed, only the line saying so (:data:`FAILURE_LINE`)
+reaches the console: its traceback, which follows in ``node.log``, reaches the driver once, in
+the error it raises. ``TFCluster.run(..., verbose=True)`` (or ``SPARKDL_VERBOSE=1``) forwards
 everything.
 """
 
@@ -46,6 +48,34 @@ def is_framework_chatter(line: str) -> bool:
     return any(pattern.match(line) for pattern in _PLAIN_CHATTER)
 
 
+#: How the TF process's line saying that ``map_fun`` failed starts (``tf_process``); its traceback follows.
+FAILURE_LINE = "sparkdl: map_fun failed: "
+
+
 def console_lines(lines: list[str]) -> list[str]:
-    """The lines of ``lines`` to show on the driver's console."""
+    """The lines of ``lines`` to show on the driver's console (framework chatter left out)."""
     return [line for line in lines if not is_framework_chatter(line)]
+
+
+class ConsoleFilter:
+    """Which of one node's lines, in the order it wrote them, reach the driver's console: those
+    :func:`console_lines` keeps, up to and including the :data:`FAILURE_LINE` (with ``verbose``,
+    every line)."""
+
+    def __init__(self, verbose: bool = False):
+        self.verbose = verbose
+        self.failed = False  # map_fun's failure was seen: what follows is its traceback
+
+    def __call__(self, lines: list[str]) -> list[str]:
+        if self.verbose:
+            return lines
+        shown = []
+        for line in lines:
+            if self.failed:
+                break
+            if line.startswith(FAILURE_LINE):
+                self.failed = True
+                shown.append(line)
+            elif not is_framework_chatter(line):
+                shown.append(line)
+        return shown

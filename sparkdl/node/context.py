@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from .. import paths, roles
+from ..errors import InputModeError
 from ..timeouts import FEED_TIMEOUT_S
 from ..transport import protocol
 
@@ -273,7 +274,7 @@ class NodeContext:
         take ``batch_results``.
         """
         if self._feed_server is None:
-            raise RuntimeError(
+            raise InputModeError(
                 "ctx.get_data_feed() needs TFCluster.run(..., input_mode=InputMode.SPARK); in "
                 "InputMode.TENSORFLOW each node reads its own data"
             )

@@ -27,7 +27,11 @@ user (``SO_PEERCRED``), so nobody else can ask for a node or pose as the server.
 one JSON message (argv, environment, working directory, supervisor pid; never pickle) with
 the node's four descriptors passed as ``SCM_RIGHTS``; the server answers ``{"pid": ..., "fds":
 ...}`` (the node's pid and its numbers for those descriptors), then ``{"exit": ...}`` (a
-``Popen.returncode``) when the node ends.
+``Popen.returncode``) when the node ends. Anything else (malformed, oversized, too deeply nested,
+or not sent within :data:`REQUEST_TIMEOUT_S`) is refused alone: the connection is closed and the
+server serves on. A supervisor that hangs up before its node ended (it gave up on the answer, or
+died) has its node killed: no node runs that no supervisor holds. Every wait of a supervisor on
+a server (connecting, the start lock, the start, the answer) has a deadline.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import selectors
 import signal
@@ -57,9 +62,15 @@ PER_NODE_VARIABLES = ("TF_CONFIG",)  # set in each forked node, not part of the 
 IDLE_EXIT_S = 120.0  # a server with no node for this long leaves (PySpark's idle workers: 60 s)
 START_TIMEOUT_S = 120.0  # for a new server to import TensorFlow and listen
 REPLY_TIMEOUT_S = 30.0  # for a server to answer a request with the node's pid
+CONNECT_TIMEOUT_S = 10.0  # for a server to take a connection (its backlog may be full)
+LOCK_POLL_S = 0.1  # how often a supervisor waiting for another's server start looks again
+REQUEST_TIMEOUT_S = 10.0  # for a connection to the server to send its request, else it is closed
+MAX_PENDING = 64  # connections waiting for their request beyond which new ones are refused
 MAX_MESSAGE_BYTES = 1 << 20
+MAX_FDS = 8  # descriptors read with a request (one carries exactly 4)
 READY = "sparkdl-fork-server-ready"
 _CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+_TIMEVAL = struct.Struct("ll")  # struct timeval: seconds, microseconds
 
 
 def wanted(env: dict[str, str], gpus: str | None) -> bool:
@@ -150,22 +161,17 @@ def start_node(
     ``fds`` (``stdin``, ``output``, ``socket``, ``status``) are the node's descriptors; returns
     the node and the numbers they have in it. ``lifetime_pid`` is the executor JVM a new server
     lives and dies with; ``log_dir`` (in a private directory) holds the servers' logs and lock
-    files, ``<key>.log`` and ``<key>.lock``. Raises OSError (or RuntimeError) when no server
-    answers: the caller spawns instead.
+    files, ``<key>.log`` and ``<key>.lock``. Every wait is bounded (:data:`START_TIMEOUT_S` to
+    find or start the server, :data:`REPLY_TIMEOUT_S` for its answer). Raises OSError (or
+    RuntimeError) when no server answers in time: the caller spawns instead.
     """
     key = server_key(env, cwd)
-    connection = _connect(key)
-    if connection is None:
-        os.makedirs(log_dir, mode=0o700, exist_ok=True)
-        lock_path = os.path.join(log_dir, f"{key}.lock")
-        with open(lock_path, "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # one start per key; the others find it running
-            connection = _connect(key) or _start_server(key, env, cwd, lifetime_pid, log_dir)
+    connection = _connect(key) or _connect_or_start(key, env, cwd, lifetime_pid, log_dir)
     try:
         names = sorted(fds)
         request = {"argv": argv, "env": env, "cwd": cwd, "supervisor_pid": supervisor_pid, "fds": names}
-        socket.send_fds(connection, [json.dumps(request).encode()], [fds[name] for name in names])
         connection.settimeout(REPLY_TIMEOUT_S)
+        socket.send_fds(connection, [json.dumps(request).encode()], [fds[name] for name in names])
         reply = json.loads(connection.recv(MAX_MESSAGE_BYTES) or b"null")
         child_fds = reply.get("fds") if isinstance(reply, dict) else None
         if not (
@@ -175,26 +181,65 @@ def start_node(
         ):
             raise RuntimeError(f"the fork server answered {reply!r}")
     except BaseException:
-        connection.close()
+        connection.close()  # the server kills a node whose supervisor hung up before it ended
         raise
     return ForkedNode(connection, reply["pid"]), child_fds
 
 
 def _connect(key: str) -> socket.socket | None:
-    """A connection to this user's running server for ``key``, or None when none listens."""
+    """A connection to this user's running server for ``key``, or None when none listens.
+
+    Bounded by :data:`CONNECT_TIMEOUT_S` (a server whose backlog is full makes ``connect`` wait):
+    raises BlockingIOError then.
+    """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    # A blocking connect waits while the server's backlog is full; the send timeout bounds that wait
+    # (a socket timeout would not: a non-blocking connect to a full backlog fails at once).
+    seconds = int(CONNECT_TIMEOUT_S)
+    timeout = _TIMEVAL.pack(seconds, int((CONNECT_TIMEOUT_S - seconds) * 1e6))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeout)
     try:
         sock.connect(socket_name(key))
     except (ConnectionRefusedError, FileNotFoundError):
         sock.close()
         return None
+    except BaseException:
+        sock.close()
+        raise
     if not _peer_is_this_user(sock):
         sock.close()
         raise PermissionError(f"the fork server socket for key {key} is held by another user")
     return sock
 
 
-def _start_server(key: str, env: dict[str, str], cwd: str, lifetime_pid: int, log_dir) -> socket.socket:
+def _connect_or_start(key: str, env: dict[str, str], cwd: str, lifetime_pid: int, log_dir: str) -> socket.socket:
+    """A connection to the server for ``key``, which this call starts unless another starts it
+    first (one start per key: the lock file); TimeoutError after :data:`START_TIMEOUT_S`."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    os.makedirs(log_dir, mode=0o700, exist_ok=True)
+    with open(os.path.join(log_dir, f"{key}.lock"), "w") as lock:
+        # Not a blocking flock: a starter that hangs must not hang every later node with it.
+        while not _try_lock(lock):
+            connection = _connect(key)  # the starter holding the lock may have finished
+            if connection is not None:
+                return connection
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no fork server for key {key} started within {START_TIMEOUT_S:g} s")
+            time.sleep(LOCK_POLL_S)  # flock has no timed wait
+        return _connect(key) or _start_server(key, env, cwd, lifetime_pid, log_dir, deadline)
+
+
+def _try_lock(lock) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _start_server(
+    key: str, env: dict[str, str], cwd: str, lifetime_pid: int, log_dir: str, deadline: float
+) -> socket.socket:
     server_env = {name: value for name, value in env.items() if name not in PER_NODE_VARIABLES}
     with open(os.path.join(log_dir, f"{key}.log"), "ab") as log:
         server = subprocess.Popen(
@@ -207,10 +252,7 @@ def _start_server(key: str, env: dict[str, str], cwd: str, lifetime_pid: int, lo
             start_new_session=True,  # outlives this node's supervisor, not the executor
         )
     with server.stdout:  # READY once it listens; nothing (EOF) if it failed
-        ready = selectors.DefaultSelector()
-        ready.register(server.stdout, selectors.EVENT_READ)
-        line = server.stdout.readline().decode().strip() if ready.select(START_TIMEOUT_S) else ""
-        ready.close()
+        line = _first_line(server.stdout.fileno(), deadline)
     if line != READY:
         server.kill()
         server.wait()
@@ -221,6 +263,22 @@ def _start_server(key: str, env: dict[str, str], cwd: str, lifetime_pid: int, lo
     return connection
 
 
+def _first_line(fd: int, deadline: float) -> str:
+    """The first line written to the pipe ``fd``, or what came before EOF or ``deadline``."""
+    data = b""
+    with selectors.DefaultSelector() as ready:
+        ready.register(fd, selectors.EVENT_READ)
+        while b"\n" not in data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not ready.select(remaining):
+                break
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    return data.split(b"\n", 1)[0].decode(errors="replace").strip()
+
+
 # -- the server --------------------------------------------------------------------------------
 
 
@@ -228,8 +286,9 @@ def _preload() -> None:
     """Import what every node imports, TensorFlow above all (a node without it still works)."""
     from pyspark import cloudpickle  # noqa: F401 - map_fun's unpickler
 
-    from . import tf_process  # noqa: F401
+    from . import tf_process
 
+    tf_process.configure_logging()  # before TensorFlow: else its logger gets a handler of its own
     try:
         import tensorflow  # noqa: F401
 
@@ -255,17 +314,52 @@ def _valid_request(message: object, fds: list[int]) -> bool:
     )
 
 
+def _read_request(connection: socket.socket) -> tuple[dict, list[int]]:
+    """The request waiting on ``connection`` and the descriptors it carries; ValueError (with the
+    descriptors closed) for anything but exactly what a supervisor sends: an empty, truncated
+    (oversized) or unparsable message, too deeply nested JSON, or the wrong fields or descriptors."""
+    data, fds, flags, _addr = socket.recv_fds(connection, MAX_MESSAGE_BYTES, MAX_FDS)
+    try:
+        if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+            raise ValueError(f"a request over {MAX_MESSAGE_BYTES} bytes or {MAX_FDS} descriptors")
+        if not data:
+            raise ValueError("a connection closed before its request")
+        try:
+            message = json.loads(data)
+        except RecursionError:  # json's parser recurses once per level of nesting
+            raise ValueError("a request nested too deeply") from None
+        if not _valid_request(message, fds):
+            raise ValueError("a malformed request")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return message, fds
+
+
 class _Server:
+    """One server's state: its listener, the connections waiting for their request (each with a
+    deadline), and its nodes (each with its supervisor's connection, None once that is gone).
+
+    One thread serves everything from one selector, and nothing in it waits on a peer: a request
+    is read when it has arrived, whole (one ``SOCK_SEQPACKET`` message), and a connection that
+    sends none within :data:`REQUEST_TIMEOUT_S` is closed. Whatever a request holds, it is
+    refused alone (the reason in the server's log) and the server goes on serving.
+    """
+
     def __init__(self, key: str, lifetime_pid: int):
         self.key = key
         self.lifetime_pid = lifetime_pid
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.children: dict[int, socket.socket] = {}  # pid -> its supervisor's connection
+        self.selector = selectors.DefaultSelector()
+        self.pending: dict[socket.socket, float] = {}  # connection -> when its request is due
+        self.children: dict[int, socket.socket | None] = {}  # pid -> its supervisor's connection
         self.last_active = time.monotonic()
 
     def serve(self) -> None:
         self.listener.bind(socket_name(self.key))
         self.listener.listen(16)
+        self.listener.setblocking(False)
         print(READY, flush=True)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)  # the starting supervisor stops reading
@@ -276,48 +370,139 @@ class _Server:
         os.set_blocking(self.wakeup_write, False)
         signal.set_wakeup_fd(self.wakeup_write)
         signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-        selector = selectors.DefaultSelector()
-        selector.register(self.listener, selectors.EVENT_READ)
-        selector.register(self.wakeup_read, selectors.EVENT_READ)
+        self.selector.register(self.listener, selectors.EVENT_READ, self.accept)
+        self.selector.register(self.wakeup_read, selectors.EVENT_READ, self.wake)
         accepting = True
         while True:
-            for event, _ in selector.select(0.5):
-                if event.fileobj is self.listener:
-                    self.accept()
-                else:
-                    os.read(self.wakeup_read, 4096)
+            for event, _ in self.selector.select(self.wait_s()):
+                event.data(event.fileobj)
+            self.expire_pending()
             self.reap()
             if accepting and not watchdog.pid_alive(self.lifetime_pid):
                 # The executor is gone: fork no more, but leave the running nodes to their
                 # supervisors, which end them and report why (this server's exit would kill them first).
-                selector.unregister(self.listener)
+                self.selector.unregister(self.listener)
                 self.listener.close()
+                for connection in list(self.pending):
+                    self.refuse(connection, "the executor is gone")
                 accepting = False
             if self.children:
                 self.last_active = time.monotonic()
             elif not accepting or time.monotonic() - self.last_active > IDLE_EXIT_S:
                 return
 
-    def accept(self) -> None:
-        connection, _ = self.listener.accept()
-        self.last_active = time.monotonic()
-        fds: list[int] = []
+    def wait_s(self) -> float:
+        """How long the loop may wait for an event: until the next request is due, at most 0.5 s."""
+        due = min(self.pending.values(), default=math.inf) - time.monotonic()
+        return max(0.0, min(0.5, due))
+
+    def wake(self, fileobj) -> None:
+        os.read(self.wakeup_read, 4096)
+
+    def accept(self, fileobj) -> None:
+        """Take a new connection; its request is read once it arrives (:meth:`answer`)."""
         try:
-            if not _peer_is_this_user(connection):
-                raise ValueError("a request from another user")
-            connection.settimeout(REPLY_TIMEOUT_S)
-            data, fds, _flags, _addr = socket.recv_fds(connection, MAX_MESSAGE_BYTES, 8)
-            message = json.loads(data)
-            if not _valid_request(message, fds):
-                raise ValueError("a malformed request")
-            pid = self.fork(message, dict(zip(message["fds"], fds)), connection)
-            self.children[pid] = connection
-        except (OSError, ValueError) as exc:
-            print(f"sparkdl fork server: refused a request: {exc}", file=sys.stderr, flush=True)
-            connection.close()
+            connection, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:  # out of descriptors or memory: the next try may succeed
+            print(f"sparkdl fork server: cannot accept a connection: {exc}", file=sys.stderr, flush=True)
+            return
+        self.last_active = time.monotonic()
+        try:
+            this_user = _peer_is_this_user(connection)
+        except OSError as exc:
+            self.refuse(connection, f"no peer credentials: {exc}")
+            return
+        if not this_user:
+            self.refuse(connection, "a request from another user")
+        elif len(self.pending) >= MAX_PENDING:
+            self.refuse(connection, f"{MAX_PENDING} connections already wait to send their request")
+        else:
+            connection.setblocking(False)
+            self.pending[connection] = time.monotonic() + REQUEST_TIMEOUT_S
+            self.selector.register(connection, selectors.EVENT_READ, self.answer)
+
+    def answer(self, connection: socket.socket) -> None:
+        """Read the request that arrived on ``connection``; fork its node, or refuse it."""
+        self.selector.unregister(connection)
+        del self.pending[connection]
+        try:
+            request, fds = _read_request(connection)
+        except (BlockingIOError, InterruptedError):  # woken for nothing: wait on
+            self.pending[connection] = time.monotonic() + REQUEST_TIMEOUT_S
+            self.selector.register(connection, selectors.EVENT_READ, self.answer)
+            return
+        except Exception as exc:  # noqa: BLE001 - whatever a request holds, it is refused alone
+            self.refuse(connection, f"{type(exc).__name__}: {exc}")
+            return
+        try:
+            self.start(request, dict(zip(request["fds"], fds)), connection)
+        except OSError as exc:  # fork failed (EAGAIN, ENOMEM)
+            self.refuse(connection, f"cannot fork: {exc}")
         finally:
-            for fd in fds:
+            for fd in fds:  # the node has its copies
                 os.close(fd)
+
+    def refuse(self, connection: socket.socket, why: object) -> None:
+        """Close ``connection`` without an answer (its supervisor starts its node afresh)."""
+        print(f"sparkdl fork server: refused a request: {why}", file=sys.stderr, flush=True)
+        if connection in self.pending:
+            self.selector.unregister(connection)
+            del self.pending[connection]
+        connection.close()
+
+    def expire_pending(self) -> None:
+        now = time.monotonic()
+        for connection, due in list(self.pending.items()):
+            if now >= due:
+                self.refuse(connection, f"no request within {REQUEST_TIMEOUT_S:g} s")
+
+    def start(self, request: dict, fds: dict[str, int], connection: socket.socket) -> None:
+        """Fork the node and tell its supervisor; a node whose supervisor cannot be told is killed."""
+        pid = self.fork(request, fds, connection)
+        self.children[pid] = connection  # tracked from here on: reaped whatever happens next
+        try:
+            # The node's numbers for its descriptors: the same as the server's received copies.
+            connection.send(json.dumps({"pid": pid, "fds": fds}).encode())
+        except OSError as exc:
+            print(f"sparkdl fork server: killed node {pid}, its supervisor is gone: {exc}", file=sys.stderr, flush=True)
+            self.abandon(pid)
+            return
+        # A supervisor never sends more: the connection becomes readable when it hangs up.
+        self.selector.register(connection, selectors.EVENT_READ, self.hung_up)
+
+    def hung_up(self, connection: socket.socket) -> None:
+        """A node's supervisor closed its connection (gave up on the answer, or died): nobody
+        would take the node's exit status, so the node is killed."""
+        pid = next(pid for pid, held in self.children.items() if held is connection)
+        try:
+            if connection.recv(MAX_MESSAGE_BYTES):
+                return  # not a hang-up (a supervisor sends nothing more; ignore what it did)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            pass
+        print(f"sparkdl fork server: killed node {pid}, its supervisor hung up", file=sys.stderr, flush=True)
+        self.abandon(pid)
+
+    def abandon(self, pid: int) -> None:
+        """Kill node ``pid``'s process group and drop its connection; it stays tracked until reaped."""
+        connection = self.children[pid]
+        self.children[pid] = None
+        if connection is not None:
+            self.release(connection)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def release(self, connection: socket.socket) -> None:
+        try:
+            self.selector.unregister(connection)
+        except KeyError:  # not registered (yet)
+            pass
+        connection.close()
 
     def fork(self, request: dict, fds: dict[str, int], connection: socket.socket) -> int:
         sys.stdout.flush()
@@ -329,8 +514,6 @@ class _Server:
             os.setpgid(pid, pid)  # also done by the child: whichever runs first, the group exists
         except (PermissionError, ProcessLookupError):
             pass
-        # The node's numbers for its descriptors: the same as the server's received copies.
-        connection.send(json.dumps({"pid": pid, "fds": fds}).encode())
         return pid
 
     def become_node(self, request: dict, fds: dict[str, int], connection: socket.socket) -> None:
@@ -346,8 +529,11 @@ class _Server:
             if setproctitle is not None:
                 setproctitle(" ".join(request["argv"]))
             # The server's sockets are not the node's: its supervisor must see EOF when the server goes.
-            for held in (self.listener, connection, *self.children.values()):
-                held.close()
+            held = [self.listener, connection, *self.pending, *self.children.values()]
+            for sock in held:
+                if sock is not None:
+                    sock.close()
+            self.selector.close()
             os.dup2(fds["stdin"], 0)
             os.dup2(fds["output"], 1)
             os.dup2(fds["output"], 2)
@@ -390,7 +576,7 @@ class _Server:
                     connection.send(json.dumps({"exit": code}).encode())
                 except OSError:
                     pass
-                connection.close()
+                self.release(connection)
             self.last_active = time.monotonic()
 
 

@@ -30,7 +30,7 @@ from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, Endpoint, connect
 from . import fork_server, keras_policy, watchdog
 from .config import NodeConfig, ProcessConfig
-from .console import console_lines
+from .console import ConsoleFilter
 from .launch import FAILED, READY, executor_jvm_pid, user_root
 from .logs import NodeLog, log_tail
 from .ports import reserve_port
@@ -203,6 +203,7 @@ class Supervisor:
             error_path=str(self.error_path),
         )
         forward = self.forward_lines if self.cfg.settings.stream_logs else None
+        self.console_filter = ConsoleFilter(self.cfg.settings.verbose_logs)  # one per TF process: it keeps state
         self.node_log = NodeLog(self.log_path, output_read, forward)
         self.node_log.start()
         with payload:
@@ -253,9 +254,9 @@ class Supervisor:
         return child, os.fdopen(stdin_write, "wb"), child_fds
 
     def forward_lines(self, lines: list[str]) -> None:
-        """Send the TF process's lines to the driver's console, TensorFlow's chatter left out unless verbose."""
-        if not self.cfg.settings.verbose_logs:
-            lines = console_lines(lines)
+        """Send the TF process's lines to the driver's console, TensorFlow's chatter (and the
+        traceback the driver's error shows) left out unless verbose (``console.ConsoleFilter``)."""
+        lines = self.console_filter(lines)
         if lines:
             self.send(protocol.Log(lines))
 

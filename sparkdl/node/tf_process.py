@@ -25,6 +25,7 @@ import traceback
 from ..transport import protocol
 from . import keras_policy, return_value, watchdog
 from .config import ProcessConfig
+from .console import FAILURE_LINE
 from .context import NodeContext
 
 
@@ -73,6 +74,20 @@ def _write_error(path: str, text: str, exc: BaseException) -> None:
         json.dump({"traceback": text, "type": type(exc).__name__}, out)
 
 
+def configure_logging() -> None:
+    """The node's Python logging: INFO and up to stderr (the node log, and the driver's console
+    through the supervisor's filter) in one format, that of every logger, TensorFlow's included.
+
+    Called before anything imports TensorFlow: in :func:`main`, and by a fork server before its
+    preload. TensorFlow's logger takes a handler of its own (``INFO:tensorflow:...``, a format
+    the console filter does not know) when it is first used while the root logger has none.
+    """
+    if not logging.getLogger().handlers:  # map_fun's logging reaches the node log (and the driver)
+        logging.basicConfig(
+            level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+
+
 def main(supervisor_pid: int | None = None) -> int:
     """Run one node's ``map_fun``; the exit status says whether it succeeded.
 
@@ -87,10 +102,7 @@ def main(supervisor_pid: int | None = None) -> int:
     # is written (faulthandler chains to SIGUSR1's default action), which tells the supervisor so.
     signal.signal(signal.SIGUSR2, _dump_stacks_and_end)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True, chain=True)
-    if not logging.getLogger().handlers:  # map_fun's logging reaches the node log (and the driver)
-        logging.basicConfig(
-            level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
+    configure_logging()
 
     config = pickle.load(sys.stdin.buffer)  # a pipe from our supervisor (never a socket)
     if not isinstance(config, ProcessConfig):
@@ -133,6 +145,10 @@ def main(supervisor_pid: int | None = None) -> int:
             ctx.report(protocol.Result(return_value.as_json(result)))
     except BaseException as exc:  # noqa: BLE001 - everything must reach the driver
         text = traceback.format_exc()
+        # One line for the driver's console, then the traceback, for node.log: the driver shows
+        # the traceback once, in the error it raises (node/console.py).
+        error = traceback.format_exception_only(exc)[-1].strip()
+        print(f"{FAILURE_LINE}{error} (its traceback is in this node's log)", file=sys.stderr)
         print(text, file=sys.stderr, flush=True)
         _write_error(config.error_path, text, exc)
         return 1

@@ -43,3 +43,19 @@ def test_the_driver_console_leaves_tensorflow_chatter_in_node_log(sc2, tmp_path,
     for node in cluster.cluster_info:  # node.log keeps every line either way
         log = open(node["log_path"]).read()
         assert re.search(r"^I\d{4} ", log, re.MULTILINE) and "INFO tensorflow: Collective all_reduce tensors" in log
+
+
+def test_a_forked_node_logs_tensorflow_in_the_one_format_the_filter_knows(sc2, tmp_path, capsys):
+    # Forked from its executor's fork server (the default), which imported TensorFlow before the
+    # node's logging was configured: TensorFlow's logger must not keep a handler of its own
+    # (``INFO:tensorflow:...``, a second copy of each of its lines, in a format the filter does not know).
+    cluster = TFCluster.run(sc2, cluster_fns.tensorflow_chatter, {"out": str(tmp_path)}, 1)
+    cluster.shutdown(timeout=200)
+    printed = _printed(capsys)
+    assert "[chief:0] the user's own line from chief:0" in printed
+    assert re.search(r"\[chief:0\] .*WARNING tensorflow: a tensorflow warning for the user", printed)
+    assert "INFO:tensorflow:" not in printed and "WARNING:tensorflow:" not in printed
+    assert "INFO tensorflow:" not in printed
+    log = open(cluster.cluster_info[0]["log_path"]).read()
+    assert log.count("Collective all_reduce tensors: a chatter line") == 1, "once, in the node's format"
+    assert log.count("a tensorflow warning for the user") == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparkdl import PreflightError
 from sparkdl.keras import KerasEstimator, KerasInputError
 
 import keras_functions as kf
@@ -70,3 +71,7 @@ def test_bad_input_fails_in_fit_before_any_node_starts(sc2, spark_holder, tmp_pa
             assert jobs_allowed or not new, (message, new)
             assert spark._jsparkSession.sharedState().cacheManager().isEmpty(), message  # nothing left persisted
     assert not list(tmp_path.iterdir())  # no run directory was even created
+    # More nodes than executors: Spark's preflight names the Param the user set, num_workers
+    with pytest.raises(PreflightError, match=r"^num_workers=3 but this Spark application .* only 2 executor") as info:
+        KerasEstimator(**{**base, "num_workers": 3}).fit(frames["good"])
+    assert "num_executors" not in str(info.value)

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from sparkdl import ClusterError, TFCluster
+from sparkdl import ClusterError, ClusterStateError, InputModeError, TFCluster
 from sparkdl.feed.columns import FeedDataError
 
 import feed_functions as feed_fns
@@ -106,6 +106,9 @@ def test_empty_input_is_a_clear_error_and_the_cluster_stays_usable(sc2, tmp_path
     cluster.train(skewed_rdd(sc2, [0, 3, 0, 1]), 1)
     cluster.shutdown(timeout=120)
     assert [n["rows"] for n in read_json_files(tmp_path).values()] == [2, 2]
+    shut = f"cluster.train\\(\\) on cluster {cluster.cluster_id}, which was shut down: start a new one"
+    with pytest.raises(ClusterStateError, match=shut):  # a SparkDLError (and a RuntimeError, as it was)
+        cluster.train(skewed_rdd(sc2, [1, 1]), 1)
 
 
 def test_unsupported_column_type_is_rejected_before_feeding_and_ragged_arrays_are_fed(sc2, spark, tmp_path):
@@ -195,7 +198,7 @@ def test_train_returns_once_every_node_has_read_its_rows(sc2, tmp_path, fail):
 def test_feeding_needs_spark_mode(sc2, tmp_path):
     cluster = TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2)
     try:
-        with pytest.raises(ValueError, match="InputMode.SPARK"):
+        with pytest.raises(InputModeError, match="InputMode.SPARK"):  # a ValueError too, as it was
             cluster.train(sc2.parallelize([1, 2]), 1)
     finally:
         cluster.shutdown(timeout=120)

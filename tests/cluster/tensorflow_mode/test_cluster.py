@@ -63,7 +63,7 @@ def test_tf_config_is_set_for_every_node(sc2, tmp_path):
         assert json.loads(node["tf_config"]) == {"cluster": spec, "task": {"type": "worker", "index": index}}
 
 
-def test_exception_in_map_fun_raises_with_remote_traceback_then_a_new_cluster_runs(sc2, tmp_path):
+def test_exception_in_map_fun_raises_with_remote_traceback_then_a_new_cluster_runs(sc2, tmp_path, capsys, caplog):
     cluster = TFCluster.run(sc2, cluster_fns.fail_on_worker, {"out": str(tmp_path)}, num_executors=2)
     with pytest.raises(ClusterError) as caught:
         cluster.shutdown(timeout=120)
@@ -73,6 +73,16 @@ def test_exception_in_map_fun_raises_with_remote_traceback_then_a_new_cluster_ru
     failure = caught.value.failures[0]
     assert failure.label == "worker:0" and failure.node_number == 1 and failure.host
     assert "cluster_functions.py" in failure.traceback
+    # The traceback reaches the user once, in the error, with where the node's log is; the console
+    # and the driver's log say what happened in one line each (the node's log keeps everything).
+    error = "ValueError: boom from worker:0 (sentinel 7f3a)"
+    assert message.count("Traceback (most recent call last)") == 1 and message.count(error) == 1, message
+    assert f"node log: {failure.log_path}" in message
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.out + printed.err
+    assert f"[worker:0] sparkdl: map_fun failed: {error} (its traceback is in this node's log)" in printed.out
+    assert "Traceback" not in caplog.text and f"{error} (node log: {failure.log_path})" in caplog.text
+    assert open(failure.log_path).read().count("Traceback (most recent call last)") == 1
 
     # No state survives the failed cluster: the same driver runs a healthy one.
     healthy = TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, num_executors=2)

@@ -63,6 +63,7 @@ def test_nodes_fork_from_one_warm_server_per_executor_unless_turned_off(sc2, tmp
 
     key = psutil.Process(min(servers)).cmdline()[-2]
     assert _refused(key, "not json")
+    assert _refused(key, "[" * 20_000), "JSON nested too deeply for the parser (it once killed the server)"
     assert _refused(key, json.dumps({"argv": ["x"], "env": {}, "cwd": "/"})), "a request without its descriptors"
     if os.getuid() == 0 and SYSTEM_PYTHON:  # as root, the test can be another user too: that one is refused unread
         assert _refused(key, "{}", user=65534)

@@ -54,3 +54,31 @@ def test_a_terminal_gets_an_inference_bar_per_action():
     finals = [bar.rsplit("\r", 1)[-1] for bar in drawn.rstrip("\n").split("\n")]
     assert len(finals) == 2 and all("2/2" in bar and "100 rows scored" in bar for bar in finals), drawn
     assert "5 rows" not in drawn
+
+
+def test_node_lines_go_above_the_progress_bar_not_into_it():
+    """In a terminal, a node's line printed while the bar is drawn starts a line of its own and
+    the bar is drawn again below it (a fake tty: no real terminal under pytest)."""
+    from sparkdl.driver.console import NodeOutputPrinter
+    from sparkdl.driver.coordinator import NodeState
+    from sparkdl.roles import NodeRole
+
+    node = NodeState(NodeRole(0, "chief", 0), metrics={"rows_received": 0, "rows_read": 0})
+    stream = _Terminal()
+    progress = TrainProgress(nodes=[node], total_rows=1000, epochs=1, stream=stream)
+    printer = NodeOutputPrinter(stream)
+    progress.start()
+    try:
+        node.metrics.update(rows_received=400, rows_read=300)
+        progress.render()
+        printer(node, ["Epoch 1/1", "a node line"])
+        assert printer.flush(timeout=30)
+        drawn = stream.getvalue()
+    finally:
+        printer.close()
+        progress.close(succeeded=True)
+    lines = drawn.split("\n")
+    node_lines = [line.rsplit("\r", 1)[-1] for line in lines if "[chief:0]" in line]
+    assert node_lines == ["[chief:0] Epoch 1/1", "[chief:0] a node line"], drawn
+    after = drawn.rsplit("[chief:0] a node line\n", 1)[1]
+    assert "sparkdl train" in after, "the bar is drawn again below the node's lines"

@@ -16,7 +16,7 @@ from sparkdl.driver.lifecycle import (
     Lifecycle,
 )
 from sparkdl.driver.spark_errors import TaskFailure, _exception_line, task_failure
-from sparkdl.errors import ClusterError, FeedDataError, FeedError, NodeFailure
+from sparkdl.errors import ClusterError, ClusterStateError, FeedDataError, FeedError, NodeFailure
 from sparkdl.timeouts import CONTROL_CALL_MAX_S, Deadline, FeedLimits
 
 pytestmark = pytest.mark.timeout(60)
@@ -54,6 +54,25 @@ def test_feeding_returns_to_running_after_the_last_caller_and_waits_on_the_polic
     with pytest.raises(ClusterError), life.feeding():
         raise _failure()
     assert life.state is S.FEEDING, "a node failure is left for the failure policy to decide"
+
+
+@pytest.mark.parametrize("state", [S.STARTING, S.RESTARTING, S.STOPPING, S.STOPPED, S.FAILED])
+def test_a_cluster_that_does_not_run_refuses_to_be_fed_with_a_sparkdl_error(state):
+    """e.g. cluster.train() while another thread's shutdown() stops the cluster, or after it."""
+    life = Lifecycle("c3")
+    path = {
+        S.STARTING: [],
+        S.RESTARTING: [S.RUNNING, S.FEEDING, S.RESTARTING],
+        S.STOPPING: [S.RUNNING, S.STOPPING],
+        S.STOPPED: [S.RUNNING, S.STOPPING, S.STOPPED],
+        S.FAILED: [S.FAILED],
+    }
+    for step in path[state]:
+        life.move(step)
+    refused = f"sparkdl cluster c3 is {state.value}: it takes data only while it runs"
+    with pytest.raises(ClusterStateError, match=refused), life.feeding():
+        pass
+    assert life.state is state
 
 
 @pytest.mark.parametrize(

@@ -114,3 +114,17 @@ def test_wait_for_executors_gives_up_naming_the_counts():
     assert 0.5 <= elapsed < 5
     message = str(info.value)
     assert "num_executors=3" in message and "only 1 executor(s)" in message
+
+
+def test_the_node_count_is_named_as_the_caller_named_it():
+    """KerasEstimator's users set num_workers, not num_executors: the errors say what they set."""
+    with pytest.raises(PreflightError, match=r"^num_workers=3 but .* only 2 executor") as info:
+        check_configuration("local-cluster[2,1,1024]", conf(), 3, nodes_param="num_workers")
+    assert "num_executors" not in str(info.value)
+    with pytest.raises(PreflightError, match=r"local-cluster\[2,1,1024\]") as info:
+        check_configuration("local[4]", conf(), 2, nodes_param="num_workers")
+    assert "num_workers=2" in str(info.value) and "num_executors" not in str(info.value)
+    with pytest.raises(PreflightError) as info:
+        wait_for_executors(lambda: 1, 2, SlotLayout(2, 1), 0.0, nodes_param="num_workers")
+    assert "num_workers=2" in str(info.value) and "lower num_workers" in str(info.value)
+    assert "num_executors" not in str(info.value)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import sparkdl
-from sparkdl import SparkDLError
+from sparkdl import NodeFailure, SparkDLError
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.feeder import FeedError, NodeGone
 from sparkdl.feed.results import ResultsError
@@ -30,6 +30,8 @@ ERRORS = {
     sparkdl.PreflightError: RuntimeError,
     sparkdl.ReservationTimeout: RuntimeError,
     sparkdl.ShutdownTimeout: RuntimeError,
+    sparkdl.ClusterStateError: RuntimeError,
+    sparkdl.InputModeError: ValueError,
 }
 
 
@@ -43,3 +45,15 @@ def test_every_user_facing_error_is_a_sparkdl_error_and_keeps_its_builtin_base(e
 
 def test_the_feed_errors_are_importable_from_the_package():
     assert (sparkdl.FeedError, sparkdl.FeedDataError, sparkdl.ResultsError) == (FeedError, FeedDataError, ResultsError)
+
+
+def test_a_failed_nodes_account_gives_its_traceback_once_and_its_log():
+    trace = 'Traceback (most recent call last):\n  File "job.py", line 3, in map_fun\nValueError: boom\n'
+    tail = "sparkdl: starting map_fun\n" + trace  # the node's log ends with the same traceback
+    failure = NodeFailure("worker:0", 1, "h", exit_code=1, traceback=trace, log_tail=tail, log_path="/n/node.log")
+    text = sparkdl.ClusterError([failure], "sparkdl cluster c failed").args[0]
+    assert text.count("ValueError: boom") == 1 and text.rstrip().endswith("node log: /n/node.log"), text
+    summary = "node worker:0 (node #1) on host h exited with code 1: ValueError: boom (node log: /n/node.log)"
+    assert failure.summary() == summary
+    killed = NodeFailure("worker:0", 1, "h", signal="SIGKILL", log_tail="last words", log_path="/n/node.log")
+    assert "--- last lines of /n/node.log ---\nlast words" in killed.describe(), "no traceback: the log's tail tells"

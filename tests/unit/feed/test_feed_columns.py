@@ -232,6 +232,21 @@ def test_schema_rejects_unfeedable_types(kind, text):
     assert "'bad_col'" in str(info.value) and text in str(info.value) and "'ok'" not in str(info.value)
 
 
+@pytest.mark.parametrize(
+    "kind, cast",
+    [(T.DecimalType(10, 2), "'double'"), (T.ArrayType(T.DecimalType(38, 18)), "'array<double>'")],
+)
+def test_a_decimal_column_is_refused_before_any_job_saying_what_to_cast_it_to(kind, cast):
+    """Spark calls decimals numbers, but no tensor holds one: the nodes would get numpy arrays of
+    Python Decimals and fail reading them; the driver says so first, in one line."""
+    schema = T.StructType([T.StructField("ok", T.DoubleType()), T.StructField("price", kind)])
+    with pytest.raises(FeedDataError) as info:
+        check_spark_schema(schema)
+    message = str(info.value)
+    assert "\n" not in message and f"column 'price' has type {kind.simpleString()}" in message
+    assert f"df.withColumn('price', df['price'].cast({cast}))" in message
+
+
 # -- wire --
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkdl.node.console import console_lines, is_framework_chatter
+from sparkdl.node.console import FAILURE_LINE, ConsoleFilter, console_lines, is_framework_chatter
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -49,3 +49,14 @@ def test_tensorflow_chatter_is_recognised(line):
 def test_what_a_person_needs_is_shown(line):
     assert not is_framework_chatter(line)
     assert console_lines(CHATTER + [line]) == [line]
+
+
+def test_after_map_fun_failed_only_the_line_saying_so_reaches_the_console():
+    """The traceback that follows the failure line is the driver's error's to show (once); node.log keeps it."""
+    failure = f"{FAILURE_LINE}ValueError: boom (its traceback is in this node's log)"
+    traceback = ["Traceback (most recent call last):", '  File "job.py", line 1', "ValueError: boom"]
+    output = ["Epoch 1/2", CHATTER[0], failure, *traceback]
+    shown = ConsoleFilter()
+    assert shown(output[:3]) == ["Epoch 1/2", failure]
+    assert shown(output[3:]) == [], "the traceback arrives in later batches too"
+    assert ConsoleFilter(verbose=True)(output) == output, "verbose forwards every line"

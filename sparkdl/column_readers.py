@@ -27,7 +27,7 @@ import pyarrow as pa
 from . import arrow_rows as ar
 from .arrow_numpy import ColumnRef, arrow_to_numpy
 from .column_specs import Image, Padded, Ragged, Sparse
-from .image_headers import BadImage, read_header
+from .image_headers import BadImage, ImageHeader, read_header
 
 Column = "np.ndarray | pa.Array"
 
@@ -194,6 +194,12 @@ class ImageReader(ColumnReader):
                 axis=1,
             ).astype(np.int64)
             problems += self._shape_problems(sizes)
+            if self.spec.max_pixels is not None:
+                large = sizes[:, 0] * sizes[:, 1] > self.spec.max_pixels
+                if large.any():
+                    h, w = sizes[np.flatnonzero(large)[0], :2]
+                    reason = f"an image of {h}x{w}, more than Image(max_pixels={self.spec.max_pixels}) pixels"
+                    problems.append(ar.Problem(large, reason))
             return problems
         rows, headers, reasons = ar.bytes_of(column), [], {}
         mask = np.zeros(len(column), bool)
@@ -204,6 +210,7 @@ class ImageReader(ColumnReader):
                 continue
             try:
                 header = read_header(rows.row(index))
+                self._check_pixels(header)
                 headers.append((header.height, header.width, header.channels))
             except BadImage as exc:
                 mask[index] = True
@@ -213,6 +220,16 @@ class ImageReader(ColumnReader):
             problems.append(ar.Problem(mask, reasons["bad"]))
         problems += self._shape_problems(np.array(headers, dtype=np.int64).reshape(-1, 3), nulls | mask)
         return problems
+
+    def _check_pixels(self, header: ImageHeader) -> None:
+        """BadImage if an image declares more pixels than ``spec.max_pixels`` (before decoding)."""
+        limit = self.spec.max_pixels
+        if limit is not None and header.pixels > limit:
+            frames = ", its frames together" if header.pixels != header.height * header.width else ""
+            raise BadImage(
+                f"an image of {header.height}x{header.width} declaring {header.pixels} pixels{frames}, more than "
+                f"Image(max_pixels={limit}): refused before decoding (raise max_pixels to decode it)"
+            )
 
     def _shape_problems(self, sizes: np.ndarray, ignore: np.ndarray | None = None) -> list[ar.Problem]:
         problems = []
@@ -354,6 +371,8 @@ def _image_reader(name: str, clean, spec: Image) -> ImageReader:
             else:
                 header = read_header(ar.bytes_of(clean).row(0))
                 height, width = header.height, header.width
+            if spec.max_pixels is not None and height * width > spec.max_pixels:
+                raise BadImage(f"it is {height}x{width}, more than Image(max_pixels={spec.max_pixels}) pixels")
         except (BadImage, TypeError) as exc:
             raise ColumnSpecError(
                 f"column {name!r}: the first image cannot give the size ({exc}); declare Image(height, width)"

@@ -24,6 +24,9 @@ from dataclasses import dataclass
 
 #: What ``bad_rows`` may say: fail naming the row, or skip it and count it.
 BAD_ROWS = ("fail", "skip")
+#: ``Image``'s default ``max_pixels``: 64 Mi pixels (8192x8192, a 48-megapixel photo), about 200 MB
+#: decoded to RGB; a decompression bomb declares more from a few hundred kilobytes.
+MAX_PIXELS = 1 << 26
 #: How ``Image`` may resize (``tf.image.resize`` methods); None: never (another size is a bad row).
 RESIZE_METHODS = ("bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos5", "gaussian", "mitchellcubic")
 
@@ -47,7 +50,10 @@ class Image:
     makes it a bad row. Spark's image data source stores pixels in OpenCV's BGR(A) order:
     ``rgb=True`` (the default) gives RGB(A) like decoded files; ``rgb=False`` keeps BGR.
 
-    Decoding runs in the ``tf.data`` pipeline, ``parallel`` images at a time (None: one per core).
+    Decoding runs in the ``tf.data`` pipeline, ``parallel`` images at a time (None: as many as the
+    task has cores: ``spark.task.cpus`` when scoring, the node's launch task's cores when
+    training). An image whose header declares more than ``max_pixels`` pixels (height times
+    width, a GIF's every frame) is a bad row, refused before it is decoded; None lifts the limit.
     A row that is not an image of a known format, is truncated, or whose struct fields disagree
     with its data is a bad row (see ``bad_rows``).
     """
@@ -59,13 +65,20 @@ class Image:
     convert: bool = True
     rgb: bool = True
     parallel: int | None = None
+    max_pixels: int | None = MAX_PIXELS
 
     def __post_init__(self):
         _positive(self.height, "height", "Image")
         _positive(self.width, "width", "Image")
         _positive(self.parallel, "parallel", "Image")
+        _positive(self.max_pixels, "max_pixels", "Image")
         if (self.height is None) != (self.width is None):
             raise ValueError("Image(height, width): give both, or neither (the first image's size)")
+        if self.height is not None and self.max_pixels is not None and self.height * self.width > self.max_pixels:
+            raise ValueError(
+                f"Image({self.height}, {self.width}) is more than max_pixels={self.max_pixels} pixels: "
+                "raise max_pixels (or None) to decode images this large"
+            )
         if self.channels not in (1, 3, 4):
             raise ValueError(f"Image(channels=...) must be 1, 3 or 4, got {self.channels!r}")
         if self.resize is not None and self.resize not in RESIZE_METHODS:

@@ -8,9 +8,13 @@ GIF or BMP, is cut short, or has another size or channel count than asked for be
 that names its column, partition and row, or is skipped (``bad_rows="skip"``).
 
 Whole means: a PNG's chunks are all there up to ``IEND``, each with its CRC; a JPEG starts with
-SOI, has a frame header, and ends with EOI; a GIF ends with its trailer; a BMP is as long as its
-header says. Compressed pixel data that is damaged while every header and checksum holds still
-fails in TensorFlow's decoder, with TensorFlow's message.
+SOI, has a frame header, and ends with EOI; a GIF's blocks are all there up to its trailer; a BMP
+is as long as its header says. Compressed pixel data that is damaged while every header and
+checksum holds still fails in TensorFlow's decoder, with TensorFlow's message.
+
+The header also says how many pixels the decoder will hold (``ImageHeader.pixels``): a few hundred
+kilobytes of PNG can declare 20000x20000 pixels, 1.2 GB decoded, so the readers refuse an image
+over a limit (``Image(max_pixels=...)``) before any decoder sees it.
 """
 
 from __future__ import annotations
@@ -33,12 +37,14 @@ class BadImage(ValueError):
 
 
 class ImageHeader(NamedTuple):
-    """What an image's header says."""
+    """What an image's header says. ``pixels``: how many the decoder holds at once (height times
+    width; a GIF's every frame, which TensorFlow decodes all of even for the first)."""
 
     format: str
     height: int
     width: int
     channels: int
+    pixels: int
 
 
 def read_header(data: bytes) -> ImageHeader:
@@ -74,7 +80,7 @@ def _png(data: bytes) -> ImageHeader:
             width, height, _, colour = struct.unpack_from(">IIBB", data, position + 8)
             if colour not in PNG_CHANNELS or not width or not height:
                 raise BadImage(f"corrupt PNG: colour type {colour}, size {width}x{height}")
-            header = ImageHeader("png", height, width, PNG_CHANNELS[colour])
+            header = ImageHeader("png", height, width, PNG_CHANNELS[colour], height * width)
         if kind == b"IEND":
             return header
         position = end
@@ -98,7 +104,7 @@ def _jpeg(data: bytes) -> ImageHeader:
             height, width, components = struct.unpack_from(">HHB", data, position + 5)
             if not height or not width or components not in (1, 3, 4):
                 raise BadImage(f"corrupt JPEG: size {width}x{height}, {components} components")
-            return ImageHeader("jpeg", height, width, components)
+            return ImageHeader("jpeg", height, width, components, height * width)
         if marker == 0xDA:  # start of scan before any frame header
             break
         position += 2 + length
@@ -108,10 +114,43 @@ def _jpeg(data: bytes) -> ImageHeader:
 def _gif(data: bytes) -> ImageHeader:
     if len(data) < 14 or not bytes(data[-16:]).rstrip(b"\x00").endswith(b";"):
         raise BadImage(f"truncated GIF: {len(data)} bytes without its trailer")
-    width, height = struct.unpack_from("<HH", data, 6)
+    width, height, flags = struct.unpack_from("<HHB", data, 6)
     if not width or not height:
         raise BadImage(f"corrupt GIF: size {width}x{height}")
-    return ImageHeader("gif", height, width, 3)
+    return ImageHeader("gif", height, width, 3, _gif_pixels(data, width * height, flags))
+
+
+def _gif_pixels(data: bytes, screen: int, flags: int) -> int:
+    """The pixels a GIF decoder holds: every frame (the larger of its own rectangle and the
+    screen), walked block by block up to the trailer (BadImage if the blocks run past the end)."""
+    position, pixels = 13 + _colour_table(flags), 0
+    while position < len(data):
+        block = data[position]
+        if block == 0x3B:  # trailer
+            return max(pixels, screen)
+        if block == 0x21:  # extension: label, then sub-blocks
+            position = _skip_sub_blocks(data, position + 2)
+        elif block == 0x2C:  # image descriptor: 9 bytes, a local colour table, LZW size, sub-blocks
+            if position + 10 > len(data):
+                break
+            width, height, local = struct.unpack_from("<HHB", data, position + 5)
+            pixels += max(width * height, screen)
+            position = _skip_sub_blocks(data, position + 10 + _colour_table(local) + 1)
+        else:
+            raise BadImage(f"corrupt GIF: block {block:#04x} at byte {position}")
+    raise BadImage(f"truncated GIF: its blocks run past the {len(data)} bytes")
+
+
+def _colour_table(flags: int) -> int:
+    """The bytes of the colour table a GIF screen or image descriptor's flags announce."""
+    return 3 << ((flags & 0x07) + 1) if flags & 0x80 else 0
+
+
+def _skip_sub_blocks(data: bytes, position: int) -> int:
+    """The position after a chain of GIF sub-blocks (each a length byte and data; 0 ends it)."""
+    while position < len(data) and data[position]:
+        position += 1 + data[position]
+    return position + 1
 
 
 def _bmp(data: bytes) -> ImageHeader:
@@ -123,4 +162,4 @@ def _bmp(data: bytes) -> ImageHeader:
         raise BadImage(f"truncated BMP: {len(data)} of its {size} bytes")
     if width <= 0 or height == 0 or bits not in (24, 32):
         raise BadImage(f"unsupported BMP: size {width}x{abs(height)}, {bits} bits per pixel (24 or 32 decode)")
-    return ImageHeader("bmp", abs(height), width, 3 if bits == 24 else 4)
+    return ImageHeader("bmp", abs(height), width, 3 if bits == 24 else 4, abs(height) * width)

@@ -9,15 +9,13 @@ two steps that a ``tf.data`` pipeline runs around its ``rebatch``:
    sparse vectors become ``tf.RaggedTensor`` rows.
 2. :func:`finish` (after batching, and after :func:`keep_rows` dropped skipped rows): the tensor
    ``map_fun``'s model gets. Images are decoded (``tf.io.decode_image``, or Spark's raw BGR
-   pixels) and resized, ``images in parallel``; sparse rows become one ``tf.SparseTensor``;
-   padded arrays a dense tensor.
+   pixels) and resized, ``parallel`` at a time (the caller's choice: the task's cores);
+   sparse rows become one ``tf.SparseTensor``; padded arrays a dense tensor.
 
 TensorFlow is imported by the functions, never by this module: the driver imports readers only.
 """
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 
@@ -107,8 +105,9 @@ def keep_rows(value, keep):
     return tf.boolean_mask(value, keep)
 
 
-def finish(reader: ColumnReader, value):
-    """The tensor the model gets, from a batch of :func:`assemble` results (graph code)."""
+def finish(reader: ColumnReader, value, parallel: int = 1):
+    """The tensor the model gets, from a batch of :func:`assemble` results (graph code); images
+    decode ``parallel`` at a time."""
     tf = _tf()
     if isinstance(reader, VectorReader) and reader.sparse:
         columns, values = value
@@ -123,13 +122,14 @@ def finish(reader: ColumnReader, value):
             fill = fill.encode() if isinstance(fill, str) else fill
         return value.to_tensor(default_value=tf.constant(fill, value.dtype), shape=shape)
     if isinstance(reader, ImageReader):
-        return decode_images(reader, value)
+        return decode_images(reader, value, parallel)
     return value
 
 
-def decode_images(reader: ImageReader, value):
+def decode_images(reader: ImageReader, value, parallel: int):
     """A batch of encoded images (``tf.string``), or of Spark image structs (pixel bytes and
-    ``(height, width, channels)``), as ``uint8`` ``(batch, height, width, channels)``."""
+    ``(height, width, channels)``), as ``uint8`` ``(batch, height, width, channels)``, decoding at
+    most ``parallel`` at a time (each holds its full size until resized)."""
     tf = _tf()
     spec, size = reader.spec, [reader.height, reader.width]
     channels = spec.channels
@@ -164,7 +164,7 @@ def decode_images(reader: ImageReader, value):
         one,
         elements,
         fn_output_signature=tf.TensorSpec([*size, channels], tf.uint8),
-        parallel_iterations=spec.parallel or os.cpu_count() or 1,
+        parallel_iterations=max(1, int(parallel)),
     )
 
 
@@ -200,15 +200,15 @@ def _to_channels(pixels, count, channels: int):
     )
 
 
-def converter(reader: ColumnReader, dtype: str | None = None):
+def converter(reader: ColumnReader, dtype: str | None = None, parallel: int = 1):
     """A function from ``reader.parts(column)`` to a model's input (cast to ``dtype`` when it is a
-    number type), traced once: inference calls it once per chunk of rows, and images decode in
-    parallel inside it."""
+    number type), traced once: inference calls it once per chunk of rows, and images decode
+    ``parallel`` at a time inside it."""
     tf = _tf()
 
     @tf.function(input_signature=[part_specs(reader)])
     def convert(parts):
-        value = finish(reader, assemble(reader, parts))
+        value = finish(reader, assemble(reader, parts), parallel)
         if dtype and dtype not in ("str", "bytes", "object", "string") and value.dtype != tf.as_dtype(dtype):
             value = tf.cast(value, dtype)
         return value

@@ -23,7 +23,7 @@ import os
 import numpy as np
 
 from ..arrow_rows import ORIGIN, describe_origin
-from ..column_readers import ColumnReader, ColumnSpecError, DenseReader, VectorReader, reader_for, take
+from ..column_readers import ColumnReader, ColumnSpecError, DenseReader, ImageReader, VectorReader, reader_for, take
 from ..column_specs import Image, check_columns
 from . import aligned
 from .columns import FeedDataError, bad_row_error
@@ -34,6 +34,17 @@ logger = logging.getLogger(__name__)
 BLOCK_BYTES = 4 << 20
 #: The hidden part that marks rows to keep (``bad_rows="skip"``).
 KEEP = "__sparkdl_keep"
+#: In a node's environment: the cores Spark gave its launch task (``sparkdl/node/launch.py``).
+NODE_CORES_ENV = "SPARKDL_NODE_CORES"
+
+
+def decode_parallelism(spec: Image) -> int:
+    """How many images a node decodes at once: ``spec.parallel``, else the cores of its launch
+    task (never the machine's: executors share it), else one."""
+    if spec.parallel:
+        return spec.parallel
+    cores = os.environ.get(NODE_CORES_ENV, "")
+    return int(cores) if cores.isdigit() and int(cores) > 0 else 1
 
 
 class Selection:
@@ -204,16 +215,18 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
         if skip:
             keep = rows[KEEP]
             rows = {name: tf_columns.keep_rows(rows[name], keep) for name in readers}
-        return selection.pick({name: tf_columns.finish(reader, rows[name]) for name, reader in readers.items()})
+        return selection.pick(
+            {name: tf_columns.finish(reader, rows[name], parallel.get(name, 1)) for name, reader in readers.items()}
+        )
 
-    images = [
-        r.spec.parallel or os.cpu_count() or 1 for r in readers.values() if isinstance(getattr(r, "spec", None), Image)
-    ]
+    # One batch finishes at a time (prefetch overlaps it with training), its images `parallel`
+    # at a time: at most that many images are decoded, at their full size, at once.
+    parallel = {name: decode_parallelism(r.spec) for name, r in readers.items() if isinstance(r, ImageReader)}
     dataset = (
         tf.data.Dataset.from_generator(blocks, output_signature=signature)
         .map(assemble)
         .rebatch(batch_sizes)
-        .map(finish, num_parallel_calls=max(images) if images else None)
+        .map(finish)
     )
     return dataset.prefetch(2).with_options(options)
 

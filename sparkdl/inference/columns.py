@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from .. import arrow_numpy, arrow_rows
 from ..arrow_numpy import TEXT_DTYPES, ColumnRef, castable
-from ..column_readers import ColumnSpecError, VectorReader, reader_for, take
+from ..column_readers import ColumnSpecError, ImageReader, VectorReader, reader_for, take
 from ..column_specs import Sparse
 from ..errors import InferenceInputError as InferenceInputError  # re-exported: raised here
 
@@ -316,8 +316,17 @@ def read_column(column: Any, plan: InputPlan, origins: np.ndarray, converters: d
         where = arrow_rows.describe_origin(int(origins[rows[0]]))
         raise InferenceInputError(f"{plan.describe()}, {where}: {problem.reason}{more}")
     if plan.tensor not in converters:
-        converters[plan.tensor] = tf_columns.converter(reader, plan.dtype)
+        converters[plan.tensor] = tf_columns.converter(reader, plan.dtype, _decode_parallelism(reader))
     return ReaderBatch(reader, column, converters[plan.tensor])
+
+
+def _decode_parallelism(reader) -> int:
+    """How many images a task decodes at once: ``Image(parallel=...)``, else the cores Spark gave
+    the task (``spark.task.cpus``; never the machine's, which other tasks share), else one."""
+    from .worker import task_cpus
+
+    parallel = reader.spec.parallel if isinstance(reader, ImageReader) else None
+    return parallel or task_cpus() or 1
 
 
 def _reader(plan: InputPlan, column: pa.Array):

@@ -5,7 +5,9 @@ into a :class:`~.model.LoadedModel` that scores numpy batches; fingerprint model
 would leak into later tasks of the worker). ``.keras`` files are loaded by the Keras that wrote
 them, read from the archive's ``metadata.json`` (``keras_version`` 3.x: ``keras``; 2.x:
 ``tf_keras``); ``.h5`` files by ``tf_keras``; SavedModel directories by
-``tf.saved_model.load``, which needs no Keras at all.
+``tf.saved_model.load``, which needs no Keras at all. In safe mode (the default) a Keras file's
+config is checked by :mod:`.model_safety` before any Keras code runs; a remote file is copied
+here first, so that the bytes checked are the bytes loaded.
 
 TensorFlow is handed in (``tf``) by :mod:`.worker`, which imports it once per Python worker with
 the task's devices; only :func:`fingerprint` of a remote path imports it itself.
@@ -13,13 +15,16 @@ the task's devices; only :func:`fingerprint` of a remote path imports it itself.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import re
+import shutil
+import tempfile
 import zipfile
 from typing import Any
 
+from . import model_safety
 from .model import LoadedModel, ModelLoadError, ModelSource, TensorInfo
 
 
@@ -66,27 +71,6 @@ def fingerprint(path: str) -> str:
                     stat = os.stat(full)
                     entries.append((os.path.relpath(full, local), stat.st_size, stat.st_mtime_ns))
     return hashlib.sha256(json.dumps(sorted(entries)).encode()).hexdigest()[:16]
-
-
-def _keras_module_for(path: str):
-    """The Keras package that can read this file: from ``.keras``'s metadata, ``tf_keras`` for .h5."""
-    if path.endswith(".h5") or path.endswith(".hdf5"):
-        import tf_keras
-
-        return tf_keras
-    version = ""
-    try:
-        with zipfile.ZipFile(_local(path)) as archive:
-            version = json.loads(archive.read("metadata.json")).get("keras_version", "")
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        pass  # remote or unusual file: fall back to Keras 3
-    if version.startswith("2."):
-        import tf_keras
-
-        return tf_keras
-    import keras
-
-    return keras
 
 
 def _numpy_dtype(dtype: Any) -> str | None:
@@ -149,79 +133,123 @@ def _is_hdf5_file(path: str, local: str) -> bool:
     return hdf5
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object, refusing repeated keys (JSON readers differ on which one wins)."""
-    data = dict(pairs)
-    if len(data) != len(pairs):
-        raise ValueError(f"repeated keys in {sorted(key for key, _ in pairs)}")
-    return data
-
-
-def _is_lambda(class_name: Any) -> bool:
-    """``Lambda``, also module-qualified (``keras.layers.Lambda``) or registered (``pkg>Lambda``)."""
-    return isinstance(class_name, str) and re.split(r"[.>]", class_name.strip())[-1] == "Lambda"
-
-
-def _has_lambda(config: Any) -> bool:
-    """Whether any object of a parsed model config (nested models, wrapped layers...) is a Lambda."""
-    pending = [config]
-    while pending:
-        node = pending.pop()
-        if isinstance(node, dict):
-            if _is_lambda(node.get("class_name")) or _is_lambda(node.get("registered_name")):
-                return True
-            pending.extend(node.values())
-        elif isinstance(node, list):
-            pending.extend(node)
-    return False
-
-
-def _refuse_code_in_h5(path: str, local: str) -> None:
-    """Raise ModelLoadError if the ``.h5`` file's model config holds a ``Lambda`` layer, or is
-    not JSON that says for sure that it does not.
-
-    tf-keras rebuilds an .h5 model by calling its layers, so a Lambda layer's marshalled Python
-    runs during the load: Keras' safe mode covers ``.keras`` files only. The config is parsed as
-    tf-keras parses it (JSON escapes and spacing included) and walked whole.
-    """
+def _h5_config(local: str) -> Any:
+    """The ``model_config`` attribute of an HDF5 file (None for a weights-only file)."""
     import h5py
 
     with h5py.File(local, "r") as handle:
-        config = handle.attrs.get("model_config")
-    if config is None:
-        return  # weights only: tf-keras builds no model from it
+        return handle.attrs.get("model_config")
+
+
+def _keras_format_config(path: str, local: str) -> tuple[Any, Any]:
+    """``(metadata, config)`` of a Keras-format model, raw (None where absent): a ``.keras`` zip
+    archive or a directory holding its files, read as Keras reads them."""
+    if os.path.isdir(local):
+        found = {}
+        for name in ("metadata.json", "config.json"):
+            if os.path.isfile(os.path.join(local, name)):
+                with open(os.path.join(local, name), "rb") as handle:
+                    found[name] = handle.read()
+        return found.get("metadata.json"), found.get("config.json")
     try:
-        text = config.decode("utf-8") if isinstance(config, bytes) else config
-        if not isinstance(text, str):
-            raise ValueError(f"a {type(config).__name__}, not text")
-        parsed = json.loads(text, object_pairs_hook=_unique_keys)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError included
-        raise ModelLoadError(
-            f"model {path!r}: its model_config is not valid JSON ({str(exc)[:200]}), so whether it holds "
-            "code cannot be checked. Load it only if you trust who wrote the file: pass safe_mode=False"
-        ) from exc
-    if _has_lambda(parsed):
-        raise ModelLoadError(
-            f"model {path!r} has a Lambda layer: its Python code would run while the .h5 file "
-            "loads. Load it only if you trust who wrote the file: pass safe_mode=False"
-        )
+        with zipfile.ZipFile(local) as archive:
+            names = archive.namelist()
+            for name in ("metadata.json", "config.json"):
+                if names.count(name) > 1:  # zip readers differ on which copy they read
+                    raise ModelLoadError(f"model {path!r} holds {name} twice: refusing an ambiguous archive")
+            return tuple(archive.read(n) if n in names else None for n in ("metadata.json", "config.json"))
+    except (OSError, zipfile.BadZipFile):
+        return None, None
+
+
+def _keras_version(metadata: Any) -> str:
+    try:
+        version = json.loads(metadata).get("keras_version", "") if metadata is not None else ""
+    except (ValueError, AttributeError):
+        return ""
+    return version if isinstance(version, str) else ""
+
+
+def _keras_file(path: str, local: str, safe_mode: bool) -> str:
+    """Which Keras loads the model file at ``local``: ``"tf_keras"`` (``.h5``, a ``.keras`` file
+    of Keras 2) or ``"keras"`` (Keras 3). In safe mode, ModelLoadError unless the model's config,
+    read from the bytes that Keras will read, names only what runs no code of the file's
+    (:mod:`.model_safety`): checked here, before any Keras code runs."""
+    # Before any Keras code: the format as the file's bytes say it, whatever its name.
+    hdf5 = _is_hdf5_file(path, local)
+    if hdf5 or path.endswith((".h5", ".hdf5")):
+        if safe_mode:
+            raw = _h5_config(local)
+            if raw is not None:  # weights only: tf-keras builds no model from it
+                model_safety.refuse_code(path, model_safety.parse_config(path, raw, "model_config"), "tf_keras")
+        return "tf_keras"
+    metadata, raw = _keras_format_config(path, local)
+    flavour = "tf_keras" if _keras_version(metadata).startswith("2.") else "keras"
+    if safe_mode:
+        if raw is None:
+            raise ModelLoadError(
+                f"model {path!r} is not a .keras archive (no config.json), so whether it holds code cannot "
+                "be checked. Load it only if you trust who wrote the file: pass safe_mode=False"
+            )
+        model_safety.refuse_code(path, model_safety.parse_config(path, raw, "config.json"), flavour)
+    return flavour
+
+
+@contextlib.contextmanager
+def _local_copy(tf, path: str):
+    """A local path to the model file or directory: itself, or a temporary copy of a remote one
+    (checked and loaded from the same bytes)."""
+    if not _is_remote(path):
+        yield _local(path)
+        return
+    scratch = tempfile.mkdtemp(prefix="sparkdl-model-")
+    try:
+        local = os.path.join(scratch, os.path.basename(path.rstrip("/")) or "model")
+        if tf.io.gfile.isdir(path):
+            for root, _, files in tf.io.gfile.walk(path):
+                target = os.path.join(local, root[len(path) :].strip("/"))
+                os.makedirs(target, exist_ok=True)
+                for name in files:
+                    tf.io.gfile.copy(f"{root.rstrip('/')}/{name}", os.path.join(target, name))
+        else:
+            tf.io.gfile.copy(path, local)
+        yield local
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _read_keras_model(tf, path: str, device: str, safe_mode: bool):
+    """The Keras model at ``path``, refused in safe mode when it may run code of its own."""
+    with _local_copy(tf, path) as local:
+        flavour = _keras_file(path, local, safe_mode)
+        if flavour == "tf_keras":
+            import tf_keras as module
+        else:
+            import keras as module
+        with tf.device(device), _tf_keras_safe_mode(flavour == "tf_keras" and safe_mode):
+            try:
+                return module.models.load_model(local, compile=False, safe_mode=safe_mode)
+            except ValueError as exc:
+                if safe_mode and "safe_mode" in str(exc):  # Keras refused code of the file
+                    raise ModelLoadError(f"model {path!r}: {exc}") from exc
+                raise
+
+
+@contextlib.contextmanager
+def _tf_keras_safe_mode(on: bool):
+    """tf-keras' own safe mode, also around its .h5 loader, which does not set it: a second guard
+    after sparkdl's check (its Lambda layer and RNN cell wrappers then refuse marshalled Python)."""
+    if not on:
+        yield
+        return
+    from tf_keras.src.saving import serialization_lib
+
+    with serialization_lib.SafeModeScope(True):
+        yield
 
 
 def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedModel:
-    local = _local(path) if not _is_remote(path) else path
-    # Before any Keras code: the format as the file's bytes say it, whatever its name.
-    hdf5 = not _is_remote(path) and _is_hdf5_file(path, local)
-    if safe_mode and (hdf5 or path.endswith((".h5", ".hdf5"))):
-        _refuse_code_in_h5(path, local)
-    module = _keras_module_for(path)
-    options = {} if path.endswith((".h5", ".hdf5")) else {"safe_mode": safe_mode}
-    with tf.device(device):
-        try:
-            model = module.models.load_model(local, compile=False, **options)
-        except ValueError as exc:
-            if safe_mode and "safe_mode" in str(exc):  # Keras refused code in a .keras file
-                raise ModelLoadError(f"model {path!r}: {exc}") from exc
-            raise
+    model = _read_keras_model(tf, path, device, safe_mode)
     inputs = []
     for tensor in model.inputs:
         shape, batch = _shape_info(tensor.shape)

@@ -65,9 +65,9 @@ class ModelSource:
 
     ``uid`` identifies a ``make_predict_fn`` source in the cache (fixed when the source is made,
     on the driver, so all tasks of all jobs using it share one load per worker). ``safe_mode``
-    (default True) refuses model files that would run their own Python code when loaded: Keras'
-    safe mode for ``.keras`` files, and for ``.h5`` files (whose tf-keras loader has no safe
-    mode) any ``Lambda`` layer in the saved config; False is the opt-in for trusted files.
+    (default True) refuses Keras files whose config names anything but Keras' own classes and
+    functions known to run no code of the file's (:mod:`.model_safety`; tf-keras' ``.h5`` loader
+    has no safe mode of its own); False is the opt-in for trusted files.
 
     ``versions``: a versioned model directory (:class:`~sparkdl.model_versions.ModelVersions`,
     whose ``base`` is then ``path``); executors score with its newest version

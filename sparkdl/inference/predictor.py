@@ -99,8 +99,9 @@ class Predictor:
         ``"spark"``: the GPU Spark assigned to the task (``spark.task.resource.gpu.amount``),
         else CPU; ``"visible"``: whatever the Python worker can see; ``"none"``: CPU only.
     safe_mode:
-        True (default) refuses model files that would run Python code of their own while they
-        load (Keras' safe mode for ``.keras``; a ``Lambda`` layer in an ``.h5`` file). Pass False
+        True (default) refuses Keras files (``.keras``, ``.h5``) that may run Python code of their
+        own while they load: their config may name only Keras' own classes and functions known
+        to run none (a ``Lambda`` layer, a custom layer... are refused). Pass False
         only for files from people you trust: a model path is code, so keep model directories
         writable by trusted users only.
     version_column:

@@ -150,13 +150,18 @@ def executor_jvm_pid() -> int:
 
 
 def node_config(
-    spec: LaunchSpec, node_number: int, gpus: str | None, spark_executor: str, anchor_pid: int
+    spec: LaunchSpec, node_number: int, gpus: str | None, spark_executor: str, anchor_pid: int, cores: int | None = None
 ) -> NodeConfig:
-    """The supervisor's configuration of node ``node_number`` on this host (creates its directory)."""
+    """The supervisor's configuration of node ``node_number`` on this host (creates its directory);
+    ``cores``: what Spark gave its launch task (the node decodes that many images at once)."""
     settings = spec.settings
     role = settings.roles[node_number]
     directory = node_dir(spec.cluster_id, role, spec.attempt)
     env = dict(settings.env)
+    if cores:
+        from ..feed.dataset import NODE_CORES_ENV  # here: the feed's readers are not the launch's concern
+
+        env[NODE_CORES_ENV] = str(int(cores))
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
         env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # nvidia-smi's numbering, which the choice used
@@ -186,8 +191,10 @@ def launch_node(
     spark_gpu_addresses: list[str] | None = None,
     spark_executor: str = "",
     anchor_pid: int | None = None,
+    cores: int | None = None,
 ) -> dict:
-    """Start the node numbered ``node_number`` and return a small status record.
+    """Start the node numbered ``node_number`` and return a small status record (``cores``: the
+    launch task's, None on the driver).
 
     Raises RuntimeError when the node cannot start (GPU selection, registration refused);
     the driver also hears about it over the channel.
@@ -205,7 +212,7 @@ def launch_node(
     )
     if anchor_pid is None:
         anchor_pid = executor_jvm_pid() if settings.feeds else os.getpid()
-    config = node_config(spec, node_number, assignment.cuda_visible_devices, spark_executor, anchor_pid)
+    config = node_config(spec, node_number, assignment.cuda_visible_devices, spark_executor, anchor_pid, cores)
     directory = Path(config.node_dir)
     with open(directory / "supervisor.log", "ab") as supervisor_log:
         supervisor = subprocess.Popen(
@@ -255,8 +262,9 @@ def spark_partition_launcher(spec: LaunchSpec, first_node_number: int = 0):
         spark_executor = ""
         if isinstance(context, BarrierTaskContext):
             spark_executor = context.getTaskInfos()[context.partitionId()].address
-        record = launch_node(spec, node_number, addresses, spark_executor)
-        record["task_cpus"] = context.cpus()  # a whole executor's when the stage has sparkdl's profile
+        # cpus: a whole executor's when the stage has sparkdl's profile
+        record = launch_node(spec, node_number, addresses, spark_executor, cores=context.cpus())
+        record["task_cpus"] = context.cpus()
         yield record
 
     return launch

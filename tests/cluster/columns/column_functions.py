@@ -130,10 +130,24 @@ def every_kind(args, ctx):
     )
 
 
+def _memory_mb(field: str) -> float:
+    """This process's ``VmRSS`` or ``VmHWM`` (its peak since the last :func:`_reset_peak`), in MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise KeyError(field)
+
+
+def _reset_peak() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # Linux: VmHWM starts again from VmRSS
+
+
 def read_bad_rows(args, ctx):
     """Every training run: read one epoch of as_dataset, count rows per batch (skipped rows leave
-    their batch) and write them; a run the driver gave up (its rows refused) is passed over."""
+    their batch) and write them with the node's peak memory growth while it read them and how many
+    images it decodes at once; a run the driver gave up (its rows refused) is passed over."""
     from sparkdl.column_specs import Image, Padded
+    from sparkdl.feed.dataset import decode_parallelism
 
     feed = ctx.get_data_feed()
     run = 0
@@ -143,7 +157,11 @@ def read_bad_rows(args, ctx):
             dataset = feed.as_dataset(
                 4, features=["id", "content", "text", "tokens"], columns={"content": Image(8, 8), "tokens": Padded(3)}
             )
+            rss = _memory_mb("VmRSS")
+            _reset_peak()
             batches = [x["id"].numpy().tolist() for x in dataset]
+            growth = _memory_mb("VmHWM") - rss
         except EOFError:  # the run was given up (the driver raised FeedDataError): go on to the next
             continue
-        write_whole(Path(args["out"], f"run{run}-node{ctx.executor_id}.json"), json.dumps({"batches": batches}))
+        record = {"batches": batches, "rss_mb": rss, "peak_growth_mb": growth, "parallel": decode_parallelism(Image())}
+        write_whole(Path(args["out"], f"run{run}-node{ctx.executor_id}.json"), json.dumps(record))

@@ -18,6 +18,7 @@ from sparkdl import ClusterError, TFCluster
 from sparkdl.column_specs import Image, Padded
 
 import column_functions as cf
+from image_bombs import png_bomb
 from node_functions import wait_for_file
 
 pytestmark = pytest.mark.timeout(420)
@@ -168,6 +169,9 @@ def test_bad_rows_are_skipped_and_counted_or_fail_naming_column_partition_and_ro
         text = F.col("text")
         text = F.when(F.col("id").isin(*bad.get("null", [-1])), F.lit(None)).otherwise(text)
         text = F.when(F.col("id").isin(*bad.get("utf8", [-1])), F.unhex(F.lit("C328")).cast("string")).otherwise(text)
+        if bad.get("bomb"):  # a 388,871-byte PNG declaring 20000x20000 pixels (1.2 GB decoded)
+            bomb = F.when(F.col("id").isin(*bad["bomb"]), F.lit(png_bomb())).otherwise(F.col("content"))
+            data = data.withColumn("content", bomb)
         return data.withColumn("text", text)
 
     cluster = TFCluster.run(sc2, cf.read_bad_rows, {"out": str(tmp_path)}, 2, input_mode=SPARK)
@@ -185,6 +189,17 @@ def test_bad_rows_are_skipped_and_counted_or_fail_naming_column_partition_and_ro
         assert all(
             "partition 0, row" in node["first"] and node["first"].startswith("column ") for node in counted.values()
         ), counted
+        # A decompression bomb is a bad row, refused from its header: no node's memory grows for it.
+        cluster.train(frame({"bomb": [5]}), 1, bad_rows="skip")
+        files = [tmp_path / f"run2-node{n}.json" for n in (0, 1)]
+        assert all(wait_for_file(str(f), 60) for f in files)
+        runs = [json.loads(f.read_text()) for f in files]
+        growth = [run["peak_growth_mb"] for run in runs]
+        print(f"node peak memory growth reading the bomb: {growth} MB (RSS before: {[r['rss_mb'] for r in runs]} MB)")
+        assert max(growth) < 100, growth
+        assert sorted(i for run in runs for batch in run["batches"] for i in batch) == [i for i in range(16) if i != 5]
+        assert sum(node["rows"] for node in cluster.bad_rows.values()) == 4 + 1
+        assert [run["parallel"] for run in runs] == [1, 1], "images decode as many at once as the node's task has cores"
         # Without bad_rows="skip": the first bad row fails the node reading it, named.
         with pytest.raises(ClusterError, match=r"column 'content', partition 0, row 3: truncated PNG"):
             cluster.train(frame({"image": [3]}), 1)

@@ -23,9 +23,12 @@ from sparkdl.column_readers import (
 )
 from sparkdl.column_specs import Image, Padded, Ragged, Sparse, check_bad_rows, check_columns
 from sparkdl.feed.columns import batch_to_columns, check_rows, column_values
+from sparkdl.feed.dataset import NODE_CORES_ENV, decode_parallelism
 from sparkdl.feed.queues import concatenate, same_kind
 from sparkdl.feed.wire import decode_batch, encode_batch
 from sparkdl.image_headers import BadImage, read_header
+
+from image_bombs import png_bomb
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -231,6 +234,57 @@ def test_specs_and_options_are_checked():
         check_bad_rows("ignore", "cluster.train")
     with pytest.raises(ColumnSpecError, match="arrays of strings: declare"):
         reader_for("w", pa.array([["a"], ["b", "c"]]))
+
+
+# -- decompression bombs: refused from the header, before any decoder --
+
+
+def test_an_image_declaring_more_than_max_pixels_is_a_bad_row_before_decoding():
+    bomb = png_bomb()  # 388,871 bytes of PNG declaring 20000x20000: 1.2 GB decoded to RGB
+    assert len(bomb) < 400_000 and read_header(bomb).pixels == 20000 * 20000
+    column = pa.array([encoded(8, 8), bomb, encoded(8, 8)])
+    reader = reader_for("content", column, Image(8, 8))
+    assert [(p.mask.tolist(), p.reason) for p in reader.problems(column)] == [
+        (
+            [False, True, False],
+            "an image of 20000x20000 declaring 400000000 pixels, more than Image(max_pixels=67108864): "
+            "refused before decoding (raise max_pixels to decode it)",
+        )
+    ]
+    assert reader_for("content", column, Image(8, 8, max_pixels=None)).problems(column) == []
+    with pytest.raises(ColumnSpecError, match=r"20000x20000, more than Image\(max_pixels=67108864\) pixels"):
+        reader_for("content", pa.array([bomb]), Image())  # the first image would set every image's size
+    structs = image_structs([(2, 3, 3), (4, 4, 3)])
+    reasons = [p.reason for p in reader_for("image", structs, Image(2, 3, max_pixels=10)).problems(structs)]
+    assert reasons == ["an image of 4x4, more than Image(max_pixels=10) pixels"]
+
+
+def test_a_gif_counts_every_frame_a_decoder_holds():
+    frames = [PILImage.fromarray(np.full((5, 7, 3), 40 * i, np.uint8)) for i in range(4)]
+    out = io.BytesIO()
+    frames[0].save(out, format="GIF", save_all=True, append_images=frames[1:])
+    gif = out.getvalue()
+    assert read_header(gif).pixels == 4 * 5 * 7  # TensorFlow decodes every frame, even for the first
+    column = pa.array([gif])
+    reasons = [p.reason for p in reader_for("g", column, Image(5, 7, max_pixels=100)).problems(column)]
+    assert reasons == [
+        "an image of 5x7 declaring 140 pixels, its frames together, more than Image(max_pixels=100): "
+        "refused before decoding (raise max_pixels to decode it)"
+    ]
+    with pytest.raises(BadImage, match="truncated GIF: its blocks run past"):
+        read_header(gif[:40] + b";")
+
+
+def test_max_pixels_and_decoding_parallelism_are_checked(monkeypatch):
+    with pytest.raises(ValueError, match=r"Image\(30000, 30000\) is more than max_pixels=67108864 pixels"):
+        Image(30000, 30000)
+    assert Image(30000, 30000, max_pixels=None).height == 30000
+    with pytest.raises(ValueError, match=r"max_pixels=...\) must be a positive integer or None"):
+        Image(max_pixels=0)
+    monkeypatch.delenv(NODE_CORES_ENV, raising=False)
+    assert decode_parallelism(Image()) == 1, "not the machine's cores: executors share the machine"
+    monkeypatch.setenv(NODE_CORES_ENV, "3")  # what the node's launch task was given (sparkdl/node/launch.py)
+    assert decode_parallelism(Image()) == 3 and decode_parallelism(Image(parallel=5)) == 5
 
 
 # -- the node's columns: numpy or Arrow, joined --

@@ -138,3 +138,37 @@ def test_sources_and_options_are_validated():
         Predictor("m.keras", input_mapping="x", gpus="all")
     with pytest.raises(ValueError, match="input_mapping is required"):
         Predictor("m.keras")
+
+
+@pytest.mark.timeout(60)
+def test_scoring_refuses_a_decompression_bomb_before_decoding(monkeypatch):
+    """The bomb is a bad row of the task, found from its header: no converter (no TensorFlow)
+    is made, nothing decoded. Images decode as many at once as the task has cores."""
+    import io
+
+    from PIL import Image as PILImage
+
+    from sparkdl import arrow_rows
+    from sparkdl.column_specs import Image
+
+    from image_bombs import png_bomb
+
+    small = io.BytesIO()
+    PILImage.fromarray(np.zeros((8, 8, 3), np.uint8)).save(small, format="PNG")
+    plan = _plan(
+        column="content", tensor="image", depth=0, source_dtype="object", row_shape=(8, 8, 3), spec=Image(8, 8)
+    )
+    column = pa.array([small.getvalue(), png_bomb()])
+    converters = {}
+    with pytest.raises(
+        InferenceInputError,
+        match=r"column 'content' \(model input 'image'\), partition 2, row 1: an image of 20000x20000 declaring "
+        r"400000000 pixels, more than Image\(max_pixels=67108864\): refused before decoding",
+    ):
+        cols.read_column(column, plan, arrow_rows.origin_values(2, np.arange(2)), converters)
+    assert converters == {} and "tensorflow" not in sys.modules
+    reader = cols._reader(plan, column[:1])
+    monkeypatch.setattr(worker, "task_cpus", lambda: 3)  # spark.task.cpus of the running task
+    assert cols._decode_parallelism(reader) == 3
+    monkeypatch.setattr(worker, "task_cpus", lambda: None)  # outside a task: one at a time
+    assert cols._decode_parallelism(reader) == 1

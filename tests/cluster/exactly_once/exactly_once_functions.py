@@ -101,3 +101,21 @@ def straggling_once(out: str):
             yield ([float(row % 7), 1.0], float(row))
 
     return rows
+
+
+def reordered_on_retry(marker: str):
+    """A source whose partition 1 comes back in another order on each attempt (as a recomputed shuffle
+    output may), its attempt 0 failing part-way in the feeding job (once: ``marker`` remembers it)."""
+
+    def rows(index, _):
+        from pyspark import TaskContext
+
+        size, attempt = ROWS // PARTITIONS, TaskContext.get().attemptNumber()
+        labels = list(range(index * size, (index + 1) * size))
+        if index == 1 and attempt:
+            labels = labels[attempt:] + labels[:attempt]  # the same rows, rotated by the attempt number
+        for seen, row in enumerate(labels):
+            failing_once(marker, index, seen)
+            yield ([float(row % 7), 1.0], float(row))
+
+    return rows

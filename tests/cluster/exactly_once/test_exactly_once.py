@@ -80,6 +80,26 @@ def test_retried_feeding_tasks_deliver_every_row_once_and_seeds_repeat_across_cl
         assert len({tuple(epoch) for epoch in deterministic_run}) == EPOCHS, "still a new order every epoch"
 
 
+def test_a_retry_that_sends_a_partition_in_another_order_fails_naming_node_partition_and_attempt(sc2, tmp_path):
+    """Issue 40 item 3: partition 1's rows come in another order on every attempt, and attempt 0 fails
+    after 1,200 rows (1,024 of them sent). The retries are refused (never a row twice, or missed), and
+    train raises FeedDataError naming the node, the partition and the attempt."""
+    from sparkdl.feed.columns import FeedDataError
+
+    marker = tmp_path / "failed"
+    cluster = TFCluster.run(sc2, ef.record_orders_and_executor, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
+    source = sc2.parallelize(range(ef.PARTITIONS), ef.PARTITIONS).mapPartitionsWithIndex(
+        ef.reordered_on_retry(str(marker))
+    )
+    with pytest.raises(FeedDataError, match=r"node \w+:[01] rejected partition 1 \(attempt [1-9]\).* not the rows"):
+        cluster.train(source, num_epochs=1)
+    cluster.shutdown(timeout=120)
+    assert marker.exists(), "attempt 0 failed part-way"
+    for node, runs in enumerate(node_runs(tmp_path)):
+        labels = runs[0][0]
+        assert len(labels) == len(set(labels)), f"node {node} read a row twice"
+
+
 @pytest.mark.stops_spark  # runs last among the sc3 tests: the Spark it leaves short of an executor is stopped
 def test_an_executor_without_a_node_lost_during_epoch_one_costs_only_time(sc3, spark_holder, tmp_path):
     try:

@@ -45,8 +45,10 @@ class MicroBatch:
         return self._feed.as_dataset(batch_size, features, label, shapes, **options)
 
     def next_batch(self, batch_size: int):
-        """Up to ``batch_size`` rows of this micro-batch (fewer at its end): ``DataFeed.next_batch``."""
-        return self._feed.next_batch(batch_size)
+        """Up to ``batch_size`` rows of this micro-batch, as ``DataFeed.next_batch`` returns them: fewer
+        at its end, then empty batches (``[]``, or zero-length arrays with ``input_mapping``); it never
+        reads past the micro-batch. Empty too once the batch was cut short (a later run's rows came)."""
+        return self._feed._run_batch(self._plan.session, batch_size)
 
     def __repr__(self) -> str:
         return f"MicroBatch(batch_id={self.batch_id}, rows={self.rows})"

@@ -15,7 +15,7 @@ from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedTarget
-from sparkdl.feed.ledger import DeliveryConflict, PartitionSlot
+from sparkdl.feed.ledger import DeliveryConflict, PartitionSlot, frame_digest
 from sparkdl.feed.server import FeedServer
 from sparkdl.feed.shares import balanced_shares
 from sparkdl.feed.wire import encode_batch
@@ -203,8 +203,18 @@ def test_rows_a_full_queue_refused_are_delivered_by_the_retry(secret):
         server.close()
 
 
+@pytest.mark.parametrize("row_bytes", [1, 3, 8, 24, 1 << 19])  # 1 << 19: a row per 512 KiB block of the digest
+def test_the_frame_digest_tells_the_same_rows_in_another_order_apart(row_bytes):
+    rows = [bytes([index % 251 + 1]) * row_bytes for index in range(6)]
+    frame = b"head" + b"".join(rows)
+    swapped = b"head" + b"".join([rows[0], rows[3], rows[2], rows[1], rows[4], rows[5]])
+    assert frame_digest(frame) == frame_digest(bytearray(frame)), "the same bytes, the same digest"
+    assert frame_digest(frame) != frame_digest(swapped)
+    assert frame_digest(frame) != frame_digest(frame + b"\0"), "a trailing zero byte counts"
+
+
 def test_a_slot_admits_only_frames_past_its_watermark_and_recognises_the_ones_it_holds():
-    slot, first, second = PartitionSlot(), b"a" * 16, b"b" * 16
+    slot, first, second = PartitionSlot(), b"a" * 8, b"b" * 8
     assert slot.admit(0, 10, first)
     slot.commit(0, 10, first)
     assert slot.admit(10, 4, second)

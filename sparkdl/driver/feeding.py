@@ -369,9 +369,10 @@ class ClusterFeeder:
         if "error" in outcome:
             error = outcome["error"]
             failure = task_failure(error)
-            # Unfeedable data is its own cause, raised at once; otherwise a lost node is the usual
-            # cause of a failed feed: wait briefly for its report.
-            if not failure.is_data_error and self._waits.failure(CAUSE_WAIT_S):
+            # Unfeedable data and a lost local checkpoint are their own causes, raised at once;
+            # otherwise a lost node is the usual cause of a failed feed: wait briefly for its report.
+            own_cause = failure.is_data_error or failure.lost_checkpoint
+            if not own_cause and self._waits.failure(CAUSE_WAIT_S):
                 raise self._node_failed(description) from error
             raise failure.as_feed_error(description) from error
         return outcome.get("value")

@@ -96,7 +96,8 @@ def stable_partitions(data: Data) -> Iterator[Data]:
       them once the checkpointed frame is garbage-collected.
 
     A local checkpoint lives on the executors: if one is lost (or removed by dynamic
-    allocation) before the last job, that job fails rather than silently recomputing.
+    allocation) before the last job, that job fails rather than silently recomputing, and
+    ``cluster.train`` raises a ``FeedError`` saying so and what to do (``spark_errors.py``).
     """
     if not isinstance(data, DataFrame):
         logger.debug("sparkdl: feeding an RDD: its partitions are used as they are")

@@ -81,12 +81,20 @@ class DataFeed:
         """
         if self.train_mode or self._training_run_next():
             session = self._reading_session()
-            columns, layout, count = self._read_run(session, TRAIN_SPLIT, batch_size) if session else ({}, None, 0)
-            plan = self._server.known_plan(self.qname_in, session) if session else None
-            if count and plan is not None and plan.bad_rows == "skip":
-                columns, count = self._skip_bad_rows(session, columns, layout.names, count)
-        else:
-            columns, layout, count = self._read_partition(batch_size)
+            return self._run_batch(session, batch_size) if session else self._as_batch({}, None, 0)
+        return self._as_batch(*self._read_partition(batch_size))
+
+    def _run_batch(self, session: int, batch_size: int):
+        """``next_batch`` within training run ``session``: up to ``batch_size`` of its training rows,
+        none once they are all read (it never moves on to the next run)."""
+        columns, layout, count = self._read_run(session, TRAIN_SPLIT, batch_size)
+        plan = self._server.known_plan(self.qname_in, session)
+        if count and plan is not None and plan.bad_rows == "skip":
+            columns, count = self._skip_bad_rows(session, columns, layout.names, count)
+        return self._as_batch(columns, layout, count)
+
+    def _as_batch(self, columns: Columns, layout: RowLayout | None, count: int):
+        """Rows read, as ``next_batch`` returns them (see its docstring)."""
         if self.input_mapping:
             return {
                 tensor: column_array(columns[column]) if column in columns else np.empty((0,))

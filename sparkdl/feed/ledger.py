@@ -4,26 +4,81 @@ Spark retries a failed feeding task, runs speculative copies of a slow one, and 
 partitions of a lost executor, so the rows of one partition can reach a node from several
 attempts, one after the other or at the same time, each starting from the partition's first row.
 A node numbers the rows each stream brings it (its position in the partition's rows for this
-node: the plan and the data are deterministic, so every attempt sends the same rows in the same
-order) and keeps, per ``(session, epoch, split, partition)``, a watermark: how many of them it
-has accepted. A frame's rows below the watermark were delivered already and are dropped; the
-rest are accepted and raise the watermark. Whichever attempt gets furthest delivers the rest,
+node) and keeps, per ``(session, epoch, split, partition)``, a watermark: how many of them it
+has accepted. A frame wholly below the watermark was delivered already and is dropped; a frame
+at the watermark is accepted and raises it. Whichever attempt gets furthest delivers the rest,
 so every row is queued (and cached) exactly once, in partition order, with no buffering.
+
+That is only right if every attempt sends the same rows in the same order, which Spark does not
+promise: a recomputed partition that came out of a shuffle (blocks of a cached DataFrame lost
+with their executor) holds the same rows in another order, and a non-deterministic source other
+rows. So the slot also keeps, for each frame it accepted, where it ends and a digest of its bytes
+(8 bytes a frame, computed on the receiving path only). The feeder cuts a partition into frames
+deterministically (the same rows give the same frames, byte for byte), so a frame of a later
+attempt that overlaps the accepted rows must be one of the accepted frames, with the same
+digest; any other frame there (rows in another order, other rows, other frame boundaries) is a
+``DeliveryConflict``, which the node turns into a rejection naming node, partition and attempt.
 
 Each slot has a lock that the receiving thread holds from admitting a frame until its rows are
 queued and cached: two attempts racing never interleave a partition's rows out of order (the
-epoch cache keeps them in partition order, which the reproducible shuffle relies on).
+epoch cache keeps them in partition order, which the reproducible shuffle relies on). The
+watermark rises only once the frame's rows are queued (``commit``): rows that could not be queued
+(the queue stayed full, the stream was dropped) are delivered by the next attempt.
 """
 
 from __future__ import annotations
 
 import threading
+from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..errors import DeliveryConflict as DeliveryConflict  # re-exported: the server catches it
 
 #: (qname, session, epoch, split, partition): one partition's rows of one epoch and split.
 SlotKey = tuple[str, int, int, str, int]
+#: Bytes kept per accepted frame to recognise it when another attempt sends it again.
+DIGEST_BYTES = 8
+
+_WORDS_PER_BLOCK = 1 << 16  # a frame is digested 512 KiB at a time
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+#: The seeded odd coefficients of the multilinear hash (a constant: read-only).
+_COEFFICIENTS = np.random.default_rng(0x5D1ED6E5).integers(0, 1 << 64, _WORDS_PER_BLOCK, np.uint64)
+_COEFFICIENTS |= np.uint64(1)
+_COEFFICIENTS.flags.writeable = False
+
+
+def _mix(value: int) -> int:
+    """SplitMix64's finaliser: a bijection of 64-bit integers that spreads every bit."""
+    value = (value ^ (value >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    value = (value ^ (value >> 27)) * 0x94D049BB133111EB & _MASK
+    return value ^ (value >> 31)
+
+
+def frame_digest(frame) -> bytes:
+    """A 64-bit digest of a received frame's bytes (what ``PartitionSlot.admit`` compares).
+
+    A multilinear hash modulo 2**64 (the frame's 64-bit words times seeded odd coefficients,
+    summed, 512 KiB blocks mixed with their index, the tail and the length mixed in): a checksum
+    against accidents, such as rows sent in another order, not against an adversary (feeders are
+    authenticated). It is numpy arithmetic over the frame (which releases the GIL while it
+    multiplies and sums a block), several times cheaper than a cryptographic hash.
+    """
+    view = memoryview(frame).cast("B")
+    size = len(view)
+    words = np.frombuffer(view, np.uint64, size // 8)
+    total = _mix(size)
+    for index, start in enumerate(range(0, len(words), _WORDS_PER_BLOCK)):
+        block = words[start : start + _WORDS_PER_BLOCK]
+        value = int((block * _COEFFICIENTS[: len(block)]).sum(dtype=np.uint64))
+        total = (total + _mix((value + (index + 1) * _GOLDEN) & _MASK)) & _MASK
+    tail = bytes(view[size - size % 8 :])
+    if tail:
+        total = (total + _mix(int.from_bytes(tail, "little") ^ _GOLDEN)) & _MASK
+    return total.to_bytes(DIGEST_BYTES, "little")
 
 
 @dataclass
@@ -33,20 +88,44 @@ class PartitionSlot:
     accepted: int = 0  # rows accepted so far (the watermark)
     closed: bool = False  # the run was read in full: a late attempt's rows are all surplus
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _ends: array = field(default_factory=lambda: array("q"))  # where each accepted frame ends, in order
+    _digests: bytearray = field(default_factory=bytearray)  # each accepted frame's digest, in the same order
 
-    def admit(self, position: int, rows: int) -> tuple[int, int]:
-        """Of a frame holding the stream's rows ``[position, position + rows)``, the range
-        ``(start, stop)`` relative to the frame that is new to this node (empty when it has them all).
-        Call with ``lock`` held."""
-        if self.closed:
-            return rows, rows
+    def admit(self, position: int, rows: int, digest: bytes) -> bool:
+        """Whether a frame holding the stream's rows ``[position, position + rows)`` (with
+        ``digest``, ``frame_digest`` of its bytes) is new to this node; if so, queue its rows and
+        then ``commit`` it. False for a frame that was delivered already (it is dropped).
+        Raises ``DeliveryConflict`` for a frame that does not match what was delivered where it
+        overlaps. Call with ``lock`` held."""
+        if self.closed or rows == 0:
+            return False
         if position > self.accepted:  # an attempt cannot skip rows: its stream starts at the first
             raise DeliveryConflict(f"rows from position {position} arrived, but only {self.accepted} were accepted")
-        start = self.accepted - position
-        if start >= rows:
-            return rows, rows
+        if position == self.accepted:
+            return True
+        if not self._delivered(position, position + rows, digest):
+            raise DeliveryConflict(
+                f"its rows {position}..{position + rows - 1} are not the rows delivered there (another order, "
+                "other rows, or other frames)"
+            )
+        return False
+
+    def commit(self, position: int, rows: int, digest: bytes) -> None:
+        """Count a frame that ``admit`` found new as accepted, once its rows are queued. Call with ``lock`` held."""
+        if len(digest) != DIGEST_BYTES:
+            raise ValueError(f"a frame digest has {DIGEST_BYTES} bytes, not {len(digest)}")
+        self._ends.append(position + rows)
+        self._digests += digest
         self.accepted = position + rows
-        return start, rows
+
+    def _delivered(self, start: int, stop: int, digest: bytes) -> bool:
+        """Whether ``[start, stop)`` with ``digest`` is one of the accepted frames."""
+        index = bisect_left(self._ends, stop)
+        if index == len(self._ends) or self._ends[index] != stop:
+            return False
+        if (self._ends[index - 1] if index else 0) != start:
+            return False
+        return self._digests[index * DIGEST_BYTES : (index + 1) * DIGEST_BYTES] == digest
 
     def finish(self, attempt: int, rows: int) -> None:
         """Check an attempt's stream that ended with ``rows`` rows in all (its ``Done``): fewer

@@ -45,8 +45,10 @@ class MicroBatch:
         return self._feed.as_dataset(batch_size, features, label, shapes, **options)
 
     def next_batch(self, batch_size: int):
-        """Up to ``batch_size`` rows of this micro-batch (fewer at its end): ``DataFeed.next_batch``."""
-        return self._feed.next_batch(batch_size)
+        """Up to ``batch_size`` rows of this micro-batch, as ``DataFeed.next_batch`` returns them: fewer
+        at its end, then empty batches (``[]``, or zero-length arrays with ``input_mapping``); it never
+        reads past the micro-batch. Empty too once the batch was cut short (a later run's rows came)."""
+        return self._feed._run_batch(self._plan.session, batch_size)
 
     def __repr__(self) -> str:
         return f"MicroBatch(batch_id={self.batch_id}, rows={self.rows})"
@@ -71,16 +73,20 @@ def read_micro_batches(feed: DataFeed, checkpoint=None) -> Iterator[MicroBatch]:
                 "stream: read cluster.train's data with feed.as_dataset or next_batch"
             )
         new = position is None or plan.batch_id > position
+        trained = False
         if new and _rows_arrive(server, qname, plan):
+            if checkpoint is not None:
+                checkpoint.before_batch()
+            trained = True
             yield MicroBatch(feed, plan)
         complete = _drain(feed, plan)  # reads what the loop body left (it broke off, or skipped the batch)
         feed._session = plan.session + 1
         if not complete:
             # The driver gave the batch up (its query failed) or the feed ended: the model may hold part
             # of it, which no checkpoint may record. Spark replays the batch when its query restarts.
-            logger.warning("micro-batch %d was cut short; the model goes back to its last checkpoint", plan.batch_id)
-            if checkpoint is not None:
-                checkpoint.restore_last()
+            logger.warning("micro-batch %d was cut short; the model goes back to its state before it", plan.batch_id)
+            if checkpoint is not None and trained:
+                checkpoint.roll_back()
             if server.ended:
                 return
             continue

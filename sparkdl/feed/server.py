@@ -29,11 +29,11 @@ from ..transport.channel import Channel, ChannelError, ChannelServer, ChannelTim
 from .cache import RunCache
 from .columns import FeedDataError, batch_to_columns, check_rows, data_names
 from .elements import RowLayout
-from .ledger import DeliveryConflict, DeliveryLedger
+from .ledger import DeliveryConflict, DeliveryLedger, frame_digest
 from .queues import END, END_PARTITION, BoundedQueue, Chunk, copy_rows, describe_kind, same_kind, wait_with_heartbeat
 from .session import RunState
 from .streams import FIRST_MESSAGE_TIMEOUT_S, InferenceStream, send_notice, stream_timeout
-from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch, encode_batch
+from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch
 
 logger = logging.getLogger(__name__)
 
@@ -367,8 +367,10 @@ class FeedServer:
         """Queue (and, in epoch 1, cache) a training stream's rows that this node does not hold yet.
 
         Rows are numbered by their position in the stream; the partition's slot in the ledger
-        (``ledger.py``) admits only rows past what an earlier or concurrent attempt delivered, so
-        a retried or speculative feeding task adds no row twice and delivers the ones missing.
+        (``ledger.py``) admits only frames past what an earlier or concurrent attempt delivered, so
+        a retried or speculative feeding task adds no row twice and delivers the ones missing; a
+        frame that overlaps the delivered rows must be the frame delivered there (same rows, same
+        order), else the attempt is rejected.
         """
         qname, session, split = message.qname, message.session, message.split
         with self._cond:
@@ -411,36 +413,38 @@ class FeedServer:
                 channel.send(protocol.Rejected(str(exc)).wire())
                 self._drain(channel)
                 return
+            digest = frame_digest(frame)
             with slot.lock:  # held until the rows are queued: a racing attempt waits, in order
                 try:
-                    start, stop = slot.admit(position, batch.num_rows)
+                    new = slot.admit(position, batch.num_rows, digest)
                 except DeliveryConflict as exc:
                     channel.send(protocol.Rejected(self._conflict(message, exc)).wire())
                     self._drain(channel)
                     return
-                if start < stop:
-                    if start:  # part of the frame was delivered by another attempt
-                        batch = batch.slice(start)
-                        columns = {n: c[start:] for n, c in columns.items()}
-                        frame = encode_batch(batch)
-                    if cache is not None:
-                        cache.append(split, message.partition, frame, batch.num_rows)
+                if new:
                     if queue is not None:  # bounded; twice the feeder's own limit, so its clearer error comes first
                         queue.put(
                             Chunk(columns, names, batch.num_rows, session, layout=RowLayout.of(batch.schema)),
                             nbytes=len(frame),
                             timeout=2 * timeout,
                         )
+                    # accepted only once queued: rows a full queue refused are delivered by the next attempt
+                    slot.commit(position, batch.num_rows, digest)
+                    if cache is not None:
+                        cache.append(split, message.partition, frame, batch.num_rows)
                     with self._cond:  # several feeders may deliver at once
                         self.rows_received += batch.num_rows
-            position += stop
+            position += batch.num_rows
 
     def _conflict(self, message: protocol.Train, exc: DeliveryConflict) -> str:
         """A rejection naming the partition and attempt whose rows differ from an earlier attempt's."""
         return (
             f"partition {message.partition}, attempt {message.attempt} (training run {message.session}, epoch "
             f"{message.epoch + 1}, {message.split}) does not match the rows an earlier attempt delivered: {exc}. The "
-            "data is not deterministic between Spark tasks: cache() or checkpoint() it before cluster.train()."
+            "data differs between Spark task attempts (a partition recomputed out of a shuffle, e.g. a cached "
+            "DataFrame whose blocks were lost with an executor, comes back in another order): give each partition "
+            "a fixed order (sortWithinPartitions on a unique key), or checkpoint() the data to reliable storage, "
+            "before cluster.train()."
         )
 
     def _receive(

@@ -40,6 +40,11 @@ class StreamCheckpoint:
         self.restored_from = self.restore_last()
         target = directory if is_chief else os.path.join(scratch_dir, "stream-checkpoint")
         self._manager = tf.train.CheckpointManager(self._checkpoint, target, max_to_keep=max_to_keep)
+        # Whether a checkpoint holds the state the next micro-batch starts from (the same on every node:
+        # they restore the same one and save together), and where that state is kept while none does.
+        self._in_checkpoint = self.restored_from is not None
+        self._before_first = os.path.join(scratch_dir, "before-first-batch", "state")
+        self._kept: str | None = None
 
     def restore_last(self) -> str | None:
         """Restore the newest checkpoint in ``directory`` (the chief's), if any; returns its path."""
@@ -60,4 +65,24 @@ class StreamCheckpoint:
     def save(self, batch_id: int) -> str:
         """Save the state as holding every micro-batch up to ``batch_id``; returns the checkpoint path."""
         self._batch.assign(int(batch_id))
-        return self._manager.save(checkpoint_number=int(batch_id))
+        path = self._manager.save(checkpoint_number=int(batch_id))
+        self._in_checkpoint = True
+        return path
+
+    def before_batch(self) -> None:
+        """Keep the state a micro-batch starts from, so that :meth:`roll_back` can return to it.
+
+        Once a checkpoint holds it (one was restored or saved) there is nothing to do. Before the
+        first one, the state is written to this node's scratch directory (every node calls this at
+        the same point, as it calls ``save``). ``feed.micro_batches`` calls it before each batch."""
+        if not self._in_checkpoint:
+            self._kept = self._checkpoint.write(self._before_first)
+
+    def roll_back(self) -> None:
+        """Return to the state before the current micro-batch (one cut short, which no checkpoint may
+        hold): the newest checkpoint, or before the first one the state :meth:`before_batch` kept.
+        Variables the cut-short batch created (an optimizer's slots, on its first step) keep their values."""
+        if self._in_checkpoint:
+            self.restore_last()
+        elif self._kept is not None:
+            self._checkpoint.read(self._kept).expect_partial()

@@ -21,6 +21,12 @@ def record_orders_and_executor(args, ctx):
     feed_fns.record_epoch_orders(args, ctx)
 
 
+def count_feed_noting_executor(args, ctx):
+    """Say which Spark executor hosts this node, then read the feed until it ends (``feed_functions.count_feed``)."""
+    write_whole(Path(args["out"], f"executor-node{ctx.executor_id}"), os.path.basename(os.getcwd()))
+    feed_fns.count_feed(args, ctx)
+
+
 def _feeding() -> bool:
     """Whether this task feeds nodes (the row-count job reads the source too, and must not fail)."""
     from pyspark import TaskContext
@@ -101,3 +107,43 @@ def straggling_once(out: str):
             yield ([float(row % 7), 1.0], float(row))
 
     return rows
+
+
+def reordered_on_retry(marker: str):
+    """A source whose partition 1 comes back in another order on each attempt (as a recomputed shuffle
+    output may), its attempt 0 failing part-way in the feeding job (once: ``marker`` remembers it)."""
+
+    def rows(index, _):
+        from pyspark import TaskContext
+
+        size, attempt = ROWS // PARTITIONS, TaskContext.get().attemptNumber()
+        labels = list(range(index * size, (index + 1) * size))
+        if index == 1 and attempt:
+            labels = labels[attempt:] + labels[:attempt]  # the same rows, rotated by the attempt number
+        for seen, row in enumerate(labels):
+            failing_once(marker, index, seen)
+            yield ([float(row % 7), 1.0], float(row))
+
+    return rows
+
+
+def features_stalling_in_epoch_two(marker: str, released: str):
+    """A ``mapInPandas`` function adding ``x`` and ``y`` to ``id`` rows; the first feeding task of the
+    training split's epoch 2 that gets rows stops after its first frame and waits (bounded) to be released."""
+
+    def add_features(frames):
+        from pyspark import TaskContext
+
+        description = TaskContext.get().getLocalProperty("spark.job.description") or ""
+        stall = "sparkdl: feed epoch 2/" in description
+        for frame in frames:
+            yield frame.assign(x=[[float(v % 7), 1.0] for v in frame["id"]], y=frame["id"].astype("float64"))[
+                ["x", "y"]
+            ]
+            if stall and not os.path.exists(marker):
+                Path(marker).write_text(os.path.basename(os.getcwd()))
+                deadline = time.monotonic() + 120
+                while not os.path.exists(released) and time.monotonic() < deadline:
+                    time.sleep(0.2)  # the test kills the executor without a node meanwhile
+
+    return add_features

@@ -1,6 +1,8 @@
 """Exactly-once training data through Spark's normal life, on real multi-executor Spark: a feeding
-task that fails part-way and is retried (RDD and DataFrame sources), an executor without a node
-killed during epoch 1, and the same seed giving the same row orders on two clusters.
+task that fails part-way and is retried (RDD and DataFrame sources), a retry that sends the rows in
+another order (refused), an executor without a node killed during epoch 1 (it costs only time) or
+after its pinned blocks of a shuffled frame were stored (train fails, naming the cause), and the
+same seed giving the same row orders on two clusters.
 
 Every row carries its id (its label), and each node records what it read in each epoch: every
 epoch must hold exactly the node's planned share (cache=True, 3 epochs, shuffle=True), not one
@@ -10,12 +12,13 @@ row more or less. Speculative copies are covered over real sockets in test_exact
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from sparkdl import TFCluster
+from sparkdl import FeedError, TFCluster
 
 import exactly_once_functions as ef
 import netns_cluster
@@ -78,6 +81,85 @@ def test_retried_feeding_tasks_deliver_every_row_once_and_seeds_repeat_across_cl
         assert runs_again[node][0][1:] == frame_run[1:], "same seed and data: the same orders in epochs 2..N"
         assert runs_again[node][1] == deterministic_run, "deterministic=True: epoch 1 too"
         assert len({tuple(epoch) for epoch in deterministic_run}) == EPOCHS, "still a new order every epoch"
+
+
+def test_a_retry_that_sends_a_partition_in_another_order_fails_naming_node_partition_and_attempt(sc2, tmp_path):
+    """Issue 40 item 3: partition 1's rows come in another order on every attempt, and attempt 0 fails
+    after 1,200 rows (1,024 of them sent). The retries are refused (never a row twice, or missed), and
+    train raises FeedDataError naming the node, the partition and the attempt."""
+    from sparkdl.feed.columns import FeedDataError
+
+    marker = tmp_path / "failed"
+    cluster = TFCluster.run(sc2, ef.record_orders_and_executor, {"out": str(tmp_path), "runs": 1}, 2, input_mode=SPARK)
+    source = sc2.parallelize(range(ef.PARTITIONS), ef.PARTITIONS).mapPartitionsWithIndex(
+        ef.reordered_on_retry(str(marker))
+    )
+    with pytest.raises(FeedDataError, match=r"node \w+:[01] rejected partition 1 \(attempt [1-9]\).* not the rows"):
+        cluster.train(source, num_epochs=1)
+    cluster.shutdown(timeout=120)
+    assert marker.exists(), "attempt 0 failed part-way"
+    for node, runs in enumerate(node_runs(tmp_path)):
+        labels = runs[0][0]
+        assert len(labels) == len(set(labels)), f"node {node} read a row twice"
+
+
+@pytest.mark.stops_spark  # runs last among the sc2 tests: the Spark it leaves short of an executor is stopped
+def test_a_shuffled_frame_whose_pinned_blocks_are_lost_in_a_later_epoch_fails_naming_the_cause(
+    sc2, spark_holder, tmp_path
+):
+    """Issue 40 item 11: sparkdl pins a DataFrame that comes out of a shuffle with a local checkpoint,
+    whose blocks live on the executors. The executor without a node is lost in epoch 2 (cache off, so
+    every epoch reads the pinned validation frame again): Spark cannot read its blocks again, and
+    train fails, saying so and what to do."""
+    try:
+        _lose_pinned_blocks(sc2, tmp_path)
+    finally:
+        spark_holder.stop()  # Spark does not replace an executor it was told to kill
+
+
+def _lose_pinned_blocks(sc2, tmp_path):
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()
+    cluster = TFCluster.run(sc2, ef.count_feed_noting_executor, {"out": str(tmp_path)}, 1, input_mode=SPARK)
+    assert wait_for_file(str(tmp_path / "executor-node0"), 120)
+    (victim,) = {"0", "1"} - {(tmp_path / "executor-node0").read_text()}
+    stalled, released = tmp_path / "stalled", tmp_path / "released"
+    features = ef.features_stalling_in_epoch_two(str(stalled), str(released))  # stalls in training epoch 2 only
+    data = spark.range(0, 2000, numPartitions=2).mapInPandas(features, "x array<double>, y double")
+    # Out of a shuffle: pinned; its row count stores its 8 partitions on both executors.
+    validation = spark.range(0, 800, numPartitions=2).repartition(8).mapInPandas(features, "x array<double>, y double")
+    outcome: dict = {}
+
+    def train() -> None:
+        try:
+            cluster.train(data, validation_data=validation, num_epochs=2, cache=False)
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            outcome["error"] = exc
+        finally:
+            released.touch()
+
+    trainer = threading.Thread(target=train, daemon=True)
+    trainer.start()
+    try:
+        deadline = time.monotonic() + 180
+        while not stalled.exists() and trainer.is_alive() and time.monotonic() < deadline:
+            trainer.join(0.5)  # wakes when train returns, else polls the marker
+        assert stalled.exists(), f"no feeding task of epoch 2 ran: {outcome.get('error')!r}"
+        assert sc2._jsc.sc().killExecutor(victim), f"Spark refused to kill executor {victim}"
+        released.touch()
+        trainer.join(300)
+        assert not trainer.is_alive(), "cluster.train did not return after the executor was lost"
+    finally:
+        released.touch()
+    cluster.shutdown(timeout=120)
+    error = outcome.get("error")
+    assert isinstance(error, FeedError), (
+        f"train cannot feed epoch 2's validation rows (their blocks are lost): {error!r}"
+    )
+    message = str(error)
+    assert message.startswith("sparkdl: feed validation epoch 2/2 to 1 TF nodes failed: an executor that held blocks")
+    assert "df.persist(StorageLevel.MEMORY_AND_DISK_2)" in message and "Checkpoint block rdd_" in message
 
 
 @pytest.mark.stops_spark  # runs last among the sc3 tests: the Spark it leaves short of an executor is stopped

@@ -99,6 +99,12 @@ class HoldingCheckpoint:
     def restore_last(self):
         return self._checkpoint.restore_last()
 
+    def before_batch(self):
+        self._checkpoint.before_batch()
+
+    def roll_back(self):
+        self._checkpoint.roll_back()
+
     def save(self, batch_id: int) -> str:
         path = self._checkpoint.save(batch_id)
         if batch_id == self._hold:
@@ -156,5 +162,29 @@ def flaky_rows(marker: str, fail_after: int, frame_rows: int):
                 part = frame.iloc[start : start + frame_rows]
                 seen += len(part)
                 yield part
+
+    return passing
+
+
+def failing_while(flag: str, fail_after: int):
+    """A ``mapInPandas`` function that passes frames through and, while ``flag`` exists, fails the
+    feeding tasks: the first attempt once it has passed ``fail_after`` rows, its retries at once, so
+    the micro-batch's query fails part-way. It raises FeedDataError (data the feed cannot take) so
+    that the driver gives the batch up at once instead of first waiting for a node to report a cause."""
+
+    def passing(frames):
+        from pyspark import TaskContext
+
+        from sparkdl.errors import FeedDataError
+
+        task = TaskContext.get()
+        feeding = "sparkdl: feed" in (task.getLocalProperty("spark.job.description") or "")
+        limit = fail_after if task.attemptNumber() == 0 else 0
+        seen = 0
+        for frame in frames:
+            if feeding and seen >= limit and os.path.exists(flag):
+                raise FeedDataError(f"failing source: failed after {seen} rows, as the test asked")
+            seen += len(frame)
+            yield frame
 
     return passing

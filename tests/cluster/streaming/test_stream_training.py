@@ -104,6 +104,42 @@ def test_a_micro_batch_whose_feeding_task_fails_part_way_is_trained_once(sc2, sp
     assert events[-1]["event"] == "end" and events[-1]["seen"] == [1] * 4000  # every id trained once
 
 
+def test_a_first_micro_batch_cut_short_is_rolled_back_before_its_replay(sc2, spark, tmp_path):
+    """Issue 40 item 4: micro-batch 0's query fails part-way (its feeding task fails after 3,000 of 4,000
+    rows, its retries at once), so the node trained part of it; the restarted query replays it. No
+    checkpoint existed yet to roll back to, so the saved model held batch 0's first rows twice; the
+    node now goes back to its state before the batch."""
+    source, out, failing = tmp_path / "source", tmp_path / "out", tmp_path / "failing"
+    source.mkdir(), out.mkdir()
+    write_file(source, "part-0.json", range(4000))
+    failing.touch()
+    args = {"out": str(out), "ids": 4000, "model_dir": str(tmp_path / "model")}
+    cluster = TFCluster.run(sc2, sf.counting_stream, args, 1, input_mode=SPARK)
+    # Frames of 500 rows: Spark's 64 KiB stream buffer passes some to the feeding task before the failure.
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+    try:
+        for run in range(2):
+            flaky = stream_of(spark, source).mapInPandas(sf.failing_while(str(failing), 3000), SCHEMA)
+            stream = cluster.train_stream(flaky, str(tmp_path / "query"))
+            if run == 0:
+                with pytest.raises(FeedDataError, match="micro-batch 0: .*failing source"):
+                    stream.awaitTermination(240)
+                failing.unlink()
+            else:
+                stream.processAllAvailable()
+                stream.stop()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    cluster.shutdown(timeout=120)
+    events = sf.read_events(out)[0]
+    trained = [e for e in events if e["event"] == "trained"]
+    assert [e["batch"] for e in trained] == [0, 0]
+    assert 0 < len(trained[0]["ids"]) < 4000 and len(trained[1]["ids"]) == 4000, "cut short, then replayed whole"
+    assert trained[1]["iterations"] == 1, "the replay started from the state before the batch"
+    assert events[-1]["event"] == "end" and events[-1]["batch"] == 0
+    assert events[-1]["seen"] == [1] * 4000, "the saved model holds every row of batch 0 once"
+
+
 def test_nodes_that_end_their_feed_stop_the_query_quietly_leaving_the_batch_uncommitted(sc2, spark, tmp_path):
     source, out = tmp_path / "source", tmp_path / "out"
     source.mkdir(), out.mkdir()

@@ -187,3 +187,40 @@ def test_a_python_task_s_failure_is_read_from_spark_s_condition_and_message_para
     assert failure.condition == "PYTHON_EXCEPTION" and failure.python_class == "FeedDataError"
     assert failure.message.startswith("partition 3 had 5 rows")
     assert type(failure.as_feed_error("feed")) is FeedDataError
+
+
+class _JavaException:
+    """A JVM exception as py4j shows it, reduced to what ``task_failure`` reads (a stand-in: the real
+    chain needs a JVM; ``test_exactly_once.py`` meets it when an executor holding a local checkpoint is lost)."""
+
+    def __init__(self, message, cause=None, condition=None):
+        self._message, self._cause, self._condition = message, cause, condition
+
+    def getMessage(self):  # noqa: N802 - Java's name
+        return self._message
+
+    def getCause(self):  # noqa: N802 - Java's name
+        return self._cause
+
+    def getCondition(self):  # noqa: N802 - Spark's name
+        return self._condition
+
+
+class _Py4JJavaError(Exception):
+    def __init__(self, java_exception):
+        super().__init__("An error occurred while calling o614.collectToPython.\n: ...")
+        self.java_exception = java_exception
+
+
+def test_a_jvm_failure_is_read_from_its_causes_and_a_lost_local_checkpoint_is_named():
+    lost = _JavaException(
+        "[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_9_1 not found! Either the executor...",
+        condition="CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND",
+    )
+    failure = task_failure(_Py4JJavaError(_JavaException("Job aborted due to stage failure: ...\nstack", lost)))
+    assert failure.jvm_conditions == ("CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND",) and failure.lost_checkpoint
+    assert failure.message.startswith("[CHECKPOINT_RDD_BLOCK_ID_NOT_FOUND] Checkpoint block rdd_9_1 not found")
+    error = failure.as_feed_error("sparkdl: feed epoch 2/3")
+    assert type(error) is FeedError and "an executor that held blocks of a local checkpoint is gone" in str(error)
+    other = task_failure(_Py4JJavaError(_JavaException("Job aborted due to stage failure: disk full\nstack")))
+    assert other.message == "Job aborted due to stage failure: disk full" and not other.lost_checkpoint

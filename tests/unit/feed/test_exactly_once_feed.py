@@ -9,14 +9,16 @@ import threading
 import numpy as np
 import pyarrow as pa
 import pytest
+from feed_servers import Worker
 
 from sparkdl.feed import feeder
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedTarget
-from sparkdl.feed.ledger import DeliveryConflict, PartitionSlot
+from sparkdl.feed.ledger import DeliveryConflict, PartitionSlot, frame_digest
 from sparkdl.feed.server import FeedServer
 from sparkdl.feed.shares import balanced_shares
+from sparkdl.feed.wire import encode_batch
 from sparkdl.transport import protocol
 from sparkdl.transport.channel import Endpoint, connect, new_secret
 
@@ -142,16 +144,96 @@ def test_an_attempt_whose_rows_differ_fails_naming_node_partition_and_attempt(se
         feed(secret, nodes, short_plan, (b for b in batches() if b["id"][0].as_py() < 2000), attempt=2)
 
 
-def test_a_slot_admits_only_rows_past_its_watermark():
-    slot = PartitionSlot()
-    assert slot.admit(0, 10) == (0, 10)
-    assert slot.admit(0, 4) == (4, 4), "a retry's first rows were delivered already"
-    assert slot.admit(4, 10) == (6, 10), "the retry's frame straddles the watermark: only its tail is new"
+def reordered_batches(seed: int):
+    """The partition's rows (the same ids as ``batches``) in another order: a recomputed shuffle output."""
+    ids = np.random.default_rng(seed).permutation(ROWS)
+    for start in range(0, ROWS, BATCH_ROWS):
+        yield pa.RecordBatch.from_pydict({"id": ids[start : start + BATCH_ROWS]})
+
+
+def test_a_retry_sending_the_same_rows_in_another_order_fails_naming_node_partition_and_attempt(secret, nodes):
+    """Issue 40 item 3: attempt 0 sends 3,000 of 5,000 rows and fails; attempt 1 sends the same rows in
+    another order. Comparing positions only, the nodes read 5,000 rows of which 1,198 twice and 1,198
+    never; now the retry is refused before it adds a row, naming node, partition and attempt."""
+    plan = balanced_shares([ROWS], NODES)
+    send_plans(secret, nodes, plan)
+    with pytest.raises(FlakySource):
+        feed(secret, nodes, plan, batches(fail_after=3000), attempt=0)
+    delivered = [server.rows_received for server in nodes]
+    with pytest.raises(
+        FeedDataError, match=r"node worker:0 rejected partition 0 \(attempt 1\): .*attempt 1.* rows 0\.\."
+    ):
+        feed(secret, nodes, plan, reordered_batches(seed=1), attempt=1)
+    assert [server.rows_received for server in nodes] == delivered, "the reordered retry added no row"
+    for index, server in enumerate(nodes):
+        got = DataFeed(server, feed_timeout=10).next_batch(delivered[index])
+        ids = [int(row[0]) for row in got]
+        assert len(set(ids)) == len(ids) == delivered[index] and set(ids) <= set(planned_share(plan, index))
+
+
+def stream_by_hand(server, secret, frames, attempt: int, limit: float) -> protocol.Message:
+    """Send ``frames`` as a feeding task's training stream of partition 0 (stream limit ``limit``),
+    then its ``Done``; the node's reply."""
+    with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
+        channel.send(protocol.Train(session=1, timeout=limit, attempt=attempt).wire())
+        for frame in frames:
+            channel.send_bytes(frame)  # small frames: the socket's buffers take them all
+        channel.send(protocol.Done(ROWS).wire())
+        return protocol.parse(channel.recv(30), protocol.Ack, protocol.Dropped)
+
+
+def test_rows_a_full_queue_refused_are_delivered_by_the_retry(secret):
+    """Issue 40 item 11: a frame admitted by the watermark whose queue.put then timed out (nobody read
+    the queue) was counted as delivered, so the retry skipped it and its rows were lost. The watermark
+    now rises only once the rows are queued."""
+    server = FeedServer(secret, "127.0.0.1", max_queue_bytes=1, endpoint=Endpoint.feed("exactly-once", 0))
+    try:
+        send_plans(secret, [server], balanced_shares([ROWS], 1))
+        frames = [encode_batch(batch) for batch in batches()]
+        # Attempt 0 with a stream limit of 0.2 s: the node waits 0.4 s for queue space, then drops it.
+        dropped = stream_by_hand(server, secret, frames, attempt=0, limit=0.2)
+        assert isinstance(dropped, protocol.Dropped) and "read none of the queued rows" in dropped.message
+        assert server.rows_received == BATCH_ROWS, "the queue took one frame; the second timed out"
+        reader = Worker(lambda: DataFeed(server, feed_timeout=10).next_batch(ROWS))
+        assert stream_by_hand(server, secret, frames, attempt=1, limit=10) == protocol.Ack(ROWS)
+        assert sorted(int(row[0]) for row in reader.outcome(30)) == list(range(ROWS))
+        assert server.rows_received == ROWS
+    finally:
+        server.terminated.set()
+        server.close()
+
+
+@pytest.mark.parametrize("row_bytes", [1, 3, 8, 24, 1 << 19])  # 1 << 19: a row per 512 KiB block of the digest
+def test_the_frame_digest_tells_the_same_rows_in_another_order_apart(row_bytes):
+    rows = [bytes([index % 251 + 1]) * row_bytes for index in range(6)]
+    frame = b"head" + b"".join(rows)
+    swapped = b"head" + b"".join([rows[0], rows[3], rows[2], rows[1], rows[4], rows[5]])
+    assert frame_digest(frame) == frame_digest(bytearray(frame)), "the same bytes, the same digest"
+    assert frame_digest(frame) != frame_digest(swapped)
+    assert frame_digest(frame) != frame_digest(frame + b"\0"), "a trailing zero byte counts"
+
+
+def test_a_slot_admits_only_frames_past_its_watermark_and_recognises_the_ones_it_holds():
+    slot, first, second = PartitionSlot(), b"a" * 8, b"b" * 8
+    assert slot.admit(0, 10, first)
+    slot.commit(0, 10, first)
+    assert slot.admit(10, 4, second)
+    slot.commit(10, 4, second)
     assert slot.accepted == 14
+    assert not slot.admit(0, 10, first), "a retry's first frame was delivered already"
+    assert not slot.admit(10, 4, second)
+    with pytest.raises(DeliveryConflict, match="rows 0..9 are not the rows delivered there"):
+        slot.admit(0, 10, second)  # the same positions, other rows (or the same rows in another order)
+    with pytest.raises(DeliveryConflict, match="rows 4..13"):
+        slot.admit(4, 10, first)  # a frame straddling the delivered ones: cut another way, so other data
+    with pytest.raises(DeliveryConflict, match="rows 10..19"):
+        slot.admit(10, 10, second)  # it overlaps the watermark: its first rows were delivered in another frame
+    assert not slot.admit(14, 0, first), "an empty frame adds nothing"
     with pytest.raises(DeliveryConflict):
-        slot.admit(20, 5)  # a stream never skips rows
+        slot.admit(20, 5, first)  # a stream never skips rows
     with pytest.raises(DeliveryConflict, match="attempt 3 sent 12 rows"):
         slot.finish(3, 12)
+    assert slot.admit(14, 3, first) and slot.accepted == 14, "admitting is not accepting: commit is"
 
 
 def test_empty_results_for_an_empty_batch_are_accepted(nodes):

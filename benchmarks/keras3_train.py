@@ -40,7 +40,9 @@ def build_and_fit(tf, dataset, epochs: int, steps: int | None, callbacks=()) -> 
         )
         model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     started = time.perf_counter()
-    history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps, callbacks=list(callbacks), verbose=0)
+    history = model.fit(
+        dataset, epochs=epochs, steps_per_epoch=steps, callbacks=list(callbacks), verbose=0, shuffle=False
+    )
     return time.perf_counter() - started, history
 
 
@@ -75,14 +77,29 @@ def in_memory(rows: int, epochs: int, batch: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def data(rows: int):
-    """``rows`` rows of 784 float32 in [0, 1) and a digit label (seeded)."""
+def data(rows: int, seed: int = 0):
+    """``rows`` rows of 784 float32 in [0, 1) and a digit label, the argmax of the first 10 values (seeded)."""
     import numpy as np
 
-    rng = np.random.default_rng(0)
-    x = rng.random((rows, WIDTH), dtype=np.float32)
-    y = (x[:, :10].argmax(axis=1)).astype("int64")
-    return x, y
+    x = np.random.default_rng(seed).random((rows, WIDTH), dtype=np.float32)
+    return x, x[:, :CLASSES].argmax(axis=1).astype("int64")
+
+
+def make_frame(spark, rows: int, partitions: int):
+    """The same kind of rows as :func:`data`, generated inside the executors (no driver data)."""
+    import numpy as np
+    import pyarrow as pa
+
+    def generate(batches):
+        for batch in batches:
+            ids = batch.column(0).to_numpy()
+            x, y = data(len(ids), int(ids[0]) if len(ids) else 0)
+            offsets = pa.array(np.arange(0, x.size + 1, WIDTH, dtype=np.int32))
+            yield pa.RecordBatch.from_arrays(
+                [pa.ListArray.from_arrays(offsets, pa.array(x.reshape(-1))), pa.array(y)], names=["x", "y"]
+            )
+
+    return spark.range(0, rows, numPartitions=partitions).mapInArrow(generate, "x array<float>, y long")
 
 
 def on_cluster(sc, frame, keras: str, epochs: int, batch: int) -> dict:
@@ -115,16 +132,13 @@ def main(argv=None) -> None:
     from pyspark.sql import SparkSession
 
     os.environ.pop("TF_USE_LEGACY_KERAS", None)  # the driver's choice would reach the nodes
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # executors run this interpreter (sparkdl, TensorFlow)
     here = str(Path(__file__).resolve().parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     master = "local-cluster[2,1,1024]"
     spark = SparkSession.builder.master(master).appName("keras3-train-bench").getOrCreate()
     sc = spark.sparkContext
-    x, y = data(opts.rows)
-    frame = spark.createDataFrame(
-        [(row.tolist(), int(label)) for row, label in zip(x, y)], "x array<float>, y long"
-    ).repartition(opts.partitions)
-    frame = frame.cache()
+    frame = make_frame(spark, opts.rows, opts.partitions).cache()
     frame.count()
     samples: dict[str, list[dict]] = {"keras3": [], "tf-keras": [], "in_memory": []}
     for run in range(opts.runs):

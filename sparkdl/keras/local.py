@@ -53,7 +53,14 @@ def train_locally(job: TrainingJob, train_df, validation_df) -> dict:
         if validation_columns is not None:
             validation = tf.data.Dataset.from_tensor_slices(validation_columns).batch(run.batch_size).map(to_keras)
         keeper, callbacks = training.run_callbacks(keras, run, chief=True)
-        model.fit(train, validation_data=validation, epochs=run.epochs, callbacks=callbacks, verbose=run.verbose)
+        model.fit(  # the dataset is shuffled above; Keras 3 would warn that its own shuffle cannot be
+            train,
+            validation_data=validation,
+            epochs=run.epochs,
+            callbacks=callbacks,
+            verbose=run.verbose,
+            shuffle=False,
+        )
         save_keras_file(model, run.paths.export_path)
         outcomes.append(training.finish(run, keeper, chief=True))
     return {"runs": outcomes}

@@ -71,6 +71,7 @@ def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int) ->
         steps_per_epoch=steps,
         callbacks=callbacks,
         verbose=run.verbose if ctx.is_chief else 0,
+        shuffle=False,  # the feed shuffles (cluster.train's shuffle); Keras 3 would warn it cannot
     )
     del train, validation
     _read_the_rest(feed, ctx, job.qname, session)

@@ -70,6 +70,7 @@ class FeedServer:
         self._runs: dict[tuple[str, int], RunState] = {}
         self._ledger = DeliveryLedger()  # which rows of each fed partition this node accepted (exactly once)
         self._ended = False
+        self._warned: set[str] = set()  # the notices this node gave the driver (each said once)
         self._cond = threading.Condition()
         self._inference_turn = threading.Lock()  # one inference partition at a time per node
         #: What each kind of stream does, by its first message.
@@ -107,6 +108,15 @@ class FeedServer:
                 if self._ended:
                     self._queues[key].put(END)
             return self._queues[key]
+
+    def warn_once(self, key: str, message: str) -> None:
+        """Say ``message`` in this node's log and the driver's, the first time ``key`` comes up."""
+        with self._cond:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        logger.warning("sparkdl: %s", message)
+        self.notify(protocol.NodeWarning(message))
 
     def plan(self, qname: str, session: int, timeout: float | None) -> protocol.TrainingPlan | None:
         """The plan of ``session`` on ``qname``, waiting (bounded) for the driver to send it;

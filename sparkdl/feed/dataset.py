@@ -151,6 +151,8 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
         left = rows_per_epoch
         if all_epochs:  # every epoch fed (after a resuming relaunch, those not completed)
             left = plan.total_rows(split) - feed._server.rows_read_of(feed.qname_in, session, split)
+        elif split == "train":  # Keras starts an epoch's iteration once the last epoch (and its validation) ended
+            feed._training_iteration_begins(session)
         checked = []  # each block's rows are checked before they count as read: a bad one fails cluster.train
 
         def check(columns, count):
@@ -158,7 +160,10 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
             checked.append(_check_block(readers, columns, count, skip, report))
 
         while left > 0:
-            columns, _, count = feed._read_run(session, split, min(rows_per_block, left), check)
+            # A block ends with its epoch: Keras ends the epoch (and validates) on it, while the next
+            # epoch's rows may wait on the driver, which waits for that validation.
+            in_epoch = rows_per_epoch - feed._server.rows_read_of(feed.qname_in, session, split) % rows_per_epoch
+            columns, _, count = feed._read_run(session, split, min(rows_per_block, left, in_epoch), check)
             if not count:
                 logger.warning("the feed ended %d rows before the end of the epoch", left)
                 return

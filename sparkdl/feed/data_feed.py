@@ -235,7 +235,10 @@ class DataFeed:
         divide), the same number of batches on every node, so ``model.fit(ds, epochs=E)`` under
         MultiWorkerMirroredStrategy never waits on a node that ran out. ``split="validation"``
         reads the ``validation_data`` given to ``cluster.train`` (once per iteration, so
-        ``model.fit(train_ds, validation_data=val_ds, epochs=E)`` works).
+        ``model.fit(train_ds, validation_data=val_ds, epochs=E)`` works). An epoch's validation rows
+        that are not read by the time it ends (Keras' ``validation_freq``) are dropped, so they never
+        hold up the feed: pass ``ctx.progress_callback()`` to ``fit``, which says when an epoch ends
+        (without it, a new iteration of a training dataset read one epoch per iteration says so).
 
         ``all_epochs=True`` (training split): one iteration yields every epoch the run has left,
         back to back, each epoch's batches as above; give Keras the epoch's length, ``model.fit(ds,

@@ -165,7 +165,7 @@ def test_validation_epochs_keras_skips_never_hold_up_the_feed_cache_on_or_off(sc
     the full queue until feed_timeout, attempt after attempt; now each node drops an epoch's unread
     validation rows once Keras is done with the epoch. Cache on (one iterator over all epochs,
     ctx.progress_callback says when an epoch ends), then off (a new iterator each epoch says it, no
-    callback): both calls return with every epoch."""
+    callback; the last epoch's rows wait for map_fun's end): both calls return with every epoch."""
 
     def frame(sizes, start):
         return spark.createDataFrame(labelled_rdd(sc2, sizes, start), "x array<float>, y double")

@@ -74,7 +74,8 @@ class ColumnReader:
         raise NotImplementedError
 
     def row_bytes(self) -> int:
-        """About how many bytes a row of this column takes as fed."""
+        """About how many bytes a row of this column takes as read (``as_dataset`` sizes its blocks
+        by it); as fed, unless the reader makes its rows larger (a Vector read dense)."""
         return max(1, nbytes(self.example) // max(1, row_count(self.example)))
 
     def key(self, part: str = "") -> str:
@@ -151,6 +152,15 @@ class VectorReader(ColumnReader):
             first = int(sizes[np.flatnonzero(sizes != self.size)[0]])
             problems.append(ar.Problem(sizes != self.size, f"a vector of size {first} in a column of size {self.size}"))
         return problems
+
+    def row_bytes(self) -> int:
+        """Bytes of a row as read: ``size`` values when dense (what each block is made), else its
+        coordinates as fed, so a block of a wide sparse Vector read dense is a batch or so, not a share."""
+        return self.size * self.dtype.itemsize if not self.sparse else self.fed_row_bytes()
+
+    def fed_row_bytes(self) -> int:
+        """Bytes of a row's coordinates as fed (Spark's Vector struct, only its non-zeros when sparse)."""
+        return super().row_bytes()
 
     def parts(self, column) -> dict[str, np.ndarray]:
         rows = ar.vector_rows(column)

@@ -243,7 +243,10 @@ class DataFeed:
         divide), the same number of batches on every node, so ``model.fit(ds, epochs=E)`` under
         MultiWorkerMirroredStrategy never waits on a node that ran out. ``split="validation"``
         reads the ``validation_data`` given to ``cluster.train`` (once per iteration, so
-        ``model.fit(train_ds, validation_data=val_ds, epochs=E)`` works).
+        ``model.fit(train_ds, validation_data=val_ds, epochs=E)`` works). An epoch's validation rows
+        that are not read by the time it ends (Keras' ``validation_freq``) are dropped, so they never
+        hold up the feed: pass ``ctx.progress_callback()`` to ``fit``, which says when an epoch ends
+        (without it, a new iteration of a training dataset read one epoch per iteration says so).
 
         ``all_epochs=True`` (training split): one iteration yields every epoch the run has left,
         back to back, each epoch's batches as above; give Keras the epoch's length, ``model.fit(ds,
@@ -377,7 +380,7 @@ class DataFeed:
                     wanted,
                 )
             else:
-                columns, piece_layout, got = self._from_queue(session, split, wanted)
+                columns, piece_layout, got = self._from_queue(session, split, wanted, epoch)
                 if not got:
                     break
             pieces.append(columns)
@@ -392,6 +395,17 @@ class DataFeed:
             self._server.count_read(self.qname_in, session, count, split)
         return columns, layout, count
 
+    def _training_iteration_begins(self, session: int) -> None:
+        """A new iteration of the training dataset begins (Keras: the next epoch, once the last one's
+        validation, if any, is over): validation rows of the epochs before it that were not read
+        never will be (``validation_freq``)."""
+        plan = self._server.known_plan(self.qname_in, session)
+        if plan is None or not plan.validation_rows or not plan.rows_per_epoch:
+            return
+        done = self._server.rows_read_of(self.qname_in, session) // plan.rows_per_epoch
+        if done:
+            self._server.skip_validation(self.qname_in, session, done)
+
     def _epoch_order(self, plan: protocol.TrainingPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
         """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""
         if not plan.shuffle or split != TRAIN_SPLIT:
@@ -401,8 +415,11 @@ class DataFeed:
             self._order = (key, epoch_order(rows, plan.seed, plan.node, epoch))
         return self._order[1]
 
-    def _from_queue(self, session: int, split: str, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
-        """Up to ``max_rows`` queued rows of ``split`` of run ``session`` (0 once the feed ended)."""
+    def _from_queue(
+        self, session: int, split: str, max_rows: int, epoch: int = 0
+    ) -> tuple[Columns, RowLayout | None, int]:
+        """Up to ``max_rows`` queued rows of ``split`` of run ``session`` (0 once the feed ended),
+        of its epoch ``epoch``: validation rows of an earlier epoch were skipped (``validation_freq``)."""
         queue = self._server.queue(self.qname_in, split)
         pieces: list[tuple[Chunk, int, int]] = []
         count = 0
@@ -417,6 +434,9 @@ class DataFeed:
                 continue
             if chunk.session != session:
                 break  # a later run's rows: this run has no more queued rows
+            if split == VALIDATION_SPLIT and chunk.epoch is not None and chunk.epoch < epoch:
+                self._chunks[split] = None  # the rest of an epoch whose validation was skipped
+                continue
             take = min(chunk.left, max_rows - count)
             pieces.append((chunk, chunk.offset, chunk.offset + take))
             chunk.offset += take

@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from ..arrow_rows import ORIGIN, describe_origin
+from ..arrow_rows import ORIGIN, describe_origin, vector_rows
 from ..column_readers import ColumnReader, ColumnSpecError, DenseReader, ImageReader, VectorReader, reader_for, take
 from ..column_specs import Image, check_columns
 from . import aligned
@@ -34,6 +34,13 @@ logger = logging.getLogger(__name__)
 BLOCK_BYTES = 4 << 20
 #: The hidden part that marks rows to keep (``bad_rows="skip"``).
 KEEP = "__sparkdl_keep"
+#: A sparse Vector column read dense whose batches take this much (as much as a node's whole feed
+#: queue) earns a hint in the driver's log that ``Sparse()`` keeps them as their non-zeros.
+HUGE_DENSE_BATCH_BYTES = 64 << 20
+#: ... when its dense rows are at least this many times the size of their non-zeros.
+SPARSE_HINT_RATIO = 8
+
+
 #: In a node's environment: the cores Spark gave its launch task (``sparkdl/node/launch.py``).
 NODE_CORES_ENV = "SPARKDL_NODE_CORES"
 
@@ -145,17 +152,20 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
         }
     except ColumnSpecError as exc:
         raise FeedDataError(str(exc)) from None
+    for name, hint in _sparse_hints(readers, batch_size).items():
+        feed._server.warn_once(f"sparse-hint:{feed.qname_in}:{name}", hint)
     skip = plan.bad_rows == "skip"
     direct = not skip and all(
         isinstance(r, DenseReader) or (isinstance(r, VectorReader) and not r.sparse) for r in readers.values()
     )
-    row_bytes = sum(reader.row_bytes() for reader in readers.values()) or 1
-    block_rows = batch_size * max(1, BLOCK_BYTES // (row_bytes * batch_size))
+    rows_per_block = block_rows(readers, batch_size)
 
     def blocks():
         left = rows_per_epoch
         if all_epochs:  # every epoch fed (after a resuming relaunch, those not completed)
             left = plan.total_rows(split) - feed._server.rows_read_of(feed.qname_in, session, split)
+        elif split == "train":  # Keras starts an epoch's iteration once the last epoch (and its validation) ended
+            feed._training_iteration_begins(session)
         checked = []  # each block's rows are checked before they count as read: a bad one fails cluster.train
 
         def check(columns, count):
@@ -163,7 +173,10 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
             checked.append(_check_block(readers, columns, count, skip, report))
 
         while left > 0:
-            columns, _, count = feed._read_run(session, split, min(block_rows, left), check)
+            # A block ends with its epoch: Keras ends the epoch (and validates) on it, while the next
+            # epoch's rows may wait on the driver, which waits for that validation.
+            in_epoch = rows_per_epoch - feed._server.rows_read_of(feed.qname_in, session, split) % rows_per_epoch
+            columns, _, count = feed._read_run(session, split, min(rows_per_block, left, in_epoch), check)
             if not count:
                 logger.warning("the feed ended %d rows before the end of the epoch", left)
                 return
@@ -229,6 +242,33 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
         .map(finish)
     )
     return dataset.prefetch(2).with_options(options)
+
+
+def block_rows(readers: dict[str, ColumnReader], batch_size: int) -> int:
+    """Rows the generator reads per step: whole batches, about ``BLOCK_BYTES`` of rows as the readers
+    make them (a wide Vector read dense counts dense), and at least one batch."""
+    row_bytes = sum(reader.row_bytes() for reader in readers.values()) or 1
+    return batch_size * max(1, BLOCK_BYTES // (row_bytes * batch_size))
+
+
+def _sparse_hints(readers: dict[str, ColumnReader], batch_size: int) -> dict[str, str]:
+    """Per Vector column read dense whose batches would be huge (``HUGE_DENSE_BATCH_BYTES``) though
+    its rows are sparse: what to say (``Sparse()`` exists)."""
+    hints = {}
+    for name, reader in readers.items():
+        if not isinstance(reader, VectorReader) or reader.sparse:
+            continue
+        dense = batch_size * reader.row_bytes()
+        if dense < HUGE_DENSE_BATCH_BYTES or dense < SPARSE_HINT_RATIO * batch_size * reader.fed_row_bytes():
+            continue
+        non_zeros = len(vector_rows(reader.example).values)  # the reader's example: one row without problems
+        hints[name] = (
+            f"column {name!r} holds Vectors of {reader.size:,} values, read dense (the default): a batch of "
+            f"{batch_size} rows takes {dense / 1e6:,.0f} MB, though its first row holds {non_zeros:,} "
+            f"non-zeros; as_dataset(..., columns={{{name!r}: Sparse()}}) gives tf.SparseTensor batches "
+            "whose memory follows the non-zeros"
+        )
+    return hints
 
 
 def _check_block(readers: dict[str, ColumnReader], columns: dict, count: int, skip: bool, report) -> np.ndarray | None:

@@ -39,6 +39,7 @@ class Chunk:
     stream: InferenceStream | None = None
     offset: int = 0
     layout: RowLayout | None = None  # how to rebuild the RDD's elements (next_batch)
+    epoch: int | None = None  # the training run's epoch the rows belong to
 
     @property
     def left(self) -> int:
@@ -69,19 +70,31 @@ class BoundedQueue:
         self._dropping = False
         self._cond = threading.Condition()
 
-    def put(self, item, nbytes: int = 0, timeout: float | None = None) -> None:
+    def put(self, item, nbytes: int = 0, timeout: float | None = None, unless=None) -> None:
         """Append, waiting while the queue holds ``max_bytes`` or more (markers never wait); raises
-        TimeoutError if it stays full for ``timeout`` seconds (None: as long as it takes)."""
+        TimeoutError if it stays full for ``timeout`` seconds (None: as long as it takes). Nothing is
+        appended once ``unless()`` is true (the rows are wanted no more: :meth:`discard` wakes the wait)."""
+        unwanted = (lambda: False) if unless is None else unless
         with self._cond:
-            if not self._cond.wait_for(lambda: self._bytes < self.max_bytes or self._dropping or nbytes == 0, timeout):
+            if not self._cond.wait_for(
+                lambda: self._bytes < self.max_bytes or self._dropping or nbytes == 0 or unwanted(), timeout
+            ):
                 raise TimeoutError(
                     f"the queue stayed full ({self._bytes} of {self.max_bytes} bytes) for {timeout} s: "
                     "nobody is reading it"
                 )
-            if self._dropping and nbytes:
+            if (self._dropping and nbytes) or unwanted():
                 return
             self._items.append((item, nbytes))
             self._bytes += nbytes
+            self._cond.notify_all()
+
+    def discard(self, unwanted) -> None:
+        """Remove the queued items ``unwanted(item)`` picks, and wake every ``put`` to check its own
+        ``unless`` (call it after making that true)."""
+        with self._cond:
+            self._items = deque((item, nbytes) for item, nbytes in self._items if not unwanted(item))
+            self._bytes = sum(nbytes for _, nbytes in self._items)
             self._cond.notify_all()
 
     def get(self, timeout: float | None = None, while_waiting=None):

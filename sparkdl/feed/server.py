@@ -70,6 +70,7 @@ class FeedServer:
         self._runs: dict[tuple[str, int], RunState] = {}
         self._ledger = DeliveryLedger()  # which rows of each fed partition this node accepted (exactly once)
         self._ended = False
+        self._warned: set[str] = set()  # the notices this node gave the driver (each said once)
         self._cond = threading.Condition()
         self._inference_turn = threading.Lock()  # one inference partition at a time per node
         #: What each kind of stream does, by its first message.
@@ -107,6 +108,15 @@ class FeedServer:
                 if self._ended:
                     self._queues[key].put(END)
             return self._queues[key]
+
+    def warn_once(self, key: str, message: str) -> None:
+        """Say ``message`` in this node's log and the driver's, the first time ``key`` comes up."""
+        with self._cond:
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        logger.warning("sparkdl: %s", message)
+        self.notify(protocol.NodeWarning(message))
 
     def plan(self, qname: str, session: int, timeout: float | None) -> protocol.TrainingPlan | None:
         """The plan of ``session`` on ``qname``, waiting (bounded) for the driver to send it;
@@ -162,7 +172,7 @@ class FeedServer:
             if run is None:
                 return
             run.read[split] = run.read.get(split, 0) + rows
-            consumed = not run.consumed and all(run.read.get(s, 0) >= run.plan.total_rows(s) for s in run.plan.splits)
+            consumed = _read_in_full(run)
         if consumed:
             self._consumed(qname, session, run)
 
@@ -178,6 +188,56 @@ class FeedServer:
             ]
         for (qname, session), run in done:
             self._consumed(qname, session, run)
+
+    def epoch_ended(self, epoch: int) -> None:
+        """Keras ended its epoch ``epoch`` (``ctx.progress_callback``'s ``on_epoch_end``, which comes
+        after the epoch's validation, if any): the run it trains on skips the validation rows of that
+        epoch and the earlier ones that were not read (``validation_freq`` left them out)."""
+        with self._cond:
+            runs = [(key, run) for key, run in self._runs.items() if run.plan.validation_rows and not run.released]
+        for (qname, session), run in runs:
+            done = epoch + 1 - run.plan.first_epoch  # the run's epochs Keras is done with
+            if done > 0 and run.read.get(TRAIN_SPLIT, 0) >= done * run.plan.rows_per_epoch:  # the run it trains on
+                self.skip_validation(qname, session, done)
+
+    def skip_validation(self, qname: str, session: int, epochs: int) -> None:
+        """The validation rows of the first ``epochs`` epochs of run ``session`` that were not read
+        never will be: Keras is done with those epochs (``validation_freq`` skipped their validation).
+        They count as read; those queued are dropped, and so are those still to come (epoch 1's are
+        still cached), so their feeding tasks end instead of waiting on a queue nobody reads."""
+        with self._cond:
+            run = self._runs.get((qname, session))
+            if run is None or not run.plan.validation_rows or run.released:
+                return
+            epochs = min(epochs, run.plan.epochs)
+            unread = max(0, epochs * run.plan.validation_rows - run.read.get(VALIDATION_SPLIT, 0))
+            if epochs <= run.validation_over and not unread:
+                return
+            run.validation_over = max(run.validation_over, epochs)
+            run.read[VALIDATION_SPLIT] = run.read.get(VALIDATION_SPLIT, 0) + unread
+            self.rows_read += unread  # done with, for the driver's progress
+            consumed = _read_in_full(run)
+        self._discard_queued(qname, session, VALIDATION_SPLIT, epochs)
+        if unread:
+            logger.info(
+                "sparkdl: %d validation rows of training run %d were not read (validation_freq)", unread, session
+            )
+        if consumed:
+            self._consumed(qname, session, run)
+
+    def _discard_queued(self, qname: str, session: int, split: str, below_epoch: int | None = None) -> None:
+        """Drop the queued rows of ``split`` of run ``session`` (of its epochs below ``below_epoch``),
+        and wake the receiving threads waiting to queue more (their run says if it still wants them)."""
+        with self._cond:
+            queue = self._queues.get((qname, split))
+        if queue is not None:
+            queue.discard(
+                lambda item: (
+                    isinstance(item, Chunk)
+                    and item.session == session
+                    and (below_epoch is None or (item.epoch is not None and item.epoch < below_epoch))
+                )
+            )
 
     def _consumed(self, qname: str, session: int, run: RunState) -> None:
         with self._cond:
@@ -197,6 +257,8 @@ class FeedServer:
                 return
             run.released = True
         self._ledger.close_run(qname, session)
+        for split in run.plan.splits:  # nobody reads them: a feeding task waiting for queue space goes on
+            self._discard_queued(qname, session, split)
         if run.cache is not None:
             run.cache.drop()
 
@@ -422,12 +484,18 @@ class FeedServer:
                     self._drain(channel)
                     return
                 if new:
-                    if queue is not None:  # bounded; twice the feeder's own limit, so its clearer error comes first
-                        queue.put(
-                            Chunk(columns, names, batch.num_rows, session, layout=RowLayout.of(batch.schema)),
-                            nbytes=len(frame),
-                            timeout=2 * timeout,
+                    if queue is not None and (run is None or run.wants(split, message.epoch)):
+                        chunk = Chunk(
+                            columns,
+                            names,
+                            batch.num_rows,
+                            session,
+                            layout=RowLayout.of(batch.schema),
+                            epoch=message.epoch,
                         )
+                        unwanted = None if run is None else (lambda: not run.wants(split, message.epoch))
+                        # bounded; twice the feeder's own limit, so its clearer error comes first
+                        queue.put(chunk, nbytes=len(frame), timeout=2 * timeout, unless=unwanted)
                     # accepted only once queued: rows a full queue refused are delivered by the next attempt
                     slot.commit(position, batch.num_rows, digest)
                     if cache is not None:
@@ -502,3 +570,8 @@ class FeedServer:
         while not stream.finished.wait(0.5):
             if self.terminated.is_set() or self._ended:
                 return
+
+
+def _read_in_full(run: RunState) -> bool:
+    """Whether every split of ``run`` was read in full, and the driver not yet told."""
+    return not run.consumed and all(run.read.get(s, 0) >= run.plan.total_rows(s) for s in run.plan.splits)

@@ -2,7 +2,8 @@
 
 ``RunState`` is the server's bookkeeping of one ``cluster.train`` call (a training run, numbered
 ``session``): its ``protocol.TrainingPlan`` as the ``Plan`` message brought it, the rows read per
-split, the first row's schema, the epoch cache and the driver's decision about it.
+split, the first row's schema, the epoch cache and the driver's decision about it, and which
+epochs' validation rows Keras is done with.
 """
 
 from __future__ import annotations
@@ -25,3 +26,8 @@ class RunState:
     replay: bool | None = None  # the driver's decision (None: not yet told)
     consumed: bool = False  # read in full, or its fit ended (the driver was told)
     released: bool = False  # its cache was dropped: every split read, or the reader moved on
+    validation_over: int = 0  # validation rows of the run's epochs below this are read no more (skipped)
+
+    def wants(self, split: str, epoch: int) -> bool:
+        """Whether rows of ``split`` of ``epoch`` arriving now are still to be read (else dropped)."""
+        return not self.released and not (split == protocol.VALIDATION_SPLIT and epoch < self.validation_over)

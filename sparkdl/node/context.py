@@ -168,6 +168,8 @@ class NodeContext:
 
             def on_epoch_end(self, epoch, logs=None):
                 ctx.report_progress(force=True, step=self.step, epoch=epoch, epoch_end=True, **_scalars(logs))
+                if ctx._feed_server is not None:  # validation rows of an epoch Keras did not validate are dropped
+                    ctx._feed_server.epoch_ended(epoch)
 
             def on_train_end(self, logs=None):
                 if ctx._feed_server is not None:  # validation epochs Keras skipped hold no train() call

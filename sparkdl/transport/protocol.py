@@ -76,7 +76,8 @@ class TensorBoard(Message):
 
 @dataclass(frozen=True)
 class NodeWarning(Message):
-    """Something the driver's log should show (e.g. TensorBoard did not start)."""
+    """Something the driver's log should show (e.g. TensorBoard did not start; from the supervisor,
+    or from the TF process as a node event, e.g. a column read in a form that wastes memory)."""
 
     TYPE: ClassVar[str] = "warning"
     message: str
@@ -204,6 +205,7 @@ NODE_EVENTS = (
     StreamPosition,
     Inferred,
     BadRows,
+    NodeWarning,
     Result,
 )
 

@@ -165,3 +165,26 @@ def read_bad_rows(args, ctx):
             continue
         record = {"batches": batches, "rss_mb": rss, "peak_growth_mb": growth, "parallel": decode_parallelism(Image())}
         write_whole(Path(args["out"], f"run{run}-node{ctx.executor_id}.json"), json.dumps(record))
+
+
+def read_dense_vectors(args, ctx):
+    """One epoch of a Vector column read dense (the default) with as_dataset; record the rows and
+    how far the node's resident memory rose above what it held before reading (its peak reset)."""
+    import resource
+
+    feed = ctx.get_data_feed()
+    dataset = feed.as_dataset(args["batch"], features="features")
+    before = _memory_mb("VmRSS")
+    _reset_peak()
+    rows, batches, width = 0, 0, 0
+    for x in dataset:
+        rows, batches, width = rows + int(x.shape[0]), batches + 1, int(x.shape[1])
+    record = {
+        "rows": rows,
+        "batches": batches,
+        "width": width,
+        "rss_before_mib": before,
+        "peak_growth_mib": _memory_mb("VmHWM") - before,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    write_whole(Path(args["out"], f"node{ctx.executor_id}.json"), json.dumps(record))

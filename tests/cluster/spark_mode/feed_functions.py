@@ -108,6 +108,34 @@ def fit_from_feed(args, ctx):
     )
 
 
+def fit_runs_validating_every_other_epoch(args, ctx):
+    """One MWMS ``model.fit(validation_freq=2)`` per ``cluster.train`` call (``args['runs']``: each with
+    its ``all_epochs`` and whether it passes ``ctx.progress_callback()``); record each fit's history."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    feed = ctx.get_data_feed(feed_timeout=args["feed_timeout"])
+    fits = []
+    for run in args["runs"]:
+        all_epochs = run["all_epochs"]
+        train = feed.as_dataset(args["batch"], features="x", label="y", all_epochs=all_epochs)
+        validation = feed.as_dataset(args["batch"], features="x", label="y", split="validation")
+        with strategy.scope():
+            model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+            model.compile(optimizer=tf.keras.optimizers.SGD(0.01), loss="mse")
+        history = model.fit(
+            train,
+            validation_data=validation,
+            epochs=feed.num_epochs,
+            steps_per_epoch=feed.keras_steps_per_epoch(args["batch"], strategy) if all_epochs else None,
+            validation_freq=2,
+            callbacks=[ctx.progress_callback()] if run["progress_callback"] else [],
+            verbose=0,
+        )
+        fits.append({k: [float(v) for v in values] for k, values in history.history.items()})
+    _write(args, ctx, {"fits": fits})
+
+
 def terminate_early(args, ctx):
     """Read one batch, then terminate the feed."""
     feed = ctx.get_data_feed()

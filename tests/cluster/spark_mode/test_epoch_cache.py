@@ -159,6 +159,34 @@ def fit_with_validation_data(sc, tmp_path, executors: int, all_epochs: bool, val
     assert chief["keras_steps"] == chief["steps_per_epoch"] * executors * epochs
 
 
+def test_validation_epochs_keras_skips_never_hold_up_the_feed_cache_on_or_off(sc2, spark, tmp_path):
+    """validation_freq=2 over 3 epochs with a node's validation share several times its feed queue:
+    Keras reads no validation rows in epochs 1 and 3. Those rows once blocked their feeding tasks on
+    the full queue until feed_timeout, attempt after attempt; now each node drops an epoch's unread
+    validation rows once Keras is done with the epoch. Cache on (one iterator over all epochs,
+    ctx.progress_callback says when an epoch ends), then off (a new iterator each epoch says it, no
+    callback; the last epoch's rows wait for map_fun's end): both calls return with every epoch."""
+
+    def frame(sizes, start):
+        return spark.createDataFrame(labelled_rdd(sc2, sizes, start), "x array<float>, y double")
+
+    runs = [{"all_epochs": True, "progress_callback": True}, {"all_epochs": False, "progress_callback": False}]
+    args = {"out": str(tmp_path), "batch": 16, "feed_timeout": 60, "runs": runs}
+    cluster = TFCluster.run(
+        sc2, feed_fns.fit_runs_validating_every_other_epoch, args, 2, input_mode=SPARK, feed_queue_bytes=4096
+    )
+    train, validation = frame([60, 60], 0), frame([100] * 8, 1000)  # 400 validation rows a node: ~13 KB
+    try:
+        for cache in (True, False):
+            cluster.train(train, num_epochs=3, validation_data=validation, cache=cache, feed_timeout=20)
+    finally:
+        cluster.shutdown(timeout=120)
+    for node in read_json_files(tmp_path).values():
+        for fit in node["fits"]:
+            assert len(fit["loss"]) == 3 and len(fit["val_loss"]) == 1, "validated after epoch 2 only"
+            assert np.isfinite(fit["val_loss"]).all()
+
+
 def test_validation_that_differs_from_the_training_data_is_rejected_before_any_job(sc2, spark, tmp_path):
     train = spark.createDataFrame([([1.0, 2.0], 1.0)], "x array<float>, y double")
     cluster = TFCluster.run(sc2, feed_fns.count_feed, {"out": str(tmp_path)}, 2, input_mode=SPARK)

@@ -198,6 +198,26 @@ def test_vector_readers_dense_by_default_sparse_on_request_and_sizes_checked():
     ]
 
 
+def test_a_wide_sparse_vector_read_dense_is_read_a_batch_at_a_time_and_hints_at_sparse():
+    """HashingTF's 2^18 features, 50 non-zeros a row: as_dataset's blocks are sized by the dense rows
+    (a batch of 100 is 210 MB), not by the few hundred bytes Spark sends per row (which made a block
+    of 6,900 rows: a node's whole share densified at once); and the node says once that Sparse() exists."""
+    wide = ar.vectors_to_arrow([SparseVector(1 << 18, {7 * i + j * 5000: 1.0 for j in range(50)}) for i in range(16)])
+    dense, sparse = reader_for("f", wide), reader_for("f", wide, Sparse())
+    assert dense.row_bytes() == (1 << 18) * 8, "a row as read: 2^18 float64"
+    assert sparse.row_bytes() == dense.fed_row_bytes() < 2000, "as fed: its coordinates"
+    from sparkdl.feed.dataset import BLOCK_BYTES, _sparse_hints, block_rows
+
+    assert block_rows({"f": dense}, 100) == 100, "one batch a block: memory follows the batch"
+    assert block_rows({"f": sparse}, 100) * sparse.row_bytes() > BLOCK_BYTES // 2, "sparse blocks stay ~4 MiB"
+    (hint,) = _sparse_hints({"f": dense}, 100).values()
+    assert "column 'f'" in hint and "210 MB" in hint and "50 non-zeros" in hint and "columns={'f': Sparse()}" in hint
+    assert _sparse_hints({"f": dense}, 8) == {}, "a batch of 17 MB is no trouble"
+    assert _sparse_hints({"f": sparse}, 100) == {}
+    stored_dense = ar.vectors_to_arrow([DenseVector(np.ones(1 << 18))])
+    assert _sparse_hints({"f": reader_for("f", stored_dense)}, 100) == {}, "dense rows: Sparse() would not help"
+
+
 def test_image_readers_check_headers_sizes_and_struct_fields():
     files = pa.array([encoded(4, 6), encoded(4, 6, "L"), encoded(4, 6)[:30], encoded(5, 5)])
     reader = reader_for("content", files, Image(resize=None, convert=False))

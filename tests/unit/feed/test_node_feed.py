@@ -27,6 +27,7 @@ from sparkdl.feed.feeder import FeedError
 from sparkdl.feed.shares import balanced_shares
 from sparkdl.transport import protocol
 from sparkdl.transport.channel import AuthenticationError, Endpoint, connect
+from sparkdl.transport.clients import FeedClient
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -52,8 +53,8 @@ def watch_queue(server):
     state = {"peak": 0, "frame": 0, "full": threading.Event()}
     put = queue.put
 
-    def tracking_put(item, nbytes=0, timeout=None):
-        put(item, nbytes, timeout)
+    def tracking_put(item, nbytes=0, timeout=None, **kwargs):
+        put(item, nbytes, timeout, **kwargs)
         state["frame"] = max(state["frame"], nbytes)
         state["peak"] = max(state["peak"], queue.nbytes)
         if queue.nbytes >= queue.max_bytes:
@@ -178,6 +179,59 @@ def test_a_run_whose_validation_epochs_were_skipped_still_ends(make_server, secr
     assert events == [], "Keras may still validate the last epoch"
     server.fit_ended()
     assert events == ["feed_consumed"]
+
+
+def id_batches(ids):
+    """Frames of FRAME_ROWS rows (float32[ROW_FLOATS] "x" and "i", both the row's id)."""
+    for start in range(0, len(ids), FRAME_ROWS):
+        part = np.asarray(ids[start : start + FRAME_ROWS], dtype=np.int64)
+        x = pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(part.astype(np.float32), ROW_FLOATS)), ROW_FLOATS)
+        yield pa.RecordBatch.from_arrays([x, pa.array(part)], names=["x", "i"])
+
+
+@pytest.mark.parametrize("cache", [True, False])
+def test_validation_rows_of_epochs_keras_did_not_validate_never_hold_up_the_feed(make_server, secret, cache):
+    """validation_freq=2 over 3 epochs, a validation share 4x the node's queue: Keras reads no
+    validation rows in epochs 1 and 3. Once Keras ends such an epoch (the progress callback's
+    on_epoch_end), the node drops its unread validation rows, queued or still to come, so their
+    feeding task ends instead of waiting on a queue nobody reads (it was dropped after feed_timeout,
+    again and again), epoch 1 still settles the cache, and the run is read in full."""
+    events = []
+    server = make_server(SMALL_QUEUE)
+    server.notify = lambda event: events.append(event.TYPE)
+    rows, validation_rows = 2 * FRAME_ROWS, 8 * FRAME_ROWS  # 64 KiB and 256 KiB of rows a node per epoch
+    plan = protocol.TrainingPlan(
+        session=1, epochs=3, rows_per_epoch=rows, validation_rows=validation_rows, cache=cache, shuffle=False
+    )
+    driver_send(server, secret, protocol.Plan(plan).wire())
+    tgt = target(secret, server, feed_timeout=20)
+    client = FeedClient(server.address, secret, server.endpoint, "chief:0")
+
+    def drive():  # the driver: each epoch's training rows, then its validation rows; then the cache
+        for epoch in range(1 if cache else 3):
+            for split, count in (("train", rows), ("validation", validation_rows)):
+                ids = range(epoch * 1000, epoch * 1000 + count)
+                got = feeder.feed_training_partition(
+                    tgt, 1, epoch, 0, balanced_shares([count], 1), id_batches(ids), split
+                )
+                assert got == (count, 0), f"{split} rows of epoch {epoch + 1} all delivered"
+        if cache:
+            assert client.seal_cache("input", 1, 10) is None, "epoch 1's validation rows are cached, read or not"
+            client.use_cache("input", 1, True, 10)
+
+    driver = Worker(drive)
+    feed = DataFeed(server, input_mapping={"i": "i"}, feed_timeout=30)
+    validated = None
+    for epoch in range(3):
+        assert len(feed.next_batch(rows)["i"]) == rows
+        if epoch == 1:  # the one epoch Keras validates
+            columns, _, count = feed._read_run(1, "validation", validation_rows)
+            validated = np.asarray(columns["i"])
+        server.epoch_ended(epoch)
+    driver.outcome(30)
+    first = 0 if cache else 1000  # from the cache: epoch 1's rows; from Spark: epoch 2's own
+    assert validated.tolist() == list(range(first, first + validation_rows))
+    assert events == ["feed_consumed"], "every split read in full: the driver's train() returns"
 
 
 def test_runs_never_mix_without_plans(server, secret):

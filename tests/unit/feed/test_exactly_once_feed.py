@@ -159,12 +159,14 @@ def test_a_retry_sending_the_same_rows_in_another_order_fails_naming_node_partit
     send_plans(secret, nodes, plan)
     with pytest.raises(FlakySource):
         feed(secret, nodes, plan, batches(fail_after=3000), attempt=0)
-    delivered = [server.rows_received for server in nodes]
     with pytest.raises(
         FeedDataError, match=r"node worker:0 rejected partition 0 \(attempt 1\): .*attempt 1.* rows 0\.\."
     ):
         feed(secret, nodes, plan, reordered_batches(seed=1), attempt=1)
-    assert [server.rows_received for server in nodes] == delivered, "the reordered retry added no row"
+    # Counted after the retry: attempt 0's last frames may still be arriving when its feeder fails.
+    # Had the retry added rows, some would repeat attempt 0's (the bug: 1,198 doubled).
+    delivered = [server.rows_received for server in nodes]
+    assert 0 < sum(delivered) <= 3000, "no more than attempt 0's rows: the reordered retry added none"
     for index, server in enumerate(nodes):
         got = DataFeed(server, feed_timeout=10).next_batch(delivered[index])
         ids = [int(row[0]) for row in got]

@@ -32,36 +32,25 @@ def digits_frame(spark, partitions: int = 2):
     return spark.createDataFrame(frame).repartition(partitions)
 
 
-def mlp(learning_rate: float = 0.01, hidden: int = 32, inputs: int = 64):
-    """A compiled tf-keras MLP for the 10 digit classes (seeded)."""
-    tf_keras.utils.set_random_seed(1)
-    model = tf_keras.Sequential(
+def mlp(learning_rate: float = 0.01, hidden: int = 32, inputs: int = 64, package=tf_keras):
+    """A compiled MLP for the 10 digit classes (seeded), of ``package``'s Keras (tf-keras by default)."""
+    package.utils.set_random_seed(1)
+    model = package.Sequential(
         [
-            tf_keras.Input((inputs,), name="features"),
-            tf_keras.layers.Dense(hidden, activation="relu"),
-            tf_keras.layers.Dense(10, activation="softmax", name="digit"),
+            package.Input((inputs,), name="features"),
+            package.layers.Dense(hidden, activation="relu"),
+            package.layers.Dense(10, activation="softmax", name="digit"),
         ]
     )
     model.compile(
-        optimizer=tf_keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
+        optimizer=package.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
     )
     return model
 
 
 def keras3_mlp(learning_rate: float = 0.01, hidden: int = 32, inputs: int = 64):
-    """The same MLP in Keras 3 (``import keras``), compiled and seeded."""
-    keras.utils.set_random_seed(1)
-    model = keras.Sequential(
-        [
-            keras.Input((inputs,), name="features"),
-            keras.layers.Dense(hidden, activation="relu"),
-            keras.layers.Dense(10, activation="softmax", name="digit"),
-        ]
-    )
-    model.compile(
-        optimizer=keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"]
-    )
-    return model
+    """The same MLP in Keras 3 (``import keras``)."""
+    return mlp(learning_rate, hidden, inputs, package=keras)
 
 
 def keras3_binary(inputs: int = 64):

@@ -17,5 +17,6 @@ pytestmark = pytest.mark.timeout(180)
 def test_check_tf_imports_tensorflow_like_a_node_and_lists_devices(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     report = _doctor("--check-tf", tmp_path=tmp_path, env=env)
-    assert re.search(r"^tf check: tensorflow 2\.\d+\.\S+ imported; tf\.keras is tf_keras 2\.", report, re.M), report
+    # a node's Keras where nothing chooses another: Keras 3, as on one machine
+    assert re.search(r"^tf check: tensorflow 2\.\d+\.\S+ imported; tf\.keras is keras 3\.", report, re.M), report
     assert re.search(r"^tf check: \d+ device\(s\): .*/physical_device:CPU:0 \(CPU\)", report, re.M), report

@@ -106,7 +106,7 @@ def _node_keras(tf_keras: str | None, keras: str | None) -> tuple[str, list[str]
     problems = warnings + ([error] if error else [])
     if keras_policy.legacy_keras_enabled(env):
         return f"tf-keras {tf_keras or '(not installed)'} ({setting})", problems
-    return f"Keras 3 {keras or '(not installed)'} ({setting})", problems
+    return f"Keras {keras or '3 (not installed)'} ({setting})", problems
 
 
 def _gpus() -> str:

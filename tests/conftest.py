@@ -205,14 +205,17 @@ def read_json_files(directory: Path, pattern: str = "*.json") -> dict[str, dict]
     return {path.stem: json.loads(path.read_text()) for path in sorted(directory.glob(pattern))}
 
 
+#: The session's own Keras choice (normally none: Keras 3), restored after every test.
+SESSION_KERAS_CHOICE = os.environ.get("TF_USE_LEGACY_KERAS")
+
+
 @pytest.fixture(autouse=True)
 def _keras_choice_stays_with_its_test():
-    """A test that sets ``TF_USE_LEGACY_KERAS`` in this process (to build a tf-keras model here)
-    leaves it as it found it: clusters carry the driver's choice to their nodes, so a leftover
-    setting would turn every later test's nodes to tf-keras."""
-    before = os.environ.get("TF_USE_LEGACY_KERAS")
+    """Whatever sets ``TF_USE_LEGACY_KERAS`` in this process (a test or a module fixture building a
+    tf-keras model here), the session's choice is back after each test: clusters carry the driver's
+    choice to their nodes, so a leftover setting would turn every later test's nodes to tf-keras."""
     yield
-    if before is None:
+    if SESSION_KERAS_CHOICE is None:
         os.environ.pop("TF_USE_LEGACY_KERAS", None)
     else:
-        os.environ["TF_USE_LEGACY_KERAS"] = before
+        os.environ["TF_USE_LEGACY_KERAS"] = SESSION_KERAS_CHOICE

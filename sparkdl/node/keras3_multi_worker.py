@@ -1,8 +1,9 @@
 """Keras 3's ``fit``, ``evaluate`` and ``predict`` under MultiWorkerMirroredStrategy: where sparkdl changes Keras.
 
 Keras 3's TensorFlow trainer (``keras/src/backend/tensorflow/trainer.py``) has never run
-multi-worker (keras-team/keras#20585), and its callbacks do not know about workers. On a node
-whose Keras is Keras 3 and whose cluster has more than one worker, :func:`install` replaces four
+multi-worker (keras-team/keras#20585), and its callbacks do not know about workers. On every node
+of a cluster with more than one worker where Keras 3 is installed (``import keras`` is Keras 3 even
+where ``TF_USE_LEGACY_KERAS=1`` makes ``tf.keras`` tf-keras), :func:`install` replaces four
 behaviours, each only where MultiWorkerMirroredStrategy spans several workers (one process, one
 worker, and tf-keras are untouched):
 

@@ -8,9 +8,10 @@ order, from ``TFCluster.run(env=...)``, the driver's environment (what the user'
 (``spark.executorEnv.TF_USE_LEGACY_KERAS``).
 
 Keras 3's ``model.fit`` does not run under MultiWorkerMirroredStrategy on its own
-(keras-team/keras#20585): on a node whose Keras is Keras 3 and whose cluster has several workers,
-:func:`prepare_node` installs ``keras3_multi_worker`` (the one place sparkdl changes Keras), after
-checking that the installed Keras is a release it was verified on. tf-keras needs nothing.
+(keras-team/keras#20585): on every node of a cluster with several workers where Keras 3 is
+installed, :func:`prepare_node` installs ``keras3_multi_worker`` (the one place sparkdl changes
+Keras 3; tf-keras needs nothing). Where the node's Keras is Keras 3, an unverified release refuses
+to start; on a tf-keras node (where ``import keras`` still gives Keras 3) it is only left alone.
 """
 
 from __future__ import annotations
@@ -56,40 +57,40 @@ def startup_problems(env: Mapping[str, str], num_workers: int) -> tuple[list[str
                 "executor: pip install 'tf-keras~=2.21.0' (it must match TensorFlow's version), "
                 "or unset TF_USE_LEGACY_KERAS to train with Keras 3."
             )
-        return [], None
+        return [], None  # tf.keras is tf-keras: an unverified Keras 3 (import keras) is left alone
     if num_workers > 1 and not _keras3_layer_on(env) and importlib.util.find_spec("keras") is not None:
         return [KERAS3_OFF_HINT], None
     if not _needs_keras3_layer(env, num_workers):
         return [], None
-    from importlib.metadata import PackageNotFoundError, version
-
     from . import keras3_multi_worker
 
-    try:
-        installed = version("keras")
-    except PackageNotFoundError:  # a keras module without the keras distribution (keras-nightly...)
-        installed = "of unknown version"
-    return [], keras3_multi_worker.unverified_problem(installed)
+    return [], keras3_multi_worker.unverified_problem(_keras_version())
 
 
 def prepare_node(env: Mapping[str, str], num_workers: int) -> tuple[list[str], str | None]:
-    """Check the node's Keras (``startup_problems``) and, for Keras 3 on several workers, install
-    ``keras3_multi_worker``; returns ``(warnings, error)``."""
+    """Check the node's Keras (``startup_problems``) and, on several workers, install
+    ``keras3_multi_worker`` wherever Keras 3 is installed: also on tf-keras nodes, where ``import
+    keras`` still gives Keras 3 (there only on a verified release); returns ``(warnings, error)``."""
     warnings, error = startup_problems(env, num_workers)
     if error is None and _needs_keras3_layer(env, num_workers):
         from . import keras3_multi_worker
 
-        keras3_multi_worker.install()
+        if keras3_multi_worker.verified(_keras_version()):
+            keras3_multi_worker.install()
     return warnings, error
 
 
 def _needs_keras3_layer(env: Mapping[str, str], num_workers: int) -> bool:
-    return (
-        num_workers > 1
-        and not legacy_keras_enabled(env)
-        and _keras3_layer_on(env)
-        and importlib.util.find_spec("keras") is not None
-    )
+    return num_workers > 1 and _keras3_layer_on(env) and importlib.util.find_spec("keras") is not None
+
+
+def _keras_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("keras")
+    except PackageNotFoundError:  # a keras module without the keras distribution (keras-nightly...)
+        return "of unknown version"
 
 
 def failure_hint(traceback_text: str, env: Mapping[str, str], num_workers: int) -> str:

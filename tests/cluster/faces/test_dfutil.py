@@ -18,7 +18,6 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def tf():
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     return pytest.importorskip("tensorflow")
 
 

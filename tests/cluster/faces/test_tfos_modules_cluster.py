@@ -15,7 +15,6 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture(scope="module")
 def tf():
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     return pytest.importorskip("tensorflow")
 
 

@@ -166,7 +166,7 @@ def test_scoring_refuses_a_decompression_bomb_before_decoding(monkeypatch):
         r"400000000 pixels, more than Image\(max_pixels=67108864\): refused before decoding",
     ):
         cols.read_column(column, plan, arrow_rows.origin_values(2, np.arange(2)), converters)
-    assert converters == {} and "tensorflow" not in sys.modules
+    assert converters == {}  # no converter made: nothing was decoded
     reader = cols._reader(plan, column[:1])
     monkeypatch.setattr(worker, "task_cpus", lambda: 3)  # spark.task.cpus of the running task
     assert cols._decode_parallelism(reader) == 3

@@ -77,7 +77,7 @@ def test_console_script_and_module_print_the_same_report(tmp_path):
 def test_node_keras_follows_tf_use_legacy_keras(tmp_path):
     default_env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
     default = _doctor(tmp_path=tmp_path, env=default_env)
-    assert re.match(r"Keras 3 \S+ \(TF_USE_LEGACY_KERAS unset: TensorFlow's default\)", _field(default, "node keras"))
+    assert re.match(r"Keras 3\.\S+ \(TF_USE_LEGACY_KERAS unset: TensorFlow's default\)", _field(default, "node keras"))
     assert "keras-team/keras#20585" not in default  # a verified Keras 3: nothing to say
 
     legacy = _doctor(tmp_path=tmp_path, env={**default_env, "TF_USE_LEGACY_KERAS": "1"})

@@ -167,9 +167,11 @@ def observed(score_partition):
 
 
 def estimator_train_fn(args, ctx):
-    """A ``TFEstimator`` train_fn: MWMS over the fed ``pixels``/``label`` columns (tf-keras, sparkdl's
-    node default), the chief saves a SavedModel to ``args.export_dir``."""
+    """A ``TFEstimator`` train_fn: MWMS over the fed ``pixels``/``label`` columns (Keras 3, the nodes'
+    default), the chief saves a SavedModel to ``args.export_dir``."""
     import tensorflow as tf
+
+    from sparkdl import compat
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     feed = ctx.get_data_feed()
@@ -200,7 +202,7 @@ def estimator_train_fn(args, ctx):
     model.fit(dataset, validation_data=validation, epochs=args.epochs, verbose=0, callbacks=[ctx.progress_callback()])
     # Every MWMS node takes part in saving; only the chief writes to the real location.
     with ctx.export_path(args.export_dir) as target:
-        model.save(target)
+        compat.export_saved_model(model, target, is_chief=True)  # Keras 3: model.export (export_path chose target)
 
 
 def export_marker(args, argv):

@@ -106,7 +106,7 @@ def estimator_and_model(spark, out: Path) -> dict:
     import inference_models as im
 
     df, model = im.digits_estimator_fit(spark, str(out / "export"), cluster_size=1)
-    model.setInputMapping({"pixels": "image"}).setOutputMapping({"probs": "probabilities"})
+    model.setInputMapping({"pixels": "image"}).setOutputMapping({"output_0": "probabilities"})  # Keras 3 export
     scored = model.transform(df).select("label", "probabilities").toPandas()
     accuracy = (np.stack(scored["probabilities"].to_numpy()).argmax(axis=1) == scored["label"].to_numpy()).mean()
     exported = json.loads((out / "export" / "export_fn.json").read_text())

@@ -76,7 +76,8 @@ def test_tfestimator_fit_trains_on_a_tfcluster_and_returns_a_working_tfmodel(spa
     assert len(model.history["loss"]) == 3 and len(model.history["val_loss"]) == 3
     assert (tmp_path / "export" / "saved_model.pb").exists()
     # The fitted model maps only the model's inputs; the label column was for training.
-    model.setInputMapping({"pixels": "image"}).setOutputMapping({"probs": "probabilities"})
+    # the nodes export with Keras 3 (model.export), whose SavedModel names its one output output_0
+    model.setInputMapping({"pixels": "image"}).setOutputMapping({"output_0": "probabilities"})
     scored = model.transform(df).select("label", "probabilities").toPandas()
     accuracy = (np.stack(scored["probabilities"].to_numpy()).argmax(axis=1) == scored["label"].to_numpy()).mean()
     assert accuracy > 0.8, accuracy

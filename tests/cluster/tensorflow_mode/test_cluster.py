@@ -43,7 +43,7 @@ def test_cluster_basics_with_each_tf_args_form(sc2, tmp_path, form):
     for node in nodes.values():
         assert node["args_type"] == expected_type and node["args_out"] == str(tmp_path)
         assert node["num_workers"] == 2 and node["worker_num"] == node["executor_id"]
-        assert node["legacy_keras"] == "1"
+        assert node["legacy_keras"] is None  # the nodes' Keras is the driver's: Keras 3
         assert node["cluster_spec"] == cluster.cluster_spec
         assert node["defaultFS"] == "file://"
         assert node["absolute_abs"] == "file:///data/x"

@@ -36,7 +36,13 @@ def test_parameter_server_strategy_trains_end_to_end_with_the_ps_on_the_driver(s
     beside the driver, chief and worker on the two executors. (One cluster for both: a ps on an
     executor, under the same strategy, trains in test_faults' ps-death test and the ps_strategy example.)"""
     cluster = TFCluster.run(
-        sc2, cluster_fns.parameter_server_fit, {"out": str(tmp_path)}, num_executors=3, num_ps=1, driver_ps_nodes=True
+        sc2,
+        cluster_fns.parameter_server_fit,
+        {"out": str(tmp_path)},
+        num_executors=3,
+        num_ps=1,
+        driver_ps_nodes=True,
+        env={"TF_USE_LEGACY_KERAS": "1"},  # Keras 3's trainer cannot drive ParameterServerStrategy
     )
     assert {job: len(hosts) for job, hosts in cluster.cluster_spec.items()} == {"ps": 1, "chief": 1, "worker": 1}
     info = {n["job_name"]: n for n in cluster.cluster_info}

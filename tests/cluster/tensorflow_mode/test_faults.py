@@ -275,7 +275,8 @@ def test_executor_lost_during_training_is_raised_at_once(sc2, tmp_path, mode):
 
 def test_parameter_server_death_under_ps_strategy_is_raised_at_once(sc3, tmp_path):
     args = {"out": str(tmp_path)}
-    cluster = TFCluster.run(sc3, ff.parameter_server_training, args, 3, num_ps=1)
+    # Keras 3's trainer cannot drive ParameterServerStrategy: the test's model.fit runs on tf-keras
+    cluster = TFCluster.run(sc3, ff.parameter_server_training, args, 3, num_ps=1, env={"TF_USE_LEGACY_KERAS": "1"})
     wait_for(lambda: (tmp_path / "chief-training.json").exists(), 120, "the chief to be training")
     ps_pid = _read(tmp_path, "ready-0")["pid"]
     assert cluster.cluster_info[0]["job_name"] == "ps"

@@ -12,6 +12,7 @@ the trained model on the driver. ``write()``/``read()`` save the model file and 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -83,17 +84,23 @@ class KerasModel(
     def keras_model(self):
         """The trained model, loaded on the driver (once; Keras' safe mode on)."""
         if self._keras_model is None:
-            from pyspark.sql import SparkSession
-
-            sc = SparkSession.active().sparkContext
-            scratch = tempfile.mkdtemp(prefix="sparkdl-keras-model-")
-            try:
-                local = os.path.join(scratch, "model.keras")
-                hadoop_files.copy_to_local(sc, hadoop_files.from_tensorflow(self._path()), local)
+            with self._local_copy() as local:
                 self._keras_model = _keras_for_file(local).models.load_model(local, safe_mode=True)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
         return self._keras_model
+
+    @contextlib.contextmanager
+    def _local_copy(self):
+        """The model file copied to a scratch path on the driver (removed afterwards)."""
+        from pyspark.sql import SparkSession
+
+        sc = SparkSession.active().sparkContext
+        scratch = tempfile.mkdtemp(prefix="sparkdl-keras-model-")
+        try:
+            local = os.path.join(scratch, "model.keras")
+            hadoop_files.copy_to_local(sc, hadoop_files.from_tensorflow(self._path()), local)
+            yield local
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
     def _path(self) -> str:
         path = self.getModelPath()
@@ -141,19 +148,12 @@ class KerasModel(
         return kind
 
     def _saved_config(self) -> dict:
-        from pyspark.sql import SparkSession
-
-        sc = SparkSession.active().sparkContext
-        scratch = tempfile.mkdtemp(prefix="sparkdl-keras-config-")
-        try:
-            local = os.path.join(scratch, "model.keras")
-            hadoop_files.copy_to_local(sc, hadoop_files.from_tensorflow(self._path()), local)
-            with zipfile.ZipFile(local) as archive:
-                return json.loads(archive.read("config.json"))
-        except (KeyError, ValueError, zipfile.BadZipFile):
-            return {}  # not a .keras file's config: scored as a regressor unless output_kind says
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        with self._local_copy() as local:
+            try:
+                with zipfile.ZipFile(local) as archive:
+                    return json.loads(archive.read("config.json"))
+            except (KeyError, ValueError, zipfile.BadZipFile):
+                return {}  # not a .keras file's config: scored as a regressor unless output_kind says
 
     # -- MLWritable / MLReadable --
 

@@ -96,7 +96,7 @@ def drain_sparse(args, ctx):
     baseline = _rss_mib()
     peak = baseline
     if args["read"] == "sparse":
-        from sparkdl.column_specs import Sparse
+        from sparkdl.columns import Sparse
 
         feed = ctx.get_data_feed()
         rows = 0

@@ -19,7 +19,7 @@ MASTER = "local-cluster[2,1,4096]"
 
 def gpu_count() -> int:
     """GPUs ``nvidia-smi`` lists; exits with what to do when there are none."""
-    from sparkdl.gpus import query_nvidia_smi
+    from sparkdl.common.gpus import query_nvidia_smi
 
     gpus = query_nvidia_smi() or []
     if not gpus:

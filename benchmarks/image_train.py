@@ -78,7 +78,7 @@ def node_images(args, ctx):
     """Every cluster.train call: time one as_dataset pass per epoch, or (``fit``) a one-epoch fit."""
     import tensorflow as tf
 
-    from sparkdl.column_specs import Image
+    from sparkdl.columns import Image
 
     feed = ctx.get_data_feed()
     spec = Image(args["target"], args["target"], 3)

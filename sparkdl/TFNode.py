@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .errors import InputModeError
+from .common.errors import InputModeError
+from .common.paths import hdfs_path as _qualify
 from .node.context import NodeContext
-from .paths import hdfs_path as _qualify
 from .transport.protocol import DEFAULT_QNAME
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .common.timeouts import SHUTDOWN_TIMEOUT_S
 from .driver.run import run as _run_cluster
-from .timeouts import SHUTDOWN_TIMEOUT_S
 
 
 def run(

@@ -4,13 +4,14 @@
 sparkdl never imports TensorFlow: only the node processes do, after their environment
 (GPUs, TF_CONFIG, Keras choice) is final.
 
-The package root holds what users import: TensorFlowOnSpark's modules at their import paths
+The package root holds only faces, the import paths users write: TensorFlowOnSpark's modules
 (``TFCluster``, ``TFNode``, ``TFParallel``, ``compat``, ``util``, ``gpu_info``, ``dfutil``,
-``pipeline``, ``params``), sparkdl's own (``ml``, ``model_versions``, ``errors``) and what every
-room shares (``timeouts``, ``roles``, ``gpus``, ``paths``, ``arrow_numpy``). Everything else is in
-a room: ``driver/`` (the cluster as the driver runs it), ``node/`` (a TF node's processes),
-``feed/`` (the data plane), ``inference/`` (scoring without a cluster) and ``transport/`` (the
-wire). docs/architecture.md is the map.
+``pipeline``, ``params``) and sparkdl's own (``ml``, ``model_versions``); each re-exports a room.
+The rooms: ``driver/`` (the cluster as the driver runs it), ``node/`` (a TF node's processes),
+``feed/`` (the data plane), ``inference/`` (scoring without a cluster), ``transport/`` (the wire),
+``keras/`` (Keras on Spark ML), ``spark_ml/`` (TensorFlowOnSpark's stages and the Params),
+``columns/`` (one column from Arrow to a tensor and back) and ``common/`` (errors, time limits,
+roles, paths, GPUs: what every room may use). docs/architecture.md is the map.
 """
 
 from __future__ import annotations
@@ -18,8 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from ._version import __version__
-from .errors import (
+from .common.errors import (
     ClusterError,
     ClusterStateError,
     FeedDataError,
@@ -33,6 +33,12 @@ from .errors import (
     ShutdownTimeout,
     SparkDLError,
 )
+
+#: The single place sparkdl's version is written (pyproject.toml reads it from here).
+__version__ = "0.1.0"
+#: The name sparkdl is published under (``pip install sparkdl-tf``): PyPI's ``sparkdl`` is another
+#: project. The import name stays ``sparkdl``.
+__distribution__ = "sparkdl-tf"
 
 if TYPE_CHECKING:
     from . import TFCluster, TFNode, TFParallel

@@ -141,7 +141,7 @@ def _other_sparkdl(ours: str) -> str | None:
 
 def _sparkdl_row(version: str, package_dir: Path, notes: list[str]) -> str:
     """sparkdl's version, the distribution it was installed as, and where it was imported from."""
-    from ._version import __distribution__
+    from . import __distribution__
 
     installed = _version(__distribution__)
     where = f"{__distribution__} {installed}" if installed else f"not installed as {__distribution__}"

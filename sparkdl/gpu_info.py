@@ -1,6 +1,6 @@
 """TensorFlowOnSpark's ``gpu_info`` module: free GPUs on this host, from ``nvidia-smi``.
 
-A face over sparkdl's GPU module (:mod:`sparkdl.gpus`), with TensorFlowOnSpark's signatures:
+A face over sparkdl's GPU module (:mod:`sparkdl.common.gpus`), with TensorFlowOnSpark's signatures:
 ``nvidia-smi`` is queried as CSV (any GPU name parses), a GPU is busy when it runs compute
 processes or uses more than ``gpus.BUSY_MEMORY_MIB`` of memory, and a placement by
 ``worker_index`` is deterministic. sparkdl's nodes do not need this module (their GPUs are chosen
@@ -10,9 +10,9 @@ function.
 
 from __future__ import annotations
 
-from . import gpus
-from .gpus import MAX_RETRIES as MAX_RETRIES  # re-exported: TensorFlowOnSpark's names
-from .gpus import RETRY_WAIT_S as RETRY_WAIT_S
+from .common import gpus
+from .common.gpus import MAX_RETRIES as MAX_RETRIES  # re-exported: TensorFlowOnSpark's names
+from .common.gpus import RETRY_WAIT_S as RETRY_WAIT_S
 
 AS_STRING = "string"  #: ``get_gpus`` format: ``"0,1"``
 AS_LIST = "list"  #: ``get_gpus`` format: ``["0", "1"]``
@@ -35,7 +35,7 @@ def get_gpus(
     get different GPUs while enough are free); ``-1`` picks at random among the free GPUs, as
     TensorFlowOnSpark did. When too few are free, asks again up to ``gpus.MAX_RETRIES`` times,
     waiting ``gpus.RETRY_WAIT_S``, then twice, three times as long; then raises
-    :class:`sparkdl.gpus.GPUSelectionError` saying which GPUs are busy (also when ``nvidia-smi``
+    :class:`sparkdl.common.gpus.GPUSelectionError` saying which GPUs are busy (also when ``nvidia-smi``
     is missing or fails).
     """
     if format not in (AS_STRING, AS_LIST):

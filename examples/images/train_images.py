@@ -47,7 +47,7 @@ def main_fun(args, ctx):
     import keras
     import tensorflow as tf
 
-    from sparkdl.column_specs import Image
+    from sparkdl.columns import Image
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     feed = ctx.get_data_feed()
@@ -109,7 +109,7 @@ def main(argv=None, spark=None) -> float:
     from pyspark.sql import functions as F
 
     from sparkdl import TFCluster
-    from sparkdl.column_specs import Image
+    from sparkdl.columns import Image
     from sparkdl.inference import Predictor
 
     if own_session:

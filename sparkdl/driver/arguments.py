@@ -7,8 +7,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..roles import ClusterLayout
-from ..timeouts import RESERVATION_TIMEOUT_S, check_feed_timeout
+from ..common.roles import ClusterLayout
+from ..common.timeouts import RESERVATION_TIMEOUT_S, check_feed_timeout
 from ..transport.protocol import TrainingPlan
 
 #: A queue name as it may appear in the nodes' file names: no path separator, no leading dot.

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import ReservationTimeout
+from ..common.errors import ReservationTimeout
 from ..node.config import LaunchSpec, NodeSettings
 from ..node.launch import launch_node, spark_partition_launcher
 from ..transport.channel import new_secret

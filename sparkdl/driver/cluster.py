@@ -15,10 +15,10 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from .. import roles as roles_mod
-from ..column_specs import check_bad_rows
-from ..errors import ClusterError, ClusterStateError, InputModeError, ShutdownTimeout
-from ..timeouts import FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S
+from ..columns.specs import check_bad_rows
+from ..common import roles as roles_mod
+from ..common.errors import ClusterError, ClusterStateError, InputModeError, ShutdownTimeout
+from ..common.timeouts import FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S
 from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
 from . import dstreams
 from .arguments import InputMode, check_feed_arguments

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
 
-from ..errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
-from ..roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
+from ..common.errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
+from ..common.roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, ChannelServer, Endpoint
 from ..transport.clients import SupervisorClient

@@ -30,7 +30,7 @@ import threading
 import time
 from typing import Any
 
-from ..errors import ShutdownTimeout
+from ..common.errors import ShutdownTimeout
 from .arguments import check_feed_arguments
 
 logger = logging.getLogger(__name__)

@@ -20,12 +20,12 @@ from typing import Callable
 from pyspark import RDD
 from pyspark.sql import DataFrame
 
-from ..errors import ClusterError, FeedDataError, FeedError
+from ..common.errors import ClusterError, FeedDataError, FeedError
+from ..common.roles import COLLECTIVE_ROLES
+from ..common.timeouts import Deadline, FeedLimits
 from ..feed.columns import check_same_columns, check_spark_schema
 from ..feed.feeder import FeedTarget
 from ..feed.shares import balanced_shares
-from ..roles import COLLECTIVE_ROLES
-from ..timeouts import Deadline, FeedLimits
 from ..transport import protocol
 from ..transport.channel import ChannelError, Endpoint
 from ..transport.clients import FeedClient

@@ -25,7 +25,7 @@ import logging
 import threading
 from enum import Enum
 
-from ..errors import ClusterError, ClusterStateError
+from ..common.errors import ClusterError, ClusterStateError
 
 logger = logging.getLogger(__name__)
 

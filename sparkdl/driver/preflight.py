@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import PreflightError
+from ..common.errors import PreflightError
 
 logger = logging.getLogger(__name__)
 

@@ -11,10 +11,10 @@ import os
 import uuid
 from typing import Any, Callable
 
+from ..common.roles import ClusterLayout
+from ..common.timeouts import RESERVATION_TIMEOUT_S
 from ..node import keras_policy
 from ..node.config import NodeSettings
-from ..roles import ClusterLayout
-from ..timeouts import RESERVATION_TIMEOUT_S
 from . import preflight, scheduling
 from .arguments import InputMode, RunLimits, check_run, verbose_logs
 from .attempt import ClusterRequest

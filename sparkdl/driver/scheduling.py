@@ -21,7 +21,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import PreflightError
+from ..common.errors import PreflightError
 from .preflight import local_cluster_shape
 
 logger = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from ..errors import PreflightError
+from ..common.errors import PreflightError
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import FeedDataError, FeedError
+from ..common.errors import FeedDataError, FeedError
 
 #: The JVM class of a Python worker's failure (Spark wraps the worker's traceback in it).
 JVM_PYTHON_EXCEPTION = "org.apache.spark.api.python.PythonException"

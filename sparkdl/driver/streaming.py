@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..errors import FeedDataError, FeedError
-from ..errors import StreamEnded as StreamEnded  # re-exported: raised here
+from ..common.errors import FeedDataError, FeedError
+from ..common.errors import StreamEnded as StreamEnded  # re-exported: raised here
 from ..transport.protocol import TrainingPlan
 
 logger = logging.getLogger(__name__)

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..arrow_rows import origin_values
-from ..column_readers import take
+from ..columns.arrow_rows import origin_values
+from ..columns.readers import take
 from . import aligned
 from .columns import batch_to_columns, data_names
 from .elements import RowLayout

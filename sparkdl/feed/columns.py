@@ -3,9 +3,9 @@
 DataFrames travel as Arrow record batches end to end. On the node, a column that is a tensor
 already becomes one numpy array without per-row Python objects: an ``array<float>`` column
 becomes one ``(rows, width)`` float32 array by reshaping Arrow's flat value buffer
-(:mod:`sparkdl.arrow_numpy`, shared with inference). Every other column stays the Arrow array
+(:mod:`sparkdl.columns.arrow_numpy`, shared with inference). Every other column stays the Arrow array
 it came in (bytes, strings, Vectors, images, arrays of varying length, columns with nulls), and
-the reader the node asks for makes it a tensor (``sparkdl/column_readers.py``). RDD rows are
+the reader the node asks for makes it a tensor (``sparkdl/columns/readers.py``). RDD rows are
 turned into record batches once, on the executor that feeds them, with their structure in the
 schema metadata (``elements.py``).
 """
@@ -17,9 +17,9 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .. import arrow_rows as ar
-from ..arrow_numpy import ColumnRef, arrow_to_numpy
-from ..errors import FeedDataError as FeedDataError  # re-exported: raised here
+from ..columns import arrow_rows as ar
+from ..columns.arrow_numpy import ColumnRef, arrow_to_numpy
+from ..common.errors import FeedDataError as FeedDataError  # re-exported: raised here
 from .elements import BARE, LIST, TUPLE, RowLayout, value_kind
 
 #: Fields of Spark's image data source struct (``spark.read.format("image")``).
@@ -101,7 +101,7 @@ def check_same_columns(training, validation) -> None:
 
 def column_to_numpy(array: pa.Array | pa.ChunkedArray, name: str) -> np.ndarray:
     """One Arrow column as a dense numpy array (2-D for arrays and vectors); see
-    :func:`sparkdl.arrow_numpy.arrow_to_numpy`."""
+    :func:`sparkdl.columns.arrow_numpy.arrow_to_numpy`."""
     return arrow_to_numpy(array, ColumnRef(name, FeedDataError))
 
 
@@ -131,7 +131,7 @@ def data_names(schema: pa.Schema) -> list[str]:
 def batch_to_columns(batch: pa.RecordBatch, origin: np.ndarray | None = None) -> dict:
     """Every column of a record batch by name (:func:`column_values`; RDD arrays of two or more
     dimensions in their own shape, ``(rows, *shape)``), with each row's origin under
-    :data:`~sparkdl.arrow_rows.ORIGIN`: the batch's own column, else ``origin``."""
+    :data:`~sparkdl.columns.arrow_rows.ORIGIN`: the batch's own column, else ``origin``."""
     columns = {name: column_values(batch.column(i), name) for i, name in enumerate(batch.schema.names)}
     if ar.ORIGIN in columns:
         columns[ar.ORIGIN] = np.asarray(columns[ar.ORIGIN], dtype=np.int64)

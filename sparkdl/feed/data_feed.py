@@ -17,9 +17,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..arrow_rows import ORIGIN, column_problems
-from ..column_readers import take
-from ..timeouts import FEED_TIMEOUT_S
+from ..columns.arrow_rows import ORIGIN, column_problems
+from ..columns.readers import take
+from ..common.timeouts import FEED_TIMEOUT_S
 from ..transport import protocol
 from .cache import epoch_order
 from .columns import bad_row_error
@@ -269,7 +269,7 @@ class DataFeed:
         How each column becomes a tensor: numbers and equal-length arrays are dense (``shapes``
         reshapes them per row, e.g. ``{"image": (28, 28, 1)}``), ``pyspark.ml`` Vectors dense
         ``float64``, binary and string columns ``tf.string``, Spark's image struct ``uint8``
-        images; ``columns={column: spec}`` (``sparkdl.column_specs``) asks for another form:
+        images; ``columns={column: spec}`` (``sparkdl.columns.specs``) asks for another form:
         ``Image(height, width, channels)`` decodes image files (``binaryFile``'s ``content``),
         ``Sparse()`` gives ``tf.SparseTensor`` batches, ``Ragged()`` ``tf.RaggedTensor`` batches and
         ``Padded(length)`` dense ones. A row no tensor can take (a null, text that is not UTF-8,

@@ -2,7 +2,7 @@
 
 The dataset yields what ``model.fit`` takes: ``x``, ``(x, y)`` or ``(x, y, sample_weight)``,
 each a tensor, a dict of named inputs/outputs, or a tuple. Each column is read by a reader
-(``sparkdl/column_readers.py``: dense arrays, ``tf.string``, decoded images, ``tf.SparseTensor``,
+(``sparkdl/columns/readers.py``: dense arrays, ``tf.string``, decoded images, ``tf.SparseTensor``,
 ``tf.RaggedTensor`` or padded arrays, as the column's spec says).
 
 The pipeline: a Python generator reads blocks of whole batches (about ``BLOCK_BYTES``) from the
@@ -22,9 +22,9 @@ import os
 
 import numpy as np
 
-from ..arrow_rows import ORIGIN, describe_origin, vector_rows
-from ..column_readers import ColumnReader, ColumnSpecError, DenseReader, ImageReader, VectorReader, reader_for, take
-from ..column_specs import Image, check_columns
+from ..columns.arrow_rows import ORIGIN, describe_origin, vector_rows
+from ..columns.readers import ColumnReader, ColumnSpecError, DenseReader, ImageReader, VectorReader, reader_for, take
+from ..columns.specs import Image, check_columns
 from . import aligned
 from .columns import FeedDataError, bad_row_error
 
@@ -129,7 +129,7 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
     """The dataset of ``DataFeed.as_dataset`` (see its docstring); ``feed`` is the ``DataFeed``."""
     import tensorflow as tf
 
-    from .. import tf_columns
+    from ..columns import tensors as tf_columns
 
     specs = check_columns(columns, "feed.as_dataset")
     plan = feed._current_plan()

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import arrow_rows as ar
-from ..arrow_rows import ORIGIN
+from ..columns import arrow_rows as ar
+from ..columns.arrow_rows import ORIGIN
 
 METADATA_KEY = b"sparkdl.elements"
 BARE, TUPLE, LIST = "bare", "tuple", "list"

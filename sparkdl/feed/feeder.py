@@ -20,10 +20,10 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..arrow_rows import ORIGIN, fixed_width, origin_values
-from ..errors import FeedError as FeedError  # re-exported: raised here
-from ..errors import NodeGone
-from ..timeouts import control_timeout
+from ..columns.arrow_rows import ORIGIN, fixed_width, origin_values
+from ..common.errors import FeedError as FeedError  # re-exported: raised here
+from ..common.errors import NodeGone
+from ..common.timeouts import control_timeout
 from ..transport import protocol
 from ..transport.channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from .columns import FeedDataError, rows_to_record_batch

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import DeliveryConflict as DeliveryConflict  # re-exported: the server catches it
+from ..common.errors import DeliveryConflict as DeliveryConflict  # re-exported: the server catches it
 
 #: (qname, session, epoch, split, partition): one partition's rows of one epoch and split.
 SlotKey = tuple[str, int, int, str, int]

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..errors import ResultsError as ResultsError  # re-exported: raised here
+from ..common.errors import ResultsError as ResultsError  # re-exported: raised here
 
 METADATA_KEY = b"sparkdl.results"
 ARRAY, RAGGED, TUPLE, PYTHON = "array", "ragged", "tuple", "python"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..arrow_rows import origin_values
+from ..columns.arrow_rows import origin_values
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
 from .cache import RunCache

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..timeouts import FEED_TIMEOUT_S
+from ..common.timeouts import FEED_TIMEOUT_S
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, ChannelTimeout
 from .wire import encode_batch, results_to_batch

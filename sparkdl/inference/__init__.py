@@ -33,12 +33,12 @@ Driver side: :mod:`.predictor` (the public forms) and :mod:`.planning` (the one 
 the signature probe). Executor side: :mod:`.scoring` (the functions Spark runs),
 :mod:`.worker` (devices, the model cache) and :mod:`.loaders`. Both: :mod:`.model` (model
 sources and signatures) and :mod:`.columns` (batches to tensors and back, through
-:mod:`sparkdl.arrow_numpy`).
+:mod:`sparkdl.columns.arrow_numpy`).
 """
 
-from ..model_versions import ModelVersions
 from .columns import InferenceInputError
 from .model import ModelLoadError
+from .model_versions import ModelVersions
 from .planning import read_signature
 from .predictor import Predictor, map_in_arrow, map_in_pandas, predict_batch_udf
 from .scoring import ScoringPlan

@@ -1,6 +1,6 @@
 """Columns in, tensors out, and back: a scoring plan's conversions between Spark batches and numpy.
 
-Everything here works on whole batches, through :mod:`sparkdl.arrow_numpy` (shared with the
+Everything here works on whole batches, through :mod:`sparkdl.columns.arrow_numpy` (shared with the
 feed): an Arrow ``list<float>`` column becomes one ``(rows, *shape)`` array by reshaping Arrow's
 flat value buffer (no copy when the dtype already matches); a pandas column of per-row arrays
 (what ``mapInPandas`` hands over) is stacked with one ``np.stack`` call, done in C. Each column
@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .. import arrow_numpy, arrow_rows
-from ..arrow_numpy import TEXT_DTYPES, ColumnRef, castable
-from ..column_readers import ColumnSpecError, ImageReader, VectorReader, reader_for, take
-from ..column_specs import Sparse
-from ..errors import InferenceInputError as InferenceInputError  # re-exported: raised here
+from ..columns import arrow_numpy, arrow_rows
+from ..columns.arrow_numpy import TEXT_DTYPES, ColumnRef, castable
+from ..columns.readers import ColumnSpecError, ImageReader, VectorReader, reader_for, take
+from ..columns.specs import Sparse
+from ..common.errors import InferenceInputError as InferenceInputError  # re-exported: raised here
 
 __all__ = [
     "InferenceInputError",
@@ -73,7 +73,7 @@ class InputPlan:
 
     @property
     def ref(self) -> ColumnRef:
-        """The column as :mod:`sparkdl.arrow_numpy` names it in errors."""
+        """The column as :mod:`sparkdl.columns.arrow_numpy` names it in errors."""
         return ColumnRef(self.column, InferenceInputError, self.describe(), self.row_size)
 
 
@@ -278,7 +278,7 @@ def pandas_to_arrow(values: Any) -> pa.Array:
 class ReaderBatch:
     """One batch of a column read by a column reader: sliced into chunks like a numpy array and
     made the model's input (a tensor, ``tf.SparseTensor`` or ``tf.RaggedTensor``) per chunk by
-    ``convert`` (``sparkdl.tf_columns.converter``)."""
+    ``convert`` (``sparkdl.columns.tensors.converter``)."""
 
     def __init__(self, reader, column, convert):
         self.reader, self.column, self.convert = reader, column, convert
@@ -303,7 +303,7 @@ def read_column(column: Any, plan: InputPlan, origins: np.ndarray, converters: d
     """A column that needs a reader (:func:`needs_reader`), checked (a bad row raises naming the
     column, partition and row) and ready to score; ``converters`` keeps one traced converter
     per input for the task."""
-    from .. import tf_columns
+    from ..columns import tensors as tf_columns
 
     if not isinstance(column, (pa.Array, pa.ChunkedArray)):
         column = pandas_to_arrow(column)

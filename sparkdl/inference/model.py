@@ -14,8 +14,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from ..errors import ModelLoadError as ModelLoadError  # re-exported: raised here
-from ..model_versions import ModelVersions
+from ..common.errors import ModelLoadError as ModelLoadError  # re-exported: raised here
+from .model_versions import ModelVersions
 
 GPU_MODES = ("spark", "visible", "none")  #: the ``gpus=`` choices (see :mod:`.worker`)
 

@@ -16,10 +16,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .. import arrow_numpy, arrow_rows
-from ..arrow_numpy import spark_type
-from ..column_specs import Image, Padded, Ragged, Sparse, check_columns
-from ..errors import PreflightError
+from ..columns import arrow_numpy, arrow_rows
+from ..columns.arrow_numpy import spark_type
+from ..columns.specs import Image, Padded, Ragged, Sparse, check_columns
+from ..common.errors import PreflightError
 from . import columns as cols
 from .columns import InferenceInputError, InputPlan, OutputPlan
 from .model import ModelLoadError, ModelSource, TensorInfo

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
-from ..arrow_numpy import spark_type
-from ..column_specs import check_columns
-from ..model_versions import ModelVersions
+from ..columns.arrow_numpy import spark_type
+from ..columns.specs import check_columns
 from .columns import InferenceInputError
 from .model import GPU_MODES, ModelSource
+from .model_versions import ModelVersions
 from .planning import PAD_MODES, active_spark, build_plan, model_tensors, normalise_inputs, read_signature
 from .scoring import ScoringPlan, arrow_scorer, pandas_scorer, udf_scorer
 
@@ -108,7 +108,7 @@ class Predictor:
         With ``ModelVersions``: the name of a ``long`` column, after the predictions, holding the
         version that scored each row.
     columns:
-        ``{column: spec}`` (:mod:`sparkdl.column_specs`), as for ``feed.as_dataset``: how a column
+        ``{column: spec}`` (:mod:`sparkdl.columns.specs`), as for ``feed.as_dataset``: how a column
         that is not a plain tensor becomes the model's input, decoded on the executors.
         ``Image(height, width, channels)`` decodes image files (a ``binary`` column, e.g.
         ``binaryFile``'s ``content``); Spark's image struct is decoded without one, to the model

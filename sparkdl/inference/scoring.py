@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Mapping, Tuple
 import numpy as np
 import pandas as pd
 
-from ..arrow_rows import origin_values
+from ..columns.arrow_rows import origin_values
 from . import columns as cols
 from . import worker
 from .columns import InferenceInputError, InputPlan, OutputPlan

@@ -20,8 +20,8 @@ executor's Python memory (``spark.executor.pyspark.memory`` /
 each task slot has its own worker.
 
 **Devices.** The first time a worker needs TensorFlow, it imports it with the GPUs Spark
-assigned to the task (:func:`sparkdl.gpus.task_gpu_addresses`, mapped with
-:func:`sparkdl.gpus.map_spark_addresses`) as ``CUDA_VISIBLE_DEVICES``, or none (CPU) when Spark
+assigned to the task (:func:`sparkdl.common.gpus.task_gpu_addresses`, mapped with
+:func:`sparkdl.common.gpus.map_spark_addresses`) as ``CUDA_VISIBLE_DEVICES``, or none (CPU) when Spark
 assigned none, turns memory growth on, and then *restores* the worker's environment, so a later
 task in the same worker (for instance a TFCluster launch task) still inherits the executor's
 original ``CUDA_VISIBLE_DEVICES``. If TensorFlow was already imported in this worker by other
@@ -46,7 +46,7 @@ from collections import OrderedDict
 from dataclasses import replace
 from typing import Any, Mapping
 
-from .. import gpus as gpus_mod
+from ..common import gpus as gpus_mod
 from .loaders import fingerprint, load, model_kind
 from .model import GPU_MODES, LoadedModel, ModelLoadError, ModelSource
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import SparkDLError
+from ..common.errors import SparkDLError
 from .shipping import FLAVOUR_NAMES, TF_KERAS, ModelInfo, flavour_of
 
 _RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")

@@ -17,8 +17,8 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .. import hadoop_files
-from ..errors import SparkDLError
+from ..common import hadoop_files
+from ..common.errors import SparkDLError
 from . import checks, data, run_store, tracking
 from .compiling import CompileSpec, normalise
 from .layout import plan_layout

@@ -2,7 +2,7 @@
 
 For debugging a model before paying for a cluster: the rows are prepared and checked as for a
 cluster (``data.py``), collected to the driver as Arrow and turned into numpy columns by
-``sparkdl/arrow_numpy.py`` (Vectors densified, arrays reshaped, as the feed does), and each run
+``sparkdl/columns/arrow_numpy.py`` (Vectors densified, arrays reshaped, as the feed does), and each run
 is built, compiled, fitted (with the same callbacks, history and run store as on the nodes) and
 saved by the same code as ``node_program.py``, with one process instead of a strategy. The data
 must fit in the driver's memory.
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..arrow_numpy import ColumnRef, arrow_to_numpy
-from ..compat import save_keras_file
+from ..columns.arrow_numpy import ColumnRef, arrow_to_numpy
+from ..common.tf_compat import save_keras_file
 from . import training
 from .compiling import compile_model
 from .layout import batch_mapper

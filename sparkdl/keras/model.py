@@ -23,7 +23,7 @@ from typing import Any
 from pyspark.ml import Model
 from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter
 
-from .. import hadoop_files
+from ..common import hadoop_files
 from . import outputs
 from .params import (
     HasFeatureCols,

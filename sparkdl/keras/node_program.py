@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import json
 
-from ..compat import save_keras_file
+from ..common.tf_compat import save_keras_file
 from . import training
 from .layout import batch_mapper
 from .shipping import build

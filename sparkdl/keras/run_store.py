@@ -13,7 +13,7 @@ A fit without a run store uses the same layout in a directory of its own (under 
 keeping ``backup/`` and ``state.json`` only when ``max_restarts`` may relaunch it.
 
 Nodes write with ``tf.io.gfile``; the driver reads ``state.json`` through Spark's Hadoop
-``FileSystem`` (``sparkdl/hadoop_files.py``) and opens only paths it chose itself. Fitting again
+``FileSystem`` (``sparkdl/common/hadoop_files.py``) and opens only paths it chose itself. Fitting again
 with a ``run_id`` whose state holds other settings (columns, model shape, batch size, optimizer,
 seed...) is refused, naming them, instead of mixing two trainings in one checkpoint.
 """
@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from .. import hadoop_files
+from ..common import hadoop_files
 
 STATE_VERSION = 1
 

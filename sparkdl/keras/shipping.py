@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from ..compat import save_keras_file
+from ..common.tf_compat import save_keras_file
 
 TF_KERAS, KERAS3 = "tf_keras", "keras"
 FLAVOUR_NAMES = {TF_KERAS: "tf-keras", KERAS3: "Keras 3"}

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 from typing import Any
 
-from .. import hadoop_files
+from ..common import hadoop_files
 
 logger = logging.getLogger(__name__)
 

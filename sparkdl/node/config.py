@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..roles import NodeRole
+from ..common.roles import NodeRole
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ import tempfile
 import time
 from typing import Any
 
-from .. import paths, roles
-from ..errors import InputModeError
-from ..timeouts import FEED_TIMEOUT_S
+from ..common import paths, roles
+from ..common.errors import InputModeError
+from ..common.timeouts import FEED_TIMEOUT_S
 from ..transport import protocol
 
 
@@ -100,7 +100,7 @@ class NodeContext:
         )
 
     def absolute_path(self, path: str) -> str:
-        """Qualify ``path`` with TFoS's rules (see :func:`sparkdl.paths.hdfs_path`)."""
+        """Qualify ``path`` with TFoS's rules (see :func:`sparkdl.common.paths.hdfs_path`)."""
         return paths.hdfs_path(self.defaultFS, self.working_dir, path)
 
     def release_port(self) -> None:

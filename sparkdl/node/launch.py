@@ -25,8 +25,8 @@ from pathlib import Path
 
 import psutil
 
-from .. import gpus
-from ..roles import NodeRole
+from ..common import gpus
+from ..common.roles import NodeRole
 from .config import LaunchSpec, NodeConfig
 
 #: What a supervisor prints on its stdout to the launching task once its node runs (or not).

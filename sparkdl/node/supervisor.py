@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import roles
+from ..common import roles
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, Endpoint, connect
 from . import fork_server, keras_policy, watchdog

@@ -23,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from ..errors import NoSlot as NoSlot  # re-exported: raised here
+from ..common.errors import NoSlot as NoSlot  # re-exported: raised here
 
 BUSY = b"SPARKDL BUSY".ljust(32, b".")  # sent instead of the server's proof to a connection it evicted
 BUSY_SEND_S = 1.0  # how long a server tries to tell an evicted connection so

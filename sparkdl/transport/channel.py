@@ -49,10 +49,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..errors import AuthenticationError as AuthenticationError  # re-exported: the channel's errors
-from ..errors import ChannelError as ChannelError
-from ..errors import ChannelTimeout as ChannelTimeout
-from ..errors import NoSlot
+from ..common.errors import AuthenticationError as AuthenticationError  # re-exported: the channel's errors
+from ..common.errors import ChannelError as ChannelError
+from ..common.errors import ChannelTimeout as ChannelTimeout
+from ..common.errors import NoSlot
 from .admission import BUSY, Admission, Pending, retry_while_no_slot, say_busy
 from .endpoint import Endpoint
 from .rejection_log import RejectionLog

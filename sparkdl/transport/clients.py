@@ -9,7 +9,7 @@ on the channel the supervisor opened when it registered. Adding a request is a m
 
 from __future__ import annotations
 
-from ..timeouts import Deadline
+from ..common.timeouts import Deadline
 from . import protocol
 from .channel import Channel, ChannelError, Endpoint, connect
 

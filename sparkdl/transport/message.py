@@ -16,7 +16,7 @@ import typing
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, ClassVar
 
-from ..errors import ProtocolError
+from ..common.errors import ProtocolError
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from ..errors import ProtocolError as ProtocolError  # re-exported: what parse raises
-from ..timeouts import FEED_TIMEOUT_S
+from ..common.errors import ProtocolError as ProtocolError  # re-exported: what parse raises
+from ..common.timeouts import FEED_TIMEOUT_S
 from .message import Message
 
 #: The feed's queue when ``qname`` is not given (TensorFlowOnSpark's name).

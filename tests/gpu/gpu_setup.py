@@ -29,7 +29,7 @@ import gpu_node_functions
 import pytest
 from pyspark import cloudpickle  # the pickler PySpark and sparkdl ship closures with
 
-from sparkdl.gpus import GPUSelectionError, query_nvidia_smi
+from sparkdl.common.gpus import GPUSelectionError, query_nvidia_smi
 
 REPO = Path(__file__).resolve().parents[2]
 DISCOVERY_SCRIPT = REPO / "scripts" / "gpu_discovery.sh"

@@ -25,7 +25,7 @@ VECTOR_SIZE = 1 << 18
 
 def specs():
     """The specs the nodes and the scoring test read the columns with."""
-    from sparkdl.column_specs import Image, Padded, Ragged, Sparse
+    from sparkdl.columns import Image, Padded, Ragged, Sparse
 
     return {
         "content": Image(8, 8, 3),
@@ -146,7 +146,7 @@ def read_bad_rows(args, ctx):
     """Every training run: read one epoch of as_dataset, count rows per batch (skipped rows leave
     their batch) and write them with the node's peak memory growth while it read them and how many
     images it decodes at once; a run the driver gave up (its rows refused) is passed over."""
-    from sparkdl.column_specs import Image, Padded
+    from sparkdl.columns import Image, Padded
     from sparkdl.feed.dataset import decode_parallelism
 
     feed = ctx.get_data_feed()

@@ -15,7 +15,7 @@ import pytest
 from PIL import Image as PILImage
 
 from sparkdl import ClusterError, TFCluster
-from sparkdl.column_specs import Image, Padded
+from sparkdl.columns import Image, Padded
 
 import column_functions as cf
 from image_bombs import png_bomb

@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 from sparkdl import TFCluster, TFParallel
-from sparkdl.errors import ClusterError
+from sparkdl.common.errors import ClusterError
 
 import cluster_functions as cluster_fns
 import feed_functions as feed_fns

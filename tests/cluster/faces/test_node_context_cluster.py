@@ -16,7 +16,8 @@ pytestmark = pytest.mark.timeout(60)
 
 START_CLUSTER_SERVER = textwrap.dedent("""
     import json, os
-    from sparkdl import TFNode, roles
+    from sparkdl import TFNode
+    from sparkdl.common import roles
     from sparkdl.node.context import NodeContext
     from sparkdl.node.ports import reserve_port
 

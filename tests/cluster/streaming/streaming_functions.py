@@ -175,7 +175,7 @@ def failing_while(flag: str, fail_after: int):
     def passing(frames):
         from pyspark import TaskContext
 
-        from sparkdl.errors import FeedDataError
+        from sparkdl.common.errors import FeedDataError
 
         task = TaskContext.get()
         feeding = "sparkdl: feed" in (task.getLocalProperty("spark.job.description") or "")

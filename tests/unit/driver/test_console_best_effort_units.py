@@ -19,7 +19,7 @@ def test_a_slow_console_drops_lines_instead_of_holding_up_the_nodes():
     """Unit: the printer queues and returns at once; past its bound it counts drops and says so."""
     import threading
 
-    from sparkdl.roles import NodeRole
+    from sparkdl.common.roles import NodeRole
 
     release = threading.Event()
 

@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
+from sparkdl.common.roles import NodeRole
 from sparkdl.driver.coordinator import Coordinator, Listeners, NodeStatus
-from sparkdl.roles import NodeRole
 from sparkdl.transport import protocol
 from sparkdl.transport.channel import ChannelError, ChannelTimeout, Endpoint, connect, new_secret
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from sparkdl.common.roles import NodeRole
 from sparkdl.driver import spark_access as sa
 from sparkdl.driver.coordinator import Coordinator
-from sparkdl.roles import NodeRole
 from sparkdl.transport.channel import Endpoint, connect, new_secret
 
 pytestmark = pytest.mark.timeout(60)

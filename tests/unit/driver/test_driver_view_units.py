@@ -22,8 +22,8 @@ class _Terminal(io.StringIO):
 def test_a_terminal_gets_a_progress_bar():
     """TrainProgress draws a tqdm bar on a terminal; a fake tty stands in for one (no real
     terminal exists under pytest). The nodes here are the cluster's real NodeState objects."""
+    from sparkdl.common.roles import NodeRole
     from sparkdl.driver.coordinator import NodeState
-    from sparkdl.roles import NodeRole
 
     node = NodeState(NodeRole(0, "chief", 0), metrics={"rows_received": 0, "rows_read": 0})
     stream = _Terminal()
@@ -59,9 +59,9 @@ def test_a_terminal_gets_an_inference_bar_per_action():
 def test_node_lines_go_above_the_progress_bar_not_into_it():
     """In a terminal, a node's line printed while the bar is drawn starts a line of its own and
     the bar is drawn again below it (a fake tty: no real terminal under pytest)."""
+    from sparkdl.common.roles import NodeRole
     from sparkdl.driver.console import NodeOutputPrinter
     from sparkdl.driver.coordinator import NodeState
-    from sparkdl.roles import NodeRole
 
     node = NodeState(NodeRole(0, "chief", 0), metrics={"rows_received": 0, "rows_read": 0})
     stream = _Terminal()

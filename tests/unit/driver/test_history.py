@@ -10,10 +10,10 @@ import threading
 
 import pytest
 
+from sparkdl.common.roles import NodeRole
 from sparkdl.driver.coordinator import NodeState
 from sparkdl.driver.history import TrainingHistory
 from sparkdl.driver.progress import TrainProgress
-from sparkdl.roles import NodeRole
 
 pytestmark = pytest.mark.timeout(240)
 

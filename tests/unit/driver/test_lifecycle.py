@@ -8,6 +8,8 @@ import threading
 
 import pytest
 
+from sparkdl.common.errors import ClusterError, ClusterStateError, FeedDataError, FeedError, NodeFailure
+from sparkdl.common.timeouts import CONTROL_CALL_MAX_S, Deadline, FeedLimits
 from sparkdl.driver.lifecycle import (
     TRANSITIONS,
     ClusterState,
@@ -16,8 +18,6 @@ from sparkdl.driver.lifecycle import (
     Lifecycle,
 )
 from sparkdl.driver.spark_errors import TaskFailure, _exception_line, task_failure
-from sparkdl.errors import ClusterError, ClusterStateError, FeedDataError, FeedError, NodeFailure
-from sparkdl.timeouts import CONTROL_CALL_MAX_S, Deadline, FeedLimits
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -124,7 +124,7 @@ TRACEBACK = """Traceback (most recent call last):
     process()
   File "/x/sparkdl/feed/feeder.py", line 9, in feed_training_partition
     raise FeedDataError(...)
-sparkdl.errors.FeedDataError: partition 3 had 5 rows when sparkdl counted them and 4 now
+sparkdl.common.errors.FeedDataError: partition 3 had 5 rows when sparkdl counted them and 4 now
 cache() it first
 
 \tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1)
@@ -133,21 +133,23 @@ cache() it first
 
 def test_the_python_exception_is_read_from_the_end_of_its_traceback():
     kind, message = _exception_line(TRACEBACK)
-    assert kind == "sparkdl.errors.FeedDataError"
+    assert kind == "sparkdl.common.errors.FeedDataError"
     assert message == "partition 3 had 5 rows when sparkdl counted them and 4 now\ncache() it first"
     assert _exception_line("no traceback at all") == (None, "")
 
 
 def test_a_task_failure_becomes_the_feed_error_of_its_kind():
-    data = TaskFailure("x.PythonException", None, "sparkdl.errors.FeedDataError", "column 'a' differs")
+    data = TaskFailure("x.PythonException", None, "sparkdl.common.errors.FeedDataError", "column 'a' differs")
     error = data.as_feed_error("sparkdl: feed epoch 1/2")
     assert type(error) is FeedDataError and str(error) == (
         "sparkdl: feed epoch 1/2 failed: FeedDataError: column 'a' differs"
     )
     assert data.is_data_error  # raised at once: no node report is awaited for it
-    other = TaskFailure("x", None, "sparkdl.errors.FeedError", "node worker:0 dropped partition 2").as_feed_error("d")
+    other = TaskFailure(
+        "x", None, "sparkdl.common.errors.FeedError", "node worker:0 dropped partition 2"
+    ).as_feed_error("d")
     assert type(other) is FeedError and str(other) == "d failed: FeedError: node worker:0 dropped partition 2"
-    assert not TaskFailure("x", None, "sparkdl.errors.FeedError", "dropped").is_data_error
+    assert not TaskFailure("x", None, "sparkdl.common.errors.FeedError", "dropped").is_data_error
     plain = task_failure(RuntimeError("Job aborted\nmore"))  # no Python task's traceback in it
     assert plain.python_type is None and plain.message == "Job aborted" and plain.condition is None
 

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
+from sparkdl.common.errors import PreflightError
 from sparkdl.driver.preflight import SlotLayout, check_configuration, slot_layout, wait_for_executors
-from sparkdl.errors import PreflightError
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -69,7 +69,7 @@ def test_cluster_inference_checks_qname_before_anything_else():
 def test_run_s_settings_are_checked_once_by_keyword_and_in_groups():
     """``TFCluster.run``'s 26 arguments keep TensorFlowOnSpark's signature; inside they become a
     ``ClusterLayout`` and ``RunLimits``, each checked once, when built, naming the argument."""
-    from sparkdl.roles import ClusterLayout
+    from sparkdl.common.roles import ClusterLayout
 
     layout = ClusterLayout(num_executors=3, num_ps=1, driver_ps_nodes=True)
     limits = arguments.RunLimits(max_restarts=1)

@@ -11,8 +11,9 @@ import pytest
 from PIL import Image as PILImage
 from pyspark.ml.linalg import DenseVector, SparseVector
 
-from sparkdl import arrow_rows as ar
-from sparkdl.column_readers import (
+from sparkdl.columns import arrow_rows as ar
+from sparkdl.columns.image_headers import BadImage, read_header
+from sparkdl.columns.readers import (
     BytesReader,
     ColumnSpecError,
     DenseReader,
@@ -21,12 +22,11 @@ from sparkdl.column_readers import (
     VectorReader,
     reader_for,
 )
-from sparkdl.column_specs import Image, Padded, Ragged, Sparse, check_bad_rows, check_columns
+from sparkdl.columns import Image, Padded, Ragged, Sparse, check_bad_rows, check_columns
 from sparkdl.feed.columns import batch_to_columns, check_rows, column_values
 from sparkdl.feed.dataset import NODE_CORES_ENV, decode_parallelism
 from sparkdl.feed.queues import concatenate, same_kind
 from sparkdl.feed.wire import decode_batch, encode_batch
-from sparkdl.image_headers import BadImage, read_header
 
 from image_bombs import png_bomb
 

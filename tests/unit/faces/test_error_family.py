@@ -8,10 +8,10 @@ import pytest
 
 import sparkdl
 from sparkdl import NodeFailure, SparkDLError
+from sparkdl.common.gpus import GPUSelectionError
 from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.feeder import FeedError, NodeGone
 from sparkdl.feed.results import ResultsError
-from sparkdl.gpus import GPUSelectionError
 from sparkdl.inference.columns import InferenceInputError
 from sparkdl.inference.worker import ModelLoadError
 from sparkdl.transport.channel import AuthenticationError, ChannelError

@@ -1,4 +1,4 @@
-"""Tests for sparkdl.gpus.
+"""Tests for sparkdl.common.gpus.
 
 There is no GPU on the machine that runs these tests, so they use fake Spark
 resource addresses and a FAKE ``nvidia-smi``: a small shell script written into
@@ -14,7 +14,7 @@ import os
 import pytest
 from fake_nvidia_smi import write_fake_smi
 
-from sparkdl.gpus import (
+from sparkdl.common.gpus import (
     GPUAssignment,
     GPUInfo,
     GPUSelectionError,

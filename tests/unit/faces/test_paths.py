@@ -5,7 +5,7 @@ import logging
 
 import pytest
 
-from sparkdl.paths import hdfs_path, normalize_default_fs
+from sparkdl.common.paths import hdfs_path, normalize_default_fs
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -57,7 +57,7 @@ def test_relative_path_on_local_fs_goes_under_working_dir(default_fs):
 
 
 def test_unknown_scheme_with_relative_path_warns(caplog):
-    with caplog.at_level(logging.WARNING, logger="sparkdl.paths"):
+    with caplog.at_level(logging.WARNING, logger="sparkdl.common.paths"):
         assert hdfs_path("weird://store", WORKDIR, "rel") == "weird://store/rel"
     assert any(
         r.levelno == logging.WARNING and "weird://store" in r.getMessage() and "rel" in r.getMessage()
@@ -66,7 +66,7 @@ def test_unknown_scheme_with_relative_path_warns(caplog):
 
 
 def test_known_paths_do_not_warn(caplog):
-    with caplog.at_level(logging.WARNING, logger="sparkdl.paths"):
+    with caplog.at_level(logging.WARNING, logger="sparkdl.common.paths"):
         hdfs_path("hdfs://nn:8020", WORKDIR, "rel")
         hdfs_path("weird://store", WORKDIR, "/abs")
     assert not caplog.records

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from sparkdl.roles import (
+from sparkdl.common.roles import (
     ClusterLayout,
     NodeRole,
     build_cluster_spec,

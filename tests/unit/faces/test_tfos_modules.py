@@ -14,8 +14,9 @@ import pytest
 from fake_nvidia_smi import write_fake_smi  # free GPUs 0 and 2; 1 and 3 busy
 from pyspark.ml.param import Params
 
-from sparkdl import gpu_info, gpus, pipeline, util
-from sparkdl.gpus import GPUSelectionError
+from sparkdl import gpu_info, pipeline, util
+from sparkdl.common import gpus, single_node
+from sparkdl.common.gpus import GPUSelectionError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -113,8 +114,8 @@ def clean_env(monkeypatch):
         "HADOOP_PREFIX",
         "HADOOP_HOME",
         "CLASSPATH",
-        util.CLASSPATH_MARK,
-        util.INHERITED_GPUS,
+        single_node.CLASSPATH_MARK,
+        single_node.INHERITED_GPUS,
     ):
         monkeypatch.setenv(name, "")  # recorded, so the test's own settings are undone afterwards
         monkeypatch.delenv(name)
@@ -226,7 +227,7 @@ def test_yield_batch_and_single_node_env(monkeypatch):
     assert batches == [[[0, 1], [b"ab", b"ab"]], [[2, 3], [b"ab", b"ab"]], [[4], [b"ab"]]]
     assert list(pipeline.yield_batch(iter([(1,), None, (2,)]), 10)) == [[[1]]]
     calls = []
-    monkeypatch.setattr(util, "single_node_env", lambda num_gpus: calls.append(num_gpus))
+    monkeypatch.setattr(single_node, "single_node_env", lambda num_gpus: calls.append(num_gpus))
     monkeypatch.setattr(sys, "argv", ["pytest"])
     pipeline.single_node_env(["train.py", "--epochs", "2"])
     assert sys.argv == ["train.py", "--epochs", "2"]

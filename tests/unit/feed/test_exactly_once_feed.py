@@ -250,7 +250,7 @@ def rich_batches(fail_after: int | None = None):
     value, at the id), in BATCH_ROWS batches, as Spark sends them; raises after ``fail_after`` rows."""
     from pyspark.ml.linalg import SparseVector
 
-    from sparkdl.arrow_rows import vectors_to_arrow
+    from sparkdl.columns.arrow_rows import vectors_to_arrow
 
     for start in range(0, ROWS, BATCH_ROWS):
         if fail_after is not None and start >= fail_after:
@@ -265,7 +265,7 @@ def test_a_retry_slices_binary_and_sparse_columns_exactly_once_and_the_cache_rep
     """A retried task whose frames straddle the watermark: the Arrow columns (bytes, a sparse
     Vector) are sliced with the rows, so each row is queued and cached once, whole, and the replay
     gives back the same bytes and coordinates, never a dense vector."""
-    from sparkdl.arrow_rows import vector_rows
+    from sparkdl.columns.arrow_rows import vector_rows
 
     plan = balanced_shares([ROWS], NODES)
     send_plans(secret, nodes, plan, epochs=2, cache=True)

@@ -14,8 +14,8 @@ import pytest
 from pyspark.ml.linalg import DenseVector, SparseVector, VectorUDT
 from pyspark.sql.pandas.types import to_arrow_type
 
-from sparkdl.arrow_rows import ORIGIN, describe_origin
-from sparkdl.column_readers import VectorReader
+from sparkdl.columns.arrow_rows import ORIGIN, describe_origin
+from sparkdl.columns.readers import VectorReader
 from sparkdl.feed.cache import RunCache, epoch_order
 from sparkdl.feed.columns import batch_to_columns
 from sparkdl.feed.wire import decode_batch, encode_batch

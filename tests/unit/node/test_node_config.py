@@ -8,10 +8,10 @@ import pickle
 
 import pytest
 
+from sparkdl.common.roles import NodeRole
 from sparkdl.node.config import LaunchSpec, NodeSettings, ProcessConfig
 from sparkdl.node.context import NodeContext
 from sparkdl.node.launch import node_config
-from sparkdl.roles import NodeRole
 
 
 def _settings(**overrides) -> NodeSettings:

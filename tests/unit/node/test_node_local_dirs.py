@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from sparkdl.common.roles import NodeRole
 from sparkdl.node import launch
 from sparkdl.node.config import LaunchSpec, NodeSettings
-from sparkdl.roles import NodeRole
 
 
 @pytest.fixture

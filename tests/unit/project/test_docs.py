@@ -117,9 +117,9 @@ def test_reference_covers_the_tensorflowonspark_surface_and_the_additions(packag
         "sparkdl.inference.Predictor",
         "sparkdl.ml.TFEstimator",
         "sparkdl.ml.TFModel",
-        "sparkdl.errors.ClusterError",
-        "sparkdl.errors.NodeFailure",
-        "sparkdl.errors.PreflightError",
+        "sparkdl.common.errors.ClusterError",
+        "sparkdl.common.errors.NodeFailure",
+        "sparkdl.common.errors.PreflightError",
     }
     assert not expected - names, sorted(expected - names)
     private = [n for n in names if re.match(r"_(?!_\w+__$)", n.split(".")[-1])]  # dunders like __version__ are fine

@@ -1,8 +1,10 @@
 """The rooms of sparkdl import one another only along the arrows of docs/architecture.md's map.
 
 Each module belongs to a room (``driver``, ``node``, ``feed``, ``inference``, ``transport``,
-``keras``) or is a helper at the package root. The test reads every ``import`` in the source (no
-module is imported) and checks two things: every room-to-room import is an arrow of ``ARROWS``,
+``keras``, ``spark_ml``, ``columns``, ``common``) or is a face at the package root (a public
+import path that re-exports a room). The test reads every ``import`` in the source (no module is
+imported) and checks: the root holds the faces and nothing else; every room-to-room import is an
+arrow of ``ARROWS``; no room imports a face (the faces re-export the rooms, never the other way);
 and ``ARROWS`` is exactly what the architecture page draws, so the map cannot drift from the code.
 
 The tests are laid out like the code: unit tests by room (``tests/unit/<room>/``), cluster tests by
@@ -22,28 +24,51 @@ from conftest import layout_problems
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "sparkdl"
-ROOMS = ("driver", "node", "feed", "inference", "transport", "keras")
-#: The folders of tests/unit/: the rooms, the package root's faces and helpers, the repository itself.
+ROOMS = ("driver", "node", "feed", "inference", "transport", "keras", "spark_ml", "columns", "common")
+#: The package root's modules: the public import paths, each re-exporting a room (TensorFlowOnSpark's
+#: module names, sparkdl's ``ml`` and ``model_versions``, the package itself and its command line).
+FACES = (
+    "TFCluster", "TFNode", "TFParallel", "compat", "util", "gpu_info", "dfutil", "pipeline", "params", "ml",
+    "model_versions", "__init__", "__main__",
+)  # fmt: skip
+#: The folders of tests/unit/: the rooms, the package root's faces, the repository itself.
 UNIT_ROOMS = (*ROOMS, "faces", "project")
-#: Which rooms each room may import (helpers at the root are open to every room).
+#: Which rooms each room may import, besides ``common`` (open to every room; it imports none).
 ARROWS = {
-    "driver": {"node", "feed", "transport"},
+    "keras": {"driver", "inference", "spark_ml", "columns"},
+    "spark_ml": {"driver", "inference"},
+    "driver": {"node", "feed", "transport", "columns"},
     "node": {"feed", "transport"},
-    "feed": {"transport"},
-    "inference": set(),
+    "feed": {"transport", "columns"},
+    "inference": {"columns"},
     "transport": set(),
-    "keras": {"driver", "inference"},
+    "columns": set(),
+    "common": set(),
 }
 
 
 def _room(module: str) -> str | None:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in ROOMS else None
+    return parts[1] if len(parts) > 2 and parts[1] in ROOMS else None
+
+
+def _face(module: str) -> str | None:
+    """The face ``module`` names (``sparkdl.compat``, or ``sparkdl`` itself as ``__init__``), else None."""
+    parts = module.split(".")
+    if parts == ["sparkdl"]:
+        return "__init__"
+    return parts[1] if len(parts) == 2 and parts[1] in FACES else None
+
+
+def _module(path: Path) -> str:
+    """``sparkdl/feed/dataset.py`` as ``sparkdl.feed.dataset``, wherever the ``sparkdl`` folder is."""
+    parts = path.with_suffix("").parts
+    return ".".join(parts[len(parts) - 1 - parts[::-1].index("sparkdl") :])
 
 
 def _imports(path: Path) -> set[str]:
     """The sparkdl modules ``path`` imports, as absolute names."""
-    module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    module = _module(path)
     package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     package = package.removesuffix(".__init__")
     found = set()
@@ -63,10 +88,10 @@ def _imports(path: Path) -> set[str]:
     return {name for name in found if name.split(".")[0] == "sparkdl"}
 
 
-def _room_imports() -> dict[str, set[str]]:
+def _room_imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {room: set() for room in ROOMS}
-    for path in PACKAGE.rglob("*.py"):
-        source = _room(".".join(path.relative_to(ROOT).with_suffix("").parts))
+    for path in package.rglob("*.py"):
+        source = _room(_module(path))
         if source is None:
             continue
         for target in filter(None, map(_room, _imports(path))):
@@ -75,11 +100,49 @@ def _room_imports() -> dict[str, set[str]]:
     return edges
 
 
+def face_imports(package: Path = PACKAGE) -> list[str]:
+    """``"<module> imports the face <face>"`` for every room module that imports a face, and every
+    face that imports another face (the package's ``__init__`` names its faces, lazily)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        module = _module(path)
+        own_face = _face(module) if path.parent == package else None
+        for name in sorted(_imports(path)):
+            face = _face(name)
+            if face is None or face == own_face or own_face == "__init__":
+                continue
+            found.append(f"{module} imports the face {face}")
+    return found
+
+
 def test_rooms_import_one_another_only_along_the_arrows():
     edges = _room_imports()
-    extra = {room: sorted(targets - ARROWS[room]) for room, targets in edges.items() if targets - ARROWS[room]}
+    allowed = {room: targets | ({"common"} if room != "common" else set()) for room, targets in ARROWS.items()}
+    extra = {room: sorted(targets - allowed[room]) for room, targets in edges.items() if targets - allowed[room]}
     assert not extra, f"imports against the arrows of docs/architecture.md: {extra}"
     assert edges["driver"], "the import scan found nothing: is the package layout still sparkdl/<room>/?"
+
+
+def test_the_package_root_holds_the_faces_and_nothing_else():
+    modules = {path.stem for path in PACKAGE.glob("*.py")}
+    folders = {path.name for path in PACKAGE.iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert modules == set(FACES), f"not faces: {sorted(modules - set(FACES))}; missing: {sorted(set(FACES) - modules)}"
+    assert folders == set(ROOMS), f"folders that are no room: {sorted(folders - set(ROOMS))}"
+
+
+def test_nothing_imports_a_face():
+    assert face_imports() == []
+
+
+def test_a_room_importing_a_face_is_named(tmp_path):
+    """The check above can fail: a copy of the package where keras/ imports ``compat`` again."""
+    package = tmp_path / "sparkdl"
+    (package / "keras").mkdir(parents=True)
+    (package / "compat.py").write_text("def save_keras_file(model, path): ...\n")
+    (package / "keras" / "shipping.py").write_text("from ..compat import save_keras_file\n")
+    (package / "ml.py").write_text("from .keras import shipping\nfrom . import pipeline\n")
+    problems = face_imports(package)
+    assert problems == ["sparkdl.keras.shipping imports the face compat", "sparkdl.ml imports the face pipeline"]
 
 
 def test_the_architecture_map_draws_exactly_these_arrows():

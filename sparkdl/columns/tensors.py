@@ -1,6 +1,6 @@
 """TensorFlow's half of the column readers: parts (flat numpy arrays) in, tensors out.
 
-A reader (``sparkdl/column_readers.py``) turns a block of rows into parts; here they become, in
+A reader (``sparkdl/columns/readers.py``) turns a block of rows into parts; here they become, in
 two steps that a ``tf.data`` pipeline runs around its ``rebatch``:
 
 1. :func:`assemble` (before batching): a tensor with one entry per row. Bytes become a
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .column_readers import BytesReader, ColumnReader, DenseReader, ImageReader, RaggedReader, VectorReader
+from .readers import BytesReader, ColumnReader, DenseReader, ImageReader, RaggedReader, VectorReader
 
 
 def _tf():

@@ -13,7 +13,7 @@ Every error for users to catch derives from :class:`SparkDLError`; those that ar
     └── GPUSelectionError
 
 The modules that raise them import them from here (and re-export them where users have imported
-them from: ``sparkdl.feed.feeder.FeedError``, ``sparkdl.gpus.GPUSelectionError``, ...). Two
+them from: ``sparkdl.feed.feeder.FeedError``, ``sparkdl.common.gpus.GPUSelectionError``, ...). Two
 internal signals that never reach users close the file.
 """
 
@@ -182,7 +182,7 @@ class ModelVersionError(SparkDLError, ValueError):
     no model, a version published twice); the message names the path."""
 
 
-# -- GPUs (sparkdl/gpus.py) --
+# -- GPUs (sparkdl/common/gpus.py) --
 
 
 class GPUSelectionError(SparkDLError):

@@ -136,7 +136,7 @@ def check_columns(columns, where: str) -> dict:
         if not isinstance(spec, SPECS):
             raise TypeError(
                 f"{where}(columns={{{name!r}: ...}}): a spec is one of Image, Sparse, Ragged, Padded "
-                f"(sparkdl.column_specs), got {spec!r}"
+                f"(sparkdl.columns.specs), got {spec!r}"
             )
     return {str(name): spec for name, spec in columns.items()}
 

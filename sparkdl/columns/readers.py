@@ -1,7 +1,7 @@
 """Column readers: how one fed column becomes tensor parts, and which of its rows are bad.
 
 A reader is made once per column of a dataset (or of a scoring plan) from the column's spec
-(:mod:`sparkdl.column_specs`, or the default for its type) and an example of its rows, then
+(:mod:`sparkdl.columns.specs`, or the default for its type) and an example of its rows, then
 applied to every block of rows:
 
 - :meth:`ColumnReader.problems`: the rows no tensor of this form can take (nulls, text that is
@@ -10,7 +10,7 @@ applied to every block of rows:
   skips them (``bad_rows``).
 - :meth:`ColumnReader.parts`: the rows as flat numpy arrays (the *parts* of the tensor: values
   and row splits, bytes and offsets, coordinates), built from Arrow's buffers without a Python
-  step per row. TensorFlow assembles them (``sparkdl/tf_columns.py``).
+  step per row. TensorFlow assembles them (``sparkdl/columns/tensors.py``).
 
 A column's rows arrive as a numpy array (dense columns) or as the Arrow array they came in
 (everything else: bytes, strings, Vectors, images, arrays of varying length, and columns with
@@ -26,8 +26,8 @@ import pyarrow as pa
 
 from . import arrow_rows as ar
 from .arrow_numpy import ColumnRef, arrow_to_numpy
-from .column_specs import Image, Padded, Ragged, Sparse
 from .image_headers import BadImage, ImageHeader, read_header
+from .specs import Image, Padded, Ragged, Sparse
 
 Column = "np.ndarray | pa.Array"
 

@@ -115,9 +115,9 @@ def _wheel_metadata(wheel: Path) -> str:
 
 def test_wheel_metadata_has_the_single_source_version_and_the_console_script(artifacts):
     _, wheel = artifacts
-    namespace: dict = {}
-    exec((ROOT / "sparkdl" / "_version.py").read_text(), namespace)
-    version, distribution = namespace["__version__"], namespace["__distribution__"]
+    import sparkdl
+
+    version, distribution = sparkdl.__version__, sparkdl.__distribution__
     assert distribution == "sparkdl-tf"  # PyPI's "sparkdl" is another project; the import stays sparkdl
     assert wheel.name.startswith(f"sparkdl_tf-{version}-"), wheel.name
     assert 'dynamic = ["version"]' in (ROOT / "pyproject.toml").read_text()

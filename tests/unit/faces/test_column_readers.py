@@ -22,7 +22,7 @@ from sparkdl.columns.readers import (
     VectorReader,
     reader_for,
 )
-from sparkdl.columns import Image, Padded, Ragged, Sparse, check_bad_rows, check_columns
+from sparkdl.columns.specs import Image, Padded, Ragged, Sparse, check_bad_rows, check_columns
 from sparkdl.feed.columns import batch_to_columns, check_rows, column_values
 from sparkdl.feed.dataset import NODE_CORES_ENV, decode_parallelism
 from sparkdl.feed.queues import concatenate, same_kind

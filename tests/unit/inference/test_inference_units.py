@@ -148,8 +148,7 @@ def test_scoring_refuses_a_decompression_bomb_before_decoding(monkeypatch):
 
     from PIL import Image as PILImage
 
-    from sparkdl.columns import arrow_rows
-    from sparkdl.columns import Image
+    from sparkdl.columns import Image, arrow_rows
 
     from image_bombs import png_bomb
 

@@ -18,13 +18,13 @@ from typing import Any
 from ..columns.specs import check_bad_rows
 from ..common import roles as roles_mod
 from ..common.errors import ClusterError, ClusterStateError, InputModeError, ShutdownTimeout
-from ..common.timeouts import FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S
+from ..common.timeouts import CAUSE_WAIT_S, FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S, STOP_WAIT_S
 from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
 from . import dstreams
 from .arguments import InputMode, check_feed_arguments
 from .attempt import ClusterAttempt, ClusterRequest
 from .console import NodeOutputPrinter
-from .coordinator import CAUSE_WAIT_S, Listeners
+from .coordinator import Listeners
 from .history import TrainingHistory
 from .lifecycle import ClusterState, FailureDecision, FailurePolicy, Lifecycle
 from .progress import InferenceProgress, progress_enabled
@@ -32,8 +32,6 @@ from .spark_access import SparkAccess
 from .streaming import StreamingTraining, start_stream_training
 
 logger = logging.getLogger(__name__)
-
-STOP_WAIT_S = 60.0
 
 
 class TFCluster:

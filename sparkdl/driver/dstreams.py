@@ -31,13 +31,10 @@ import time
 from typing import Any
 
 from ..common.errors import ShutdownTimeout
+from ..common.timeouts import DSTREAM_POLL_S
 from .arguments import check_feed_arguments
 
 logger = logging.getLogger(__name__)
-
-#: How often ``shutdown(ssc)`` asks Spark whether the StreamingContext stopped (TFoS: each second);
-#: the nodes' and the stream's own events end the wait at once.
-POLL_S = 0.5
 
 
 class DStreamFeed:
@@ -182,7 +179,7 @@ def await_dstream_end(cluster, ssc, grace_secs: float, timeout: float) -> None:
     stream_error = None
     while True:
         attempt = cluster._attempt
-        ended = attempt.waits.until(functools.partial(_wait_over, cluster, state, attempt.coordinator), POLL_S)
+        ended = attempt.waits.until(functools.partial(_wait_over, cluster, state, attempt.coordinator), DSTREAM_POLL_S)
         if ended:
             logger.info("sparkdl: the stream's feed is over (%s); stopping the StreamingContext", _describe(cluster))
             break

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 
 from ..common.errors import ClusterError, FeedDataError, FeedError
 from ..common.roles import COLLECTIVE_ROLES
-from ..common.timeouts import Deadline, FeedLimits
+from ..common.timeouts import CAUSE_WAIT_S, LAST_EPOCH_WAIT_S, Deadline, FeedLimits
 from ..feed.columns import check_same_columns, check_spark_schema
 from ..feed.feeder import FeedTarget
 from ..feed.shares import balanced_shares
@@ -31,7 +31,7 @@ from ..transport.channel import ChannelError, Endpoint
 from ..transport.clients import FeedClient
 from ..transport.protocol import TRAIN_SPLIT, VALIDATION_SPLIT
 from .arguments import check_feed_arguments, check_training_plan
-from .coordinator import CAUSE_WAIT_S, Coordinator, NodeState
+from .coordinator import Coordinator, NodeState
 from .feed_jobs import count_rows, feed_epoch, infer_frame, infer_frame_to_frame, infer_rdd
 from .history import TrainingHistory
 from .partitions import stable_partitions
@@ -41,9 +41,6 @@ from .spark_errors import task_failure
 from .waits import NodeWaits
 
 logger = logging.getLogger(__name__)
-
-#: How long train() waits for the chief's report of its last epoch once every row was read.
-LAST_EPOCH_WAIT_S = 30.0
 
 
 class ClusterFeeder:

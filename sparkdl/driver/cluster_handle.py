@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager
 if TYPE_CHECKING:
     from .attempt import ClusterAttempt
     from .coordinator import Coordinator
-    from .dstreams import DStreamFeed
     from .lifecycle import Lifecycle
     from .spark_access import SparkAccess
 
@@ -38,7 +37,7 @@ class ClusterHandle:
         self._lifecycle = lifecycle
         self._train = train
         self._abort = abort
-        self.dstream_feed: DStreamFeed | None = None  #: ``train(dstream)``'s state, once it is called
+        self.dstream_feed: Any = None  #: ``train(dstream)``'s ``dstreams.DStreamFeed``, once it is called
 
     @property
     def attempt(self) -> ClusterAttempt:

@@ -29,14 +29,12 @@ import functools
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..common.errors import ShutdownTimeout
 from ..common.timeouts import DSTREAM_POLL_S
 from .arguments import check_feed_arguments
-
-if TYPE_CHECKING:
-    from .cluster_handle import ClusterHandle
+from .cluster_handle import ClusterHandle
 
 logger = logging.getLogger(__name__)
 

@@ -23,9 +23,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .common.timeouts import COMMAND_TIMEOUT_S
+
 SUPPORTED_PYTHON = ((3, 10), (3, 13))
 MIN_JAVA = 17
-COMMAND_TIMEOUT_S = 20.0
 
 
 def _version(dist: str) -> str | None:

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import GPUSelectionError as GPUSelectionError  # re-exported: raised here
+from .timeouts import RETRY_WAIT_S
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ logger = logging.getLogger(__name__)
 #: compute processes (their listing can be hidden inside containers).
 BUSY_MEMORY_MIB = 500
 MAX_RETRIES = 3  #: times :func:`free_gpus` asks again when too few GPUs are free
-RETRY_WAIT_S = 30.0  #: seconds before the first retry; the n-th retry waits n times as long
 #: Where :func:`single_node_gpus` keeps the CUDA_VISIBLE_DEVICES a Python worker started with.
 INHERITED_GPUS = "SPARKDL_INHERITED_CUDA_VISIBLE_DEVICES"
 

@@ -1,6 +1,10 @@
 """sparkdl's time limits: each named for what it bounds, each default defined once, and
 ``Deadline``, the time budget of one call.
 
+Every duration sparkdl waits, polls or pauses for by default (in seconds) is a constant here,
+grouped by the room that waits on it; the modules import it by name (so a test may still patch
+the module's own binding). Sizes and counts stay beside the code that uses them.
+
 The public arguments keep TensorFlowOnSpark's names (``feed_timeout``, ``reservation_timeout``,
 ``timeout``); what one ``feed_timeout`` bounds is spelt out by :class:`FeedLimits`.
 """
@@ -22,6 +26,90 @@ SHUTDOWN_TIMEOUT_S = 259200.0
 #: The longest one control call to a node may take (a plan, a cache decision, the end of the feed,
 #: a feeder's connection): ``min(feed_timeout, CONTROL_CALL_MAX_S)``.
 CONTROL_CALL_MAX_S = 60.0
+
+# -- driver/: the cluster as the driver runs it --
+
+#: ``TFCluster.shutdown``: each wait for the nodes (and the launch thread) to end once stopped.
+STOP_WAIT_S = 60.0
+#: ``ClusterAttempt.abort``: how long an aborted attempt waits for its registered nodes and launch threads.
+ABORT_WAIT_S = 15.0
+#: How often the coordinator looks for stalled nodes.
+STALL_CHECK_S = 0.5
+#: How long a stalled node's supervisor has to report before the driver gives up on it.
+STALL_REPORT_S = 5.0
+#: How long a failed Spark job (launch or feed) waits for the node report that explains it.
+CAUSE_WAIT_S = 10.0
+#: How long ``train()`` waits for the chief's report of its last epoch once every row was read.
+LAST_EPOCH_WAIT_S = 30.0
+#: How often ``shutdown(ssc)`` asks Spark whether the StreamingContext stopped (TFoS: each second);
+#: the nodes' and the stream's own events end the wait at once.
+DSTREAM_POLL_S = 0.5
+#: How often the progress display prints a plain line (not a terminal: logs, notebooks' files).
+PLAIN_INTERVAL_S = 10.0
+#: How often the progress bar redraws on a terminal.
+BAR_INTERVAL_S = 0.5
+
+# -- node/: a TF node's processes --
+
+#: How long the supervisor waits for TensorBoard to listen.
+TENSORBOARD_START_TIMEOUT_S = 90.0
+#: The least time the supervisor gives its TF process to end after asking it to stop.
+STOP_GRACE_MIN_S = 3.0
+#: How long a stalled node's safe Python-level stack dump (SIGUSR2) may take.
+PYTHON_DUMP_WAIT_S = 1.0
+#: Then faulthandler's dump from C (SIGUSR1), if the first got no answer.
+C_DUMP_WAIT_S = 1.0
+#: A fork server with no node for this long leaves (PySpark's idle workers: 60 s).
+IDLE_EXIT_S = 120.0
+#: For a new fork server to import TensorFlow and listen.
+START_TIMEOUT_S = 120.0
+#: For a fork server to answer a request with the node's pid.
+REPLY_TIMEOUT_S = 30.0
+#: For a fork server to take a connection (its backlog may be full).
+CONNECT_TIMEOUT_S = 10.0
+#: How often a supervisor waiting for another's fork server start looks again.
+LOCK_POLL_S = 0.1
+#: For a connection to the fork server to send its request, else it is closed.
+REQUEST_TIMEOUT_S = 10.0
+
+# -- feed/: the data plane --
+
+#: A connection to a feed server must say what it is within this long.
+FIRST_MESSAGE_TIMEOUT_S = 60.0
+#: How long the node tries to tell a dropped feeder why.
+NOTICE_TIMEOUT_S = 1.0
+#: How often a node waiting for data tells the driver it is alive.
+WAIT_HEARTBEAT_S = 1.0
+
+# -- transport/: the wire --
+
+#: A server's deadline for a whole handshake: short, to free slots that peers hold.
+HANDSHAKE_TIMEOUT_S = 3.0
+#: A channel's send timeout until ``set_send_timeout`` (no send waits forever).
+DEFAULT_SEND_TIMEOUT_S = 120.0
+#: The pause after ``accept()`` fails for want of descriptors or memory.
+ACCEPT_RETRY_S = 0.1
+#: How long a channel server's ``close()`` waits, in all, for the threads serving connections to end.
+CLOSE_JOIN_S = 2.0
+#: How long a server tries to tell an evicted connection so.
+BUSY_SEND_S = 1.0
+#: A client's first pause before retrying a connection the server had no slot for, ...
+RETRY_FIRST_S = 0.05
+#: ... doubling up to this.
+RETRY_MAX_S = 0.5
+#: At most one log line per this many seconds about refused connections.
+REJECTION_LOG_S = 10.0
+#: TCP keepalive: the first probe after this long without traffic, ...
+KEEPALIVE_IDLE_S = 30
+#: ... then one probe every this many seconds (``tcp_options.KEEPALIVE_PROBES`` of them).
+KEEPALIVE_INTERVAL_S = 10
+
+# -- common/ and the command line --
+
+#: ``gpus.free_gpus``: seconds before the first retry; the n-th retry waits n times as long.
+RETRY_WAIT_S = 30.0
+#: ``python -m sparkdl``: each command it runs to report a component (java, nvidia-smi, ...).
+COMMAND_TIMEOUT_S = 20.0
 
 
 def check_feed_timeout(feed_timeout) -> float:

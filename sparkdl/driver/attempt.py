@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..common.errors import ReservationTimeout
+from ..common.timeouts import ABORT_WAIT_S
 from ..node.config import LaunchSpec, NodeSettings
 from ..node.launch import launch_node, spark_partition_launcher
 from ..transport.channel import new_secret
@@ -23,8 +24,6 @@ from .spark_access import SparkAccess
 from .waits import NodeWaits
 
 logger = logging.getLogger(__name__)
-
-ABORT_WAIT_S = 15.0
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``TFCluster``: a running TensorFlow cluster on Spark, as the driver sees and drives it.
 
-``run()`` (``driver/run.py``) builds one; ``_start`` launches one node per executor through a
+``run()`` (``driver/run.py``) builds one; ``start`` launches one node per executor through a
 (barrier) Spark job in a background thread and returns once every node has registered.
 ``train``/``train_stream``/``inference`` feed it (InputMode.SPARK). ``shutdown()`` waits for the
 training nodes, stops the servers (ps, evaluator), and raises ``ClusterError`` with each failed
@@ -18,13 +18,14 @@ from typing import Any
 from ..columns.specs import check_bad_rows
 from ..common import roles as roles_mod
 from ..common.errors import ClusterError, ClusterStateError, InputModeError, ShutdownTimeout
-from ..common.timeouts import FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S
+from ..common.timeouts import CAUSE_WAIT_S, FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S, STOP_WAIT_S
 from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
 from . import dstreams
 from .arguments import InputMode, check_feed_arguments
 from .attempt import ClusterAttempt, ClusterRequest
+from .cluster_handle import ClusterHandle
 from .console import NodeOutputPrinter
-from .coordinator import CAUSE_WAIT_S, Listeners
+from .coordinator import Listeners
 from .history import TrainingHistory
 from .lifecycle import ClusterState, FailureDecision, FailurePolicy, Lifecycle
 from .progress import InferenceProgress, progress_enabled
@@ -32,8 +33,6 @@ from .spark_access import SparkAccess
 from .streaming import StreamingTraining, start_stream_training
 
 logger = logging.getLogger(__name__)
-
-STOP_WAIT_S = 60.0
 
 
 class TFCluster:
@@ -71,7 +70,8 @@ class TFCluster:
         )
         self._attempt = self._new_attempt(0)
         self._streams: list[StreamingTraining] = []  # train_stream's queries: shutdown stops them
-        self._dstream_feed = None  # train(dstream)'s DStreamFeed (driver/dstreams.py), once it is called
+        # What the streaming drivers (train(dstream), shutdown(ssc), train_stream) may use of this cluster.
+        self._handle = ClusterHandle(cluster_id, spark, lambda: self._attempt, self._lifecycle, self.train, self._abort)
 
     def _new_attempt(self, number: int) -> ClusterAttempt:
         return ClusterAttempt(self.spark, self._request, self.cluster_id, number, self._listeners)
@@ -249,7 +249,7 @@ class TFCluster:
         self._require_spark_mode("train")
         num_epochs = num_epochs or 1
         if dstreams.is_dstream(dataRDD):  # TensorFlowOnSpark's Spark Streaming: every RDD as it arrives
-            return dstreams.train_dstream(self, dataRDD, num_epochs, feed_timeout, qname)
+            return dstreams.train_dstream(self._handle, dataRDD, num_epochs, feed_timeout, qname)
         if getattr(dataRDD, "isStreaming", False):
             raise TypeError("cluster.train got a streaming DataFrame: train on it with cluster.train_stream(df, ...)")
         plan = TrainingPlan(
@@ -318,7 +318,7 @@ class TFCluster:
         self._require_spark_mode("train_stream")
         check_feed_arguments(qname, feed_timeout, seed)
         stream = start_stream_training(
-            self, df, checkpoint_location=checkpoint_location, trigger=trigger, query_name=query_name,
+            self._handle, df, checkpoint_location=checkpoint_location, trigger=trigger, query_name=query_name,
             feed_timeout=feed_timeout, qname=qname, shuffle=shuffle, seed=seed,
         )  # fmt: skip
         self._streams.append(stream)
@@ -380,7 +380,7 @@ class TFCluster:
         (leaving the SparkContext running) before the rest of the shutdown.
         """
         if ssc is not None:  # stops ssc; raises a failed stream batch's error (which may have closed the cluster)
-            dstreams.await_dstream_end(self, ssc, grace_secs, timeout)
+            dstreams.await_dstream_end(self._handle, ssc, grace_secs, timeout)
         if self._closed:
             return self._chief_result()
         self._stop_streams()
@@ -449,10 +449,11 @@ class TFCluster:
         )
         self._attempt.abort("relaunching after a failure")
         self._attempt = self._new_attempt(self.restarts)
-        self._start()
+        self.start()
 
-    def _start(self) -> None:
-        """Launch the current attempt and wait until it is ready (aborting it on any error)."""
+    def start(self) -> None:
+        """Launch the current attempt and wait until every node has registered (aborting it on any
+        error). ``run()`` calls it once, a relaunch again; a started cluster refuses it (RuntimeError)."""
         self._lifecycle.move(ClusterState.STARTING)
         self._attempt.start()
         try:

@@ -19,16 +19,14 @@ from typing import Any, Callable
 
 from ..common.errors import ClusterError, NodeFailure, ReservationTimeout, cluster_error
 from ..common.roles import COLLECTIVE_ROLES, STOPPED_AT_SHUTDOWN, NodeRole, build_cluster_spec
+from ..common.timeouts import STALL_CHECK_S, STALL_REPORT_S
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, ChannelServer, Endpoint
 from ..transport.clients import SupervisorClient
 
 logger = logging.getLogger(__name__)
 
-STALL_CHECK_S = 0.5  # how often the driver looks for stalled nodes
 RECENT_LINES = 40  # forwarded lines kept per node, for the failure of a node that is lost
-STALL_REPORT_S = 5.0  # how long a stalled node's supervisor has to report before the driver gives up on it
-CAUSE_WAIT_S = 10.0  # how long a failed Spark job (launch or feed) waits for the node report that explains it
 
 
 class NodeStatus(str, Enum):

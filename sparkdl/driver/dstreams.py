@@ -19,7 +19,8 @@ running, before the cluster's ordinary shutdown. In TFoS the first node to termi
 set the reservation server's ``done`` flag, which ``shutdown(ssc)`` polled each second; here
 every data node must have ended its feed (sparkdl feeds the others on until they do).
 
-All state lives in a :class:`DStreamFeed` held by the cluster (``cluster._dstream_feed``).
+All state lives in a :class:`DStreamFeed` held by the cluster's handle (``ClusterHandle.dstream_feed``,
+``driver/cluster_handle.py``): the functions here take that handle, never the ``TFCluster``.
 """
 
 from __future__ import annotations
@@ -31,17 +32,15 @@ import time
 from typing import Any
 
 from ..common.errors import ShutdownTimeout
+from ..common.timeouts import DSTREAM_POLL_S
 from .arguments import check_feed_arguments
+from .cluster_handle import ClusterHandle
 
 logger = logging.getLogger(__name__)
 
-#: How often ``shutdown(ssc)`` asks Spark whether the StreamingContext stopped (TFoS: each second);
-#: the nodes' and the stream's own events end the wait at once.
-POLL_S = 0.5
-
 
 class DStreamFeed:
-    """What a cluster's DStreams have done so far (``cluster._dstream_feed``, created by
+    """What a cluster's DStreams have done so far (``ClusterHandle.dstream_feed``, created by
     ``train_dstream``): the RDDs fed and skipped, and the first failure, for ``shutdown(ssc)``."""
 
     def __init__(self) -> None:
@@ -74,15 +73,14 @@ def is_dstream(data: Any) -> bool:
     return isinstance(data, DStream)
 
 
-def stream_state(cluster) -> DStreamFeed:
+def stream_state(cluster: ClusterHandle) -> DStreamFeed:
     """The cluster's :class:`DStreamFeed`, created on first use."""
-    state = getattr(cluster, "_dstream_feed", None)
-    if state is None:
-        state = cluster._dstream_feed = DStreamFeed()
-    return state
+    if cluster.dstream_feed is None:
+        cluster.dstream_feed = DStreamFeed()
+    return cluster.dstream_feed
 
 
-def train_dstream(cluster, dstream, num_epochs: int, feed_timeout: float, qname: str) -> None:
+def train_dstream(cluster: ClusterHandle, dstream, num_epochs: int, feed_timeout: float, qname: str) -> None:
     """Feed every RDD of ``dstream`` to ``cluster``'s nodes as it arrives (TFoS ``train(dstream)``).
 
     Call it before ``ssc.start()`` (Spark accepts no new output operation after). Each non-empty
@@ -101,13 +99,13 @@ def train_dstream(cluster, dstream, num_epochs: int, feed_timeout: float, qname:
     logger.info("sparkdl cluster %s: every RDD of the stream will be fed to the nodes", cluster.cluster_id)
 
 
-def _feed_over(cluster, state: DStreamFeed) -> str | None:
+def _feed_over(cluster: ClusterHandle, state: DStreamFeed) -> str | None:
     """Why no more stream batches are fed, or None while they are."""
     if state.error is not None:
         return "feeding an earlier batch failed"
-    if cluster._closed:
+    if cluster.closed:
         return "the cluster was shut down"
-    coordinator = cluster._coordinator
+    coordinator = cluster.coordinator
     if coordinator.failures:
         return "a node failed"
     if coordinator.aborted:
@@ -117,12 +115,14 @@ def _feed_over(cluster, state: DStreamFeed) -> str | None:
     return None
 
 
-def _feeds_ended(cluster) -> bool:
+def _feeds_ended(cluster: ClusterHandle) -> bool:
     """Whether every data node has ended its feed (``terminate()``, or ``map_fun`` returned)."""
-    return all(n.feed_ended for n in cluster._attempt.feeder.data_nodes())
+    return all(n.feed_ended for n in cluster.attempt.feeder.data_nodes())
 
 
-def _feed_batch(cluster, state: DStreamFeed, batch_time, rdd, num_epochs: int, feed_timeout: float, qname: str):
+def _feed_batch(
+    cluster: ClusterHandle, state: DStreamFeed, batch_time, rdd, num_epochs: int, feed_timeout: float, qname: str
+):
     """Feed one interval's RDD; never raises (Spark would only log it): failures are recorded."""
     with state._lock:
         reason = _feed_over(cluster, state)
@@ -138,7 +138,7 @@ def _feed_batch(cluster, state: DStreamFeed, batch_time, rdd, num_epochs: int, f
             reason,
         )
         return
-    coordinator = cluster._coordinator
+    coordinator = cluster.coordinator
     try:
         if rdd is None or rdd.getNumPartitions() == 0 or rdd.isEmpty():
             state.empty += 1
@@ -158,11 +158,11 @@ def _feed_batch(cluster, state: DStreamFeed, batch_time, rdd, num_epochs: int, f
     finally:
         state.feeding = False
         coordinator.notify_external()  # wake shutdown(ssc)
-        if cluster._coordinator is not coordinator:  # relaunched during the call
-            cluster._coordinator.notify_external()
+        if cluster.coordinator is not coordinator:  # relaunched during the call
+            cluster.coordinator.notify_external()
 
 
-def await_dstream_end(cluster, ssc, grace_secs: float, timeout: float) -> None:
+def await_dstream_end(cluster: ClusterHandle, ssc, grace_secs: float, timeout: float) -> None:
     """TFoS ``shutdown(ssc)``: wait for the nodes to end their feed, then stop ``ssc`` gracefully.
 
     The wait ends when every data node has ended its feed, a node fails, feeding a batch fails,
@@ -181,8 +181,8 @@ def await_dstream_end(cluster, ssc, grace_secs: float, timeout: float) -> None:
     deadline = None if timeout is None or timeout < 0 else time.monotonic() + timeout
     stream_error = None
     while True:
-        attempt = cluster._attempt
-        ended = attempt.waits.until(functools.partial(_wait_over, cluster, state, attempt.coordinator), POLL_S)
+        attempt = cluster.attempt
+        ended = attempt.waits.until(functools.partial(_wait_over, cluster, state, attempt.coordinator), DSTREAM_POLL_S)
         if ended:
             logger.info("sparkdl: the stream's feed is over (%s); stopping the StreamingContext", _describe(cluster))
             break
@@ -194,8 +194,8 @@ def await_dstream_end(cluster, ssc, grace_secs: float, timeout: float) -> None:
             stream_error = exc
             break
         if deadline is not None and time.monotonic() >= deadline:
-            running = [n.role.label for n in cluster._attempt.feeder.data_nodes() if not n.finished]
-            cluster._abort("shutdown(ssc) timed out")
+            running = [n.role.label for n in cluster.attempt.feeder.data_nodes() if not n.finished]
+            cluster.abort("shutdown(ssc) timed out")
             _stop(ssc, graceful=False)
             raise ShutdownTimeout(
                 f"the data nodes had not ended their feed after shutdown(ssc, timeout={timeout}): the "
@@ -204,22 +204,22 @@ def await_dstream_end(cluster, ssc, grace_secs: float, timeout: float) -> None:
     _stop(ssc, graceful=True)
     error = state.take_error() or stream_error
     if error is not None:
-        cluster._abort("a stream batch failed")  # shutdown() raises this error instead of waiting on the nodes
+        cluster.abort("a stream batch failed")  # shutdown() raises this error instead of waiting on the nodes
         raise error
 
 
-def _wait_over(cluster, state: DStreamFeed, coordinator) -> bool:
+def _wait_over(cluster: ClusterHandle, state: DStreamFeed, coordinator) -> bool:
     """Whether ``shutdown(ssc)`` may stop the stream (``coordinator``'s lock held)."""
-    if coordinator is not cluster._coordinator:  # relaunched (max_restarts): wait on the new one
+    if coordinator is not cluster.coordinator:  # relaunched (max_restarts): wait on the new one
         return False
-    if state.error is not None or cluster._closed:
+    if state.error is not None or cluster.closed:
         return True
     if state.feeding:  # the batch being fed ends by itself; with max_restarts it may relaunch the nodes
         return False
     return bool(coordinator.failures or coordinator.aborted) or _feeds_ended(cluster)
 
 
-def _describe(cluster) -> str:
+def _describe(cluster: ClusterHandle) -> str:
     state = stream_state(cluster)
     return f"{state.fed} batches fed, {state.empty} empty, {state.skipped} skipped"
 

@@ -15,23 +15,23 @@ import logging
 import secrets
 import threading
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable, NamedTuple
 
 from pyspark import RDD
 from pyspark.sql import DataFrame
 
 from ..common.errors import ClusterError, FeedDataError, FeedError
 from ..common.roles import COLLECTIVE_ROLES
-from ..common.timeouts import Deadline, FeedLimits
+from ..common.timeouts import CAUSE_WAIT_S, LAST_EPOCH_WAIT_S, Deadline, FeedLimits
 from ..feed.columns import check_same_columns, check_spark_schema
 from ..feed.feeder import FeedTarget
-from ..feed.shares import balanced_shares
+from ..feed.shares import RowShares, balanced_shares
 from ..transport import protocol
 from ..transport.channel import ChannelError, Endpoint
 from ..transport.clients import FeedClient
 from ..transport.protocol import TRAIN_SPLIT, VALIDATION_SPLIT
 from .arguments import check_feed_arguments, check_training_plan
-from .coordinator import CAUSE_WAIT_S, Coordinator, NodeState
+from .coordinator import Coordinator, NodeState
 from .feed_jobs import count_rows, feed_epoch, infer_frame, infer_frame_to_frame, infer_rdd
 from .history import TrainingHistory
 from .partitions import stable_partitions
@@ -42,8 +42,13 @@ from .waits import NodeWaits
 
 logger = logging.getLogger(__name__)
 
-#: How long train() waits for the chief's report of its last epoch once every row was read.
-LAST_EPOCH_WAIT_S = 30.0
+
+class FedSplit(NamedTuple):
+    """One split of a ``cluster.train`` call: its name, its data and how its rows are shared out."""
+
+    name: str  # TRAIN_SPLIT or VALIDATION_SPLIT
+    frame: Any  # the RDD or DataFrame
+    shares: RowShares
 
 
 class ClusterFeeder:
@@ -144,34 +149,13 @@ class ClusterFeeder:
 
     def _train(self, plan: protocol.TrainingPlan, data, validation_data, watch: tuple) -> int:
         show_progress, history, history_reports = watch
-        counts = self._run_job(lambda: count_rows(data), "sparkdl: count rows per partition")
-        if sum(counts) == 0 and plan.batch_id is not None:
-            return 0  # an empty micro-batch: nothing to train
-        if sum(counts) == 0:
-            kind = "DataFrame" if isinstance(data, DataFrame) else "RDD"
-            raise FeedDataError(f"cluster.train got an empty {kind}: there is nothing to feed")
         nodes = self.data_nodes()
-        shares = balanced_shares(counts, len(nodes))
-        splits = [(TRAIN_SPLIT, data, shares)]
-        if validation_data is not None:
-            validation_counts = self._run_job(
-                lambda: count_rows(validation_data), "sparkdl: count validation rows per partition"
-            )
-            if sum(validation_counts) == 0:
-                raise FeedDataError("cluster.train got empty validation_data: drop it or give it rows")
-            splits.append((VALIDATION_SPLIT, validation_data, balanced_shares(validation_counts, len(nodes))))
-        session = self._sessions.get(plan.qname, 0) + 1
-        self._sessions[plan.qname] = session
+        splits = self._count_splits(data, validation_data, len(nodes), empty_ok=plan.batch_id is not None)
+        if not splits:
+            return 0  # an empty micro-batch: nothing to train
+        plan = self._start_session(plan, splits, nodes)
         limits = FeedLimits.of(plan.feed_timeout)
-        plan = replace(
-            plan,
-            session=session,
-            rows_per_epoch=shares.rows_per_node,
-            validation_rows=splits[1][2].rows_per_node if len(splits) > 1 else 0,
-        )
-        for index, node in enumerate(nodes):
-            self._client(node).plan(replace(plan, node=index), limits.control_s)
-        target = self._target(limits.stream_s, plan.qname)
+        shares = splits[0].shares
         logger.info(
             "sparkdl: feeding %d rows x %d epochs to %d nodes (%d rows each per epoch)",
             shares.total_rows,
@@ -179,51 +163,100 @@ class ClusterFeeder:
             len(nodes),
             shares.rows_per_node,
         )
-        total = sum(s.rows_per_node for _, _, s in splits) * len(nodes) * plan.epochs
-        progress = (
-            TrainProgress(
-                nodes,
-                total,
-                plan.epochs,
-                history=history,
-                partitions=lambda: self.spark.feeding_job_progress(self.job_group),
-            )
-            if show_progress
-            else None
-        )
+        progress = self._train_progress(plan, splits, nodes, history) if show_progress else None
         # A data node that stops reading while it is fed is stalled.
         with self._coordinator.watch_reads(limits.read_stall_s), progress or contextlib.nullcontext():
-            replaying = False
-            for epoch in range(plan.epochs):
-                if not replaying:
-                    for split, frame, split_shares in splits:
-                        description = (
-                            f"sparkdl: feed {'' if split == TRAIN_SPLIT else 'validation '}epoch "
-                            f"{epoch + 1}/{plan.epochs} to {len(nodes)} TF nodes"
-                        )
-                        skipped = self._run_job(
-                            lambda e=epoch, f=frame, s=split_shares, sp=split: feed_epoch(
-                                f, target, session, e, s, sp, plan.seed if plan.shuffle else None
-                            ),
-                            description,
-                        )
-                        if self._check_skipped(nodes, skipped, description):
-                            logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
-                            return shares.total_rows
-                    if progress:
-                        progress.epoch_done(epoch)
-                    if epoch == 0 and plan.cache:
-                        replaying = self._settle_cache(nodes, plan.qname, session, limits.control_s)
-                        if plan.deterministic and not replaying:
-                            raise FeedError(
-                                "cluster.train(deterministic=True): not every node could cache its share of "
-                                "epoch 1 (its log says why); raise cache_max_bytes, free disk space, or train "
-                                "with deterministic=False"
-                            )
-            self._await_read(nodes, plan.qname, session)
+            if self._feed_epochs(plan, splits, nodes, self._target(limits.stream_s, plan.qname), progress):
+                logger.info("sparkdl: every node ended its feed; skipping the remaining epochs")
+                return shares.total_rows
+            self._await_read(nodes, plan.qname, plan.session)
             if history is not None:
                 self._await_epoch_reports(history, history_reports, nodes[0])
         return shares.total_rows
+
+    def _count_splits(self, data, validation_data, num_nodes: int, empty_ok: bool) -> list[FedSplit]:
+        """Each split's rows counted per partition and shared out over ``num_nodes`` (a Spark job
+        each); empty (``empty_ok``: a micro-batch) when there are no training rows."""
+        counts = self._run_job(lambda: count_rows(data), "sparkdl: count rows per partition")
+        if sum(counts) == 0 and empty_ok:
+            return []
+        if sum(counts) == 0:
+            kind = "DataFrame" if isinstance(data, DataFrame) else "RDD"
+            raise FeedDataError(f"cluster.train got an empty {kind}: there is nothing to feed")
+        splits = [FedSplit(TRAIN_SPLIT, data, balanced_shares(counts, num_nodes))]
+        if validation_data is not None:
+            validation_counts = self._run_job(
+                lambda: count_rows(validation_data), "sparkdl: count validation rows per partition"
+            )
+            if sum(validation_counts) == 0:
+                raise FeedDataError("cluster.train got empty validation_data: drop it or give it rows")
+            splits.append(FedSplit(VALIDATION_SPLIT, validation_data, balanced_shares(validation_counts, num_nodes)))
+        return splits
+
+    def _start_session(
+        self, plan: protocol.TrainingPlan, splits: list[FedSplit], nodes: list[NodeState]
+    ) -> protocol.TrainingPlan:
+        """Number this call's training session on its queue and send each data node its plan."""
+        session = self._sessions.get(plan.qname, 0) + 1
+        self._sessions[plan.qname] = session
+        plan = replace(
+            plan,
+            session=session,
+            rows_per_epoch=splits[0].shares.rows_per_node,
+            validation_rows=splits[1].shares.rows_per_node if len(splits) > 1 else 0,
+        )
+        control_s = FeedLimits.of(plan.feed_timeout).control_s
+        for index, node in enumerate(nodes):
+            self._client(node).plan(replace(plan, node=index), control_s)
+        return plan
+
+    def _train_progress(self, plan, splits: list[FedSplit], nodes: list[NodeState], history) -> TrainProgress:
+        total = sum(split.shares.rows_per_node for split in splits) * len(nodes) * plan.epochs
+        partitions = lambda: self.spark.feeding_job_progress(self.job_group)  # noqa: E731
+        return TrainProgress(nodes, total, plan.epochs, history=history, partitions=partitions)
+
+    def _feed_epochs(self, plan, splits: list[FedSplit], nodes: list[NodeState], target: FeedTarget, progress) -> bool:
+        """Feed every epoch from Spark, or epoch 1 only when the nodes' caches replay the rest;
+        whether every node ended its feed first (the remaining epochs are skipped)."""
+        for epoch in range(plan.epochs):
+            if self._feed_epoch(plan, splits, nodes, target, epoch):
+                return True
+            if progress:
+                progress.epoch_done(epoch)
+            if epoch == 0 and plan.cache and self._replay_caches(plan, nodes):
+                return False
+        return False
+
+    def _feed_epoch(self, plan, splits: list[FedSplit], nodes: list[NodeState], target: FeedTarget, epoch: int) -> bool:
+        """One feeding job per split for ``epoch``; whether every node has ended its feed."""
+        seed = plan.seed if plan.shuffle else None
+        for split in splits:
+            description = (
+                f"sparkdl: feed {'' if split.name == TRAIN_SPLIT else 'validation '}epoch "
+                f"{epoch + 1}/{plan.epochs} to {len(nodes)} TF nodes"
+            )
+            skipped = self._run_job(
+                lambda split=split: feed_epoch(
+                    split.frame, target, plan.session, epoch, split.shares, split.name, seed
+                ),
+                description,
+            )
+            if self._check_skipped(nodes, skipped, description):
+                return True
+        return False
+
+    def _replay_caches(self, plan: protocol.TrainingPlan, nodes: list[NodeState]) -> bool:
+        """After epoch 1: whether the nodes replay their caches for the later epochs (required with
+        ``deterministic``)."""
+        control_s = FeedLimits.of(plan.feed_timeout).control_s
+        replaying = self._settle_cache(nodes, plan.qname, plan.session, control_s)
+        if plan.deterministic and not replaying:
+            raise FeedError(
+                "cluster.train(deterministic=True): not every node could cache its share of "
+                "epoch 1 (its log says why); raise cache_max_bytes, free disk space, or train "
+                "with deterministic=False"
+            )
+        return replaying
 
     def _settle_cache(self, nodes: list[NodeState], qname: str, session: int, timeout: float) -> bool:
         """After epoch 1: replay the nodes' caches if every node holds its whole share, else drop them."""

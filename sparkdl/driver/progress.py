@@ -19,12 +19,10 @@ import threading
 import time
 from typing import Callable, TextIO
 
+from ..common.timeouts import BAR_INTERVAL_S, PLAIN_INTERVAL_S
 from ..transport import protocol
 from .coordinator import NodeState
 from .history import TrainingHistory
-
-PLAIN_INTERVAL_S = 10.0
-BAR_INTERVAL_S = 0.5
 
 
 def progress_enabled(requested: bool | None) -> bool:

@@ -166,5 +166,5 @@ def run(
         launch_profile=launch_plan.profile if launch_plan else None,
     )
     cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, limits.max_restarts, progress)
-    cluster._start()
+    cluster.start()
     return cluster

@@ -26,6 +26,7 @@ from typing import Any
 from ..common.errors import FeedDataError, FeedError
 from ..common.errors import StreamEnded as StreamEnded  # re-exported: raised here
 from ..transport.protocol import TrainingPlan
+from .cluster_handle import ClusterHandle
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def schema_drift(expected, got) -> str | None:
 class MicroBatchTrainer:
     """The query's ``foreachBatch`` function: trains one micro-batch on the cluster, or skips it."""
 
-    def __init__(self, cluster, plan: TrainingPlan):
+    def __init__(self, cluster: ClusterHandle, plan: TrainingPlan):
         self._cluster = cluster
         self.plan = plan  #: every micro-batch's plan, but for its batch id (one epoch, no cache)
         self.qname = plan.qname
@@ -83,7 +84,7 @@ class MicroBatchTrainer:
                 f"the query stops, and the model checkpoint keeps micro-batch {self.stats.last_batch_id}"
             )
         self._schema = self._schema or frame.schema
-        attempt = self._cluster._attempt
+        attempt = self._cluster.attempt
         feeder = attempt.feeder
         nodes = feeder.data_nodes()
         position = self._model_position(attempt, nodes, batch_id)
@@ -95,7 +96,7 @@ class MicroBatchTrainer:
             return
         started = time.monotonic()
         try:
-            with self._cluster._lifecycle.feeding():
+            with self._cluster.feeding():
                 rows = feeder.train(replace(self.plan, batch_id=batch_id), frame)
         except FeedDataError as exc:
             raise FeedDataError(f"micro-batch {batch_id}: {exc}") from exc
@@ -165,7 +166,7 @@ class StreamingTraining:
     """A running streaming-training query (``cluster.train_stream``): Spark's ``StreamingQuery``,
     whose waits raise the cluster's failure (a node's traceback in ``ClusterError``) as it is."""
 
-    def __init__(self, cluster, query, trainer: MicroBatchTrainer):
+    def __init__(self, cluster: ClusterHandle, query, trainer: MicroBatchTrainer):
         self._cluster = cluster
         self.query = query  #: the underlying pyspark StreamingQuery
         self._trainer = trainer
@@ -207,7 +208,7 @@ class StreamingTraining:
         """Stop the query. A micro-batch cut short is not committed; its rows are replayed on restart
         (and skipped there if the model saved it)."""
         self._stopping = True
-        self._cluster._coordinator.notify_external()
+        self._cluster.coordinator.notify_external()
         self.query.stop()
         self._watch.join(30)
 
@@ -228,7 +229,7 @@ class StreamingTraining:
 
     def _watch_cluster(self) -> None:
         """Stop the query when a node fails or every data node ends its feed, between micro-batches too."""
-        attempt, trainer = self._cluster._attempt, self._trainer
+        attempt, trainer = self._cluster.attempt, self._trainer
         coordinator = attempt.coordinator
         attempt.waits.stream_over(attempt.feeder.data_nodes(), stopping=lambda: self._stopping)
         if self._stopping:
@@ -249,7 +250,7 @@ class StreamingTraining:
 
 
 def start_stream_training(
-    cluster, frame, *, checkpoint_location, trigger, query_name, feed_timeout, qname, shuffle, seed
+    cluster: ClusterHandle, frame, *, checkpoint_location, trigger, query_name, feed_timeout, qname, shuffle, seed
 ) -> StreamingTraining:
     """Start the query behind ``cluster.train_stream`` (its docstring says what each argument means)."""
     if cluster.spark.connect:

@@ -6,12 +6,13 @@ server's queues as Spark streams it in; later epochs come from the node's epoch 
 driver chose to replay it (a fresh permutation each epoch with ``shuffle``), else from the
 queues again. The reader never reads past a run's planned rows, so every node reads the same
 number of rows per epoch (MultiWorkerMirroredStrategy never waits on a node that ran out).
-A streaming query's micro-batches are runs too, walked by ``micro_batches.py``.
+A streaming query's micro-batches are runs too, walked by ``micro_batches.py``. What reading has
+reached, and the reads themselves, are the :class:`~sparkdl.feed.reader.FeedReader`'s, which
+``dataset.py`` and ``micro_batches.py`` use too.
 """
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from typing import Any, Sequence
 
@@ -21,16 +22,14 @@ from ..columns.arrow_rows import ORIGIN, column_problems
 from ..columns.readers import take
 from ..common.timeouts import FEED_TIMEOUT_S
 from ..transport import protocol
-from .cache import epoch_order
 from .columns import bad_row_error
 from .dataset import build_dataset
 from .elements import RowLayout, column_array
 from .micro_batches import read_micro_batches
-from .queues import END, END_PARTITION, Chunk, Columns, join_columns, join_slices
+from .queues import Columns
+from .reader import FeedReader
 from .server import FeedServer
-from .wire import TRAIN_SPLIT, VALIDATION_SPLIT
-
-logger = logging.getLogger(__name__)
+from .wire import TRAIN_SPLIT
 
 
 class DataFeed:
@@ -54,15 +53,18 @@ class DataFeed:
         self.qname_in = qname_in
         self.qname_out = qname_out
         self.input_mapping = dict(input_mapping) if input_mapping else None
-        self.read_timeout = feed_timeout  # each wait for the driver's plan, rows or the results' reader
-        self._server = server
-        self._queue = server.queue(qname_in)
-        self._chunks: dict[str, Chunk | None] = {}  # the queued chunk being read, per split
+        self._reader = FeedReader(server, qname_in, feed_timeout)
         self._pending: deque[list] = deque()  # [stream, rows awaiting results]
-        self._stopped = False
-        self._session = 1  # the training run (cluster.train call) next_batch reads
-        self._order: tuple[tuple, np.ndarray] | None = None  # the current epoch's permutation
-        self._released = 0  # training runs up to this one were released (read no more)
+
+    @property
+    def reader(self) -> FeedReader:
+        """How this feed reads its queue (sparkdl's own readers share it: ``as_dataset``, ``micro_batches``)."""
+        return self._reader
+
+    @property
+    def read_timeout(self) -> float:
+        """Each wait for the driver's plan, for rows, or for a feeding task to take results (``feed_timeout``)."""
+        return self._reader.read_timeout
 
     # -- TensorFlowOnSpark API --
 
@@ -79,16 +81,19 @@ class DataFeed:
         strings and arrays of varying length). In a run fed with ``bad_rows="skip"`` the rows
         no tensor can take are left out (and counted); otherwise the feed refused them.
         """
-        if self.train_mode or self._training_run_next():
-            session = self._reading_session()
+        if self.train_mode or self._reader.training_run_next():
+            session = self._reader.reading_session()
             return self._run_batch(session, batch_size) if session else self._as_batch({}, None, 0)
-        return self._as_batch(*self._read_partition(batch_size))
+        columns, layout, count, stream = self._reader.read_partition(batch_size)
+        if stream is not None:
+            self._pending.append([stream, count])
+        return self._as_batch(columns, layout, count)
 
     def _run_batch(self, session: int, batch_size: int):
         """``next_batch`` within training run ``session``: up to ``batch_size`` of its training rows,
         none once they are all read (it never moves on to the next run)."""
-        columns, layout, count = self._read_run(session, TRAIN_SPLIT, batch_size)
-        plan = self._server.known_plan(self.qname_in, session)
+        columns, layout, count = self._reader.read_run(session, TRAIN_SPLIT, batch_size)
+        plan = self._reader.known_plan(session)
         if count and plan is not None and plan.bad_rows == "skip":
             columns, count = self._skip_bad_rows(session, columns, layout.names, count)
         return self._as_batch(columns, layout, count)
@@ -114,23 +119,13 @@ class DataFeed:
                     bad |= problem.mask
         if not bad.any():
             return columns, count
-        self._report_bad_rows(session, int(bad.sum()), first)
+        self._reader.report_bad_rows(session, int(bad.sum()), first)
         keep = np.flatnonzero(~bad)
         return {name: take(column, keep) for name, column in columns.items()}, len(keep)
 
     def should_stop(self) -> bool:
         """True once the feed has ended (``cluster.shutdown``) and every row was read, or after ``terminate``."""
-        if self._stopped or self._server.terminated.is_set():
-            return True
-        chunk = self._chunks.get(TRAIN_SPLIT)
-        if chunk is None or not chunk.left:
-            try:
-                item = self._queue.peek(timeout=0)
-            except TimeoutError:
-                return False
-            if item == END:
-                self._stopped = True
-        return self._stopped
+        return self._reader.at_end()
 
     def batch_results(self, results: Sequence[Any]) -> None:
         """Return inference results, one per row, in the order the rows were read.
@@ -176,12 +171,7 @@ class DataFeed:
 
     def terminate(self) -> None:
         """Stop feeding early: the rest of the feed is skipped and ``should_stop()`` becomes True."""
-        if not self._server.terminated.is_set():
-            self._server.terminated.set()
-            self._server.notify(protocol.FeedTerminated())
-        self._queue.drop_data()
-        self._server.queue(self.qname_in, VALIDATION_SPLIT).drop_data()
-        self._chunks.clear()
+        self._reader.terminate()
 
     # -- sparkdl additions --
 
@@ -189,20 +179,20 @@ class DataFeed:
         """``cluster.train_stream``'s micro-batches in order (``MicroBatch``: ``batch_id``, ``as_dataset``)
         until the feed ends. One counts as trained once the loop body for it returns: ``checkpoint``
         (``ctx.stream_checkpoint``) then saves the model with its id; batches it holds are skipped."""
-        return read_micro_batches(self, checkpoint)
+        return read_micro_batches(self._reader, self._run_batch, self.as_dataset, checkpoint)
 
     @property
     def num_epochs(self) -> int:
         """The ``epochs`` to give ``model.fit`` for the current (or next) ``cluster.train`` call. After
         a relaunch that resumes (``ctx.backup_and_restore``), Keras restarts at :attr:`first_epoch`
         and runs up to this one: exactly the epochs fed."""
-        plan = self._current_plan()
+        plan = self._reader.current_plan()
         return plan.first_epoch + plan.epochs
 
     @property
     def first_epoch(self) -> int:
         """The first epoch (0-based) the current ``cluster.train`` call feeds (> 0 after a resuming relaunch)."""
-        return self._current_plan().first_epoch
+        return self._reader.current_plan().first_epoch
 
     def steps_per_epoch(self, batch_size: int, split: str = TRAIN_SPLIT) -> int:
         """Batches ``as_dataset(batch_size, split=split)`` yields per epoch of the next ``cluster.train`` call.
@@ -212,8 +202,8 @@ class DataFeed:
         as the global batch), so ``model.fit`` runs ``num_workers`` times as many steps of
         ``batch_size / num_workers`` rows; let ``fit`` find the epoch's end by itself.
         """
-        plan = self._current_plan()
-        return -(-self._split_rows(plan, split, "steps_per_epoch") // batch_size)
+        plan = self._reader.current_plan()
+        return -(-self._reader.split_rows(plan, split, "steps_per_epoch") // batch_size)
 
     def keras_steps_per_epoch(self, batch_size: int, strategy=None) -> int:
         """``model.fit``'s ``steps_per_epoch`` for ``as_dataset(batch_size, all_epochs=True)`` under ``strategy``
@@ -278,209 +268,7 @@ class DataFeed:
         batch and counted (the driver logs it, ``cluster.bad_rows``). Auto-sharding is off (each
         node already holds only its own rows) and tf.data autotuning is disabled.
         """
-        return build_dataset(self, batch_size, features, label, shapes, split, all_epochs, sample_weight, columns)
-
-    def _report_bad_rows(self, session: int, rows: int, example: str) -> None:
-        """Tell the driver (and this node's log) that ``rows`` bad rows of run ``session`` were skipped."""
-        logger.warning("sparkdl: skipped %d bad row(s) of training run %d; the first: %s", rows, session, example)
-        self._server.notify(protocol.BadRows(qname=self.qname_in, session=session, rows=rows, example=example))
-
-    # -- internals: planning --
-
-    def _split_rows(self, plan: protocol.TrainingPlan, split: str, call: str) -> int:
-        if split not in (TRAIN_SPLIT, VALIDATION_SPLIT):
-            raise ValueError(f"feed.{call}(split={split!r}): split must be {TRAIN_SPLIT!r} or {VALIDATION_SPLIT!r}")
-        if split == VALIDATION_SPLIT and not plan.validation_rows:
-            raise ValueError(
-                f"feed.{call}(split='validation') needs validation data, but training run "
-                f"{plan.session} (cluster.train call {plan.session}) was given none: pass "
-                "cluster.train(..., validation_data=df_or_rdd)"
-            )
-        return plan.split_rows(split)
-
-    def _current_plan(self) -> protocol.TrainingPlan:
-        """The plan of the training run being read (or about to be), waiting for it if needed."""
-        self._advance_session()
-        plan = self._server.plan(self.qname_in, self._session, self.read_timeout)
-        if plan is None:
-            raise EOFError("the feed has ended (cluster.shutdown was called) before any more training data")
-        return plan
-
-    def _advance_session(self) -> None:
-        """Move on to the next training run once this one's training rows were all read."""
-        left = self._server.rows_left(self.qname_in, self._session)
-        if left is not None and left <= 0:
-            self._session += 1
-
-    def _reading_session(self) -> int | None:
-        """The training run ``next_batch`` reads now (waiting for its plan); None once the feed ended."""
-        while not (self._stopped or self._server.terminated.is_set()):
-            self._advance_session()
-            if self._server.known_plan(self.qname_in, self._session) is not None:
-                return self._session
-            item = self._next_training_item()
-            if item == END:
-                self._stopped = True
-            elif not isinstance(item, Chunk) or (item.session or 0) < self._session:
-                if item is self._chunks.get(TRAIN_SPLIT):
-                    self._chunks[TRAIN_SPLIT] = None  # the rest of the chunk being read: a run cut short
-                else:
-                    self._queue.get(0)  # a marker, or rows of a run cut short
-            else:  # rows that came without a plan (a feeder driven by hand): read them unbounded
-                self._session = item.session or self._session
-                return self._session
-        return None
-
-    def _training_run_next(self) -> bool:
-        """Whether the rows ``next_batch`` reads next belong to a training run (``cluster.train``),
-        waiting for the feed's next item when no plan says so yet. TensorFlowOnSpark's
-        ``train_mode=False`` only ended batches at partition ends, and its examples train with
-        it; a training run's epochs (replayed from the cache too) are read as such whatever it says."""
-        if self._stopped or self._server.terminated.is_set():
-            return False
-        self._advance_session()
-        if self._server.known_plan(self.qname_in, self._session) is not None:
-            return True
-        item = self._next_training_item()
-        return isinstance(item, Chunk) and item.session is not None
-
-    def _next_training_item(self):
-        """The training chunk being read, else the queue's next item, left in the queue (waits)."""
-        chunk = self._chunks.get(TRAIN_SPLIT)
-        if chunk is not None and chunk.left:
-            return chunk
-        return self._queue.peek(self.read_timeout, self._server.progress)
-
-    # -- internals: reading a training run --
-
-    def _read_run(self, session: int, split: str, max_rows: int, check=None) -> tuple[Columns, RowLayout | None, int]:
-        """Up to ``max_rows`` rows of ``split`` of training run ``session``, never past its plan;
-        ``check(columns, rows)`` sees them before they count as read (it may raise)."""
-        plan = self._server.known_plan(self.qname_in, session)
-        if split == TRAIN_SPLIT and session - 1 > self._released:  # the last run's validation is over
-            self._server.release_run(self.qname_in, session - 1)
-            self._released = session - 1
-        if plan is None:  # rows fed without a plan: one open-ended epoch
-            plan = protocol.TrainingPlan(session=session, rows_per_epoch=1 << 62, cache=False, shuffle=False)
-        per_epoch = plan.split_rows(split)
-        done = self._server.rows_read_of(self.qname_in, session, split)
-        max_rows = min(max_rows, plan.total_rows(split) - done)
-        pieces: list[Columns] = []
-        layout: RowLayout | None = None
-        count = 0
-        while count < max_rows and not self._stopped and not self._server.terminated.is_set():
-            epoch, offset = divmod(done + count, per_epoch)
-            wanted = min(max_rows - count, per_epoch - offset)
-            from_cache = (epoch or plan.deterministic) and plan.cache
-            if from_cache and self._server.replay_decision(self.qname_in, session, self.read_timeout):
-                replay = self._server.run_cache(self.qname_in, session).replay(split)
-                columns, piece_layout, got = (
-                    replay.take(self._epoch_order(plan, split, epoch, replay.rows), offset, wanted),
-                    replay.layout,
-                    wanted,
-                )
-            else:
-                columns, piece_layout, got = self._from_queue(session, split, wanted, epoch)
-                if not got:
-                    break
-            pieces.append(columns)
-            layout = layout or piece_layout
-            count += got
-        columns = join_columns(pieces, layout.names if layout else [])
-        if count and check is not None:  # before the rows count as read: a bad row fails cluster.train too
-            check(columns, count)
-        self._server.rows_read += count
-        self._server.progress()
-        if count:
-            self._server.count_read(self.qname_in, session, count, split)
-        return columns, layout, count
-
-    def _training_iteration_begins(self, session: int) -> None:
-        """A new iteration of the training dataset begins (Keras: the next epoch, once the last one's
-        validation, if any, is over): validation rows of the epochs before it that were not read
-        never will be (``validation_freq``)."""
-        plan = self._server.known_plan(self.qname_in, session)
-        if plan is None or not plan.validation_rows or not plan.rows_per_epoch:
-            return
-        done = self._server.rows_read_of(self.qname_in, session) // plan.rows_per_epoch
-        if done:
-            self._server.skip_validation(self.qname_in, session, done)
-
-    def _epoch_order(self, plan: protocol.TrainingPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
-        """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""
-        if not plan.shuffle or split != TRAIN_SPLIT:
-            return None
-        key = (plan.session, split, epoch)
-        if self._order is None or self._order[0] != key:
-            self._order = (key, epoch_order(rows, plan.seed, plan.node, epoch))
-        return self._order[1]
-
-    def _from_queue(
-        self, session: int, split: str, max_rows: int, epoch: int = 0
-    ) -> tuple[Columns, RowLayout | None, int]:
-        """Up to ``max_rows`` queued rows of ``split`` of run ``session`` (0 once the feed ended),
-        of its epoch ``epoch``: validation rows of an earlier epoch were skipped (``validation_freq``)."""
-        queue = self._server.queue(self.qname_in, split)
-        pieces: list[tuple[Chunk, int, int]] = []
-        count = 0
-        while count < max_rows and not self._server.terminated.is_set():
-            chunk = self._current_chunk(queue, split)
-            if chunk is END:
-                break
-            if chunk is END_PARTITION:
-                continue
-            if chunk.session is not None and chunk.session < session:
-                self._chunks[split] = None  # rows of a run cut short
-                continue
-            if chunk.session != session:
-                break  # a later run's rows: this run has no more queued rows
-            if split == VALIDATION_SPLIT and chunk.epoch is not None and chunk.epoch < epoch:
-                self._chunks[split] = None  # the rest of an epoch whose validation was skipped
-                continue
-            take = min(chunk.left, max_rows - count)
-            pieces.append((chunk, chunk.offset, chunk.offset + take))
-            chunk.offset += take
-            count += take
-        return join_slices(pieces)
-
-    def _current_chunk(self, queue, split: str):
-        """The chunk of ``split`` being read, else the queue's next item: a chunk (kept as the
-        current one), ``END_PARTITION``, or ``END`` (left visible in the queue for later reads)."""
-        chunk = self._chunks.get(split)
-        if chunk is not None and chunk.left:
-            return chunk
-        item = queue.get(self.read_timeout, self._server.progress)
-        if item == END:
-            self._stopped = True
-            queue.put(END)
-            return END
-        if item == END_PARTITION:
-            return END_PARTITION
-        self._chunks[split] = item
-        return item
-
-    # -- internals: reading an inference partition --
-
-    def _read_partition(self, max_rows: int) -> tuple[Columns, RowLayout | None, int]:
-        """Up to ``max_rows`` rows of the current inference partition (fewer at its end)."""
-        pieces: list[tuple[Chunk, int, int]] = []
-        count = 0
-        while count < max_rows and not self._stopped and not self._server.terminated.is_set():
-            chunk = self._current_chunk(self._queue, TRAIN_SPLIT)
-            if chunk is END:
-                break
-            if chunk is END_PARTITION:
-                if count:
-                    break
-                continue
-            if pieces and chunk.stream is not pieces[0][0].stream:
-                break
-            take = min(chunk.left, max_rows - count)
-            pieces.append((chunk, chunk.offset, chunk.offset + take))
-            chunk.offset += take
-            count += take
-        self._server.rows_read += count
-        self._server.progress()
-        if pieces and pieces[0][0].stream is not None:
-            self._pending.append([pieces[0][0].stream, count])
-        return join_slices(pieces)
+        return build_dataset(
+            self._reader, self.input_mapping, batch_size, features, label, shapes, split, all_epochs, sample_weight,
+            columns,
+        )  # fmt: skip

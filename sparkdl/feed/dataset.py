@@ -27,6 +27,7 @@ from ..columns.readers import ColumnReader, ColumnSpecError, DenseReader, ImageR
 from ..columns.specs import Image, check_columns
 from . import aligned
 from .columns import FeedDataError, bad_row_error
+from .reader import FeedReader
 
 logger = logging.getLogger(__name__)
 
@@ -125,98 +126,179 @@ def _map(part, function):
     return function(part)
 
 
-def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epochs, sample_weight, columns):
-    """The dataset of ``DataFeed.as_dataset`` (see its docstring); ``feed`` is the ``DataFeed``."""
-    import tensorflow as tf
-
-    from ..columns import tensors as tf_columns
-
+def build_dataset(
+    reader: FeedReader,
+    input_mapping: dict | None,
+    batch_size: int,
+    features,
+    label,
+    shapes,
+    split,
+    all_epochs,
+    sample_weight,
+    columns,
+):
+    """The dataset of ``DataFeed.as_dataset`` (see its docstring), read through ``reader``."""
     specs = check_columns(columns, "feed.as_dataset")
-    plan = feed._current_plan()
-    rows_per_epoch = feed._split_rows(plan, split, "as_dataset")
+    plan = reader.current_plan()
+    rows_per_epoch = reader.split_rows(plan, split, "as_dataset")
     if all_epochs and split != "train":
         raise ValueError(
             "feed.as_dataset(all_epochs=True) reads the training split only: Keras rebuilds the "
             "validation iterator every epoch, so validation needs one epoch per iteration"
         )
-    session = plan.session
-    example, names = feed._server.example(feed.qname_in, session, feed.read_timeout)
-    selection = Selection(features, label, sample_weight, names, feed.input_mapping)
+    example, names = reader.example(plan.session, reader.read_timeout)
+    selection = Selection(features, label, sample_weight, names, input_mapping)
+    readers = column_readers(example, names, selection, specs, shapes)
+    for name, hint in _sparse_hints(readers, batch_size).items():
+        reader.warn_once(f"sparse-hint:{reader.qname}:{name}", hint)
+    blocks = BlockSource(reader, plan, split, all_epochs, readers, selection, block_rows(readers, batch_size))
+    # With all_epochs the batch sizes cycle through one epoch's, so each epoch ends on its own last
+    # batch, as Keras expects.
+    batch_sizes = _epoch_batch_sizes(rows_per_epoch, batch_size) if all_epochs else batch_size
+    return _direct_dataset(blocks, batch_sizes) if blocks.direct else _assembled_dataset(blocks, batch_sizes)
+
+
+def column_readers(
+    example: dict, names: list[str], selection: Selection, specs: dict, shapes
+) -> dict[str, ColumnReader]:
+    """A reader per column the dataset reads, made from its spec, its shape and the run's first row."""
     unknown = sorted(set(specs) - set(names))
     if unknown:
         raise FeedDataError(f"feed.as_dataset(columns=...) names {unknown}, which are not fed; columns are {names}")
     shapes = {str(k): tuple(v) for k, v in (shapes or {}).items()}
     try:
-        readers = {
+        return {
             name: reader_for(name, example[name], specs.get(name), shapes.get(name)) for name in selection.columns()
         }
     except ColumnSpecError as exc:
         raise FeedDataError(str(exc)) from None
-    for name, hint in _sparse_hints(readers, batch_size).items():
-        feed._server.warn_once(f"sparse-hint:{feed.qname_in}:{name}", hint)
-    skip = plan.bad_rows == "skip"
-    direct = not skip and all(
-        isinstance(r, DenseReader) or (isinstance(r, VectorReader) and not r.sparse) for r in readers.values()
-    )
-    rows_per_block = block_rows(readers, batch_size)
 
-    def blocks():
-        left = rows_per_epoch
-        if all_epochs:  # every epoch fed (after a resuming relaunch, those not completed)
-            left = plan.total_rows(split) - feed._server.rows_read_of(feed.qname_in, session, split)
-        elif split == "train":  # Keras starts an epoch's iteration once the last epoch (and its validation) ended
-            feed._training_iteration_begins(session)
+
+class BlockSource:
+    """The dataset's Python generator: blocks of whole batches of one run's ``split``, read through
+    the feed's reader, their rows checked before they count as read (a bad row fails naming its
+    column, partition and row, or with ``bad_rows="skip"`` is marked, counted and reported), then
+    each column's parts (flat numpy buffers: no Python object per row).
+
+    ``direct`` (dense columns, nothing skipped): a block is the batch structure itself, made
+    tensors without a copy. Otherwise a block is every reader's parts (and the ``KEEP`` mark)."""
+
+    def __init__(self, reader: FeedReader, plan, split: str, all_epochs: bool, readers: dict, selection, block: int):
+        self.reader = reader
+        self.plan = plan
+        self.split = split
+        self.all_epochs = all_epochs
+        self.readers = readers
+        self.selection = selection
+        self.rows_per_block = block
+        self.rows_per_epoch = plan.split_rows(split)
+        self.skip = plan.bad_rows == "skip"
+        self.direct = not self.skip and all(
+            isinstance(r, DenseReader) or (isinstance(r, VectorReader) and not r.sparse) for r in readers.values()
+        )
+
+    def __call__(self):
+        """One iteration: an epoch's blocks (``all_epochs``: every epoch the run has left)."""
+        import tensorflow as tf
+
+        session = self.plan.session
+        left = self._rows_to_read()
         checked = []  # each block's rows are checked before they count as read: a bad one fails cluster.train
-
-        def check(columns, count):
-            report = lambda n, first: feed._report_bad_rows(session, n, first)  # noqa: E731
-            checked.append(_check_block(readers, columns, count, skip, report))
-
+        check = lambda columns, count: checked.append(self._check(columns, count))  # noqa: E731
         while left > 0:
             # A block ends with its epoch: Keras ends the epoch (and validates) on it, while the next
             # epoch's rows may wait on the driver, which waits for that validation.
-            in_epoch = rows_per_epoch - feed._server.rows_read_of(feed.qname_in, session, split) % rows_per_epoch
-            columns, _, count = feed._read_run(session, split, min(rows_per_block, left, in_epoch), check)
+            in_epoch = self.rows_per_epoch - self.reader.rows_read(session, self.split) % self.rows_per_epoch
+            columns, _, count = self.reader.read_run(
+                session, self.split, min(self.rows_per_block, left, in_epoch), check
+            )
             if not count:
                 logger.warning("the feed ended %d rows before the end of the epoch", left)
                 return
             left -= count
             keep = checked.pop()
-            parts = {}
-            for name, reader in readers.items():
-                column = columns[name]
-                if keep is not None:  # skipped rows are replaced by a good one, and dropped after batching
-                    column = _without_bad_rows(column, keep, reader)
-                parts.update(reader.parts(column))
-            if direct:  # aligned blocks become tensors without a copy (twice the rate of a cached epoch)
-                yield tf.nest.map_structure(aligned.ensure, selection.pick(parts))
-                continue
-            parts = {
-                k: (aligned.ensure(v) if isinstance(v, np.ndarray) else v)
-                for k, v in tf_columns.generator_parts(parts).items()
-            }
-            if skip:
-                parts[KEEP] = np.ones(count, bool) if keep is None else keep
-            yield parts
+            parts = self._parts(columns, keep)
+            if self.direct:  # aligned blocks become tensors without a copy (twice the rate of a cached epoch)
+                yield tf.nest.map_structure(aligned.ensure, self.selection.pick(parts))
+            else:
+                yield self._generator_parts(parts, keep, count)
+
+    def _rows_to_read(self) -> int:
+        """Rows this iteration reads; a new iteration of the training split also ends the validation
+        of the epochs before it (Keras starts an epoch's iteration once the last one's validation ended)."""
+        if self.all_epochs:  # every epoch fed (after a resuming relaunch, those not completed)
+            return self.plan.total_rows(self.split) - self.reader.rows_read(self.plan.session, self.split)
+        if self.split == "train":
+            self.reader.training_iteration_begins(self.plan.session)
+        return self.rows_per_epoch
+
+    def _check(self, columns: dict, count: int) -> np.ndarray | None:
+        report = lambda n, first: self.reader.report_bad_rows(self.plan.session, n, first)  # noqa: E731
+        return _check_block(self.readers, columns, count, self.skip, report)
+
+    def _parts(self, columns: dict, keep: np.ndarray | None) -> dict:
+        """Every reader's parts of a block (skipped rows replaced by a good one, dropped after batching)."""
+        parts = {}
+        for name, reader in self.readers.items():
+            column = columns[name] if keep is None else _without_bad_rows(columns[name], keep, reader)
+            parts.update(reader.parts(column))
+        return parts
+
+    def _generator_parts(self, parts: dict, keep: np.ndarray | None, count: int) -> dict:
+        from ..columns import tensors as tf_columns
+
+        parts = {
+            k: (aligned.ensure(v) if isinstance(v, np.ndarray) else v)
+            for k, v in tf_columns.generator_parts(parts).items()
+        }
+        if self.skip:
+            parts[KEEP] = np.ones(count, bool) if keep is None else keep
+        return parts
+
+
+def _options():
+    """Auto-sharding off (each node already holds only its own rows), tf.data autotuning off."""
+    import tensorflow as tf
 
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     options.autotune.enabled = False
-    # The generator yields blocks of whole batches (about BLOCK_BYTES): its GIL-bound Python step
-    # runs once per block and TensorFlow cuts batches in C++ (a per-batch generator made fit
-    # under MWMS about 2x slower). A fixed prefetch overlaps reading and training without the
-    # autotuner, which can hold up fit()'s end for a minute. With all_epochs the batch sizes
-    # cycle through one epoch's, so each epoch ends on its own last batch, as Keras expects.
-    batch_sizes = _epoch_batch_sizes(rows_per_epoch, batch_size) if all_epochs else batch_size
-    if direct:
-        signature = selection.pick(
-            {k: v for reader in readers.values() for k, v in tf_columns.part_specs(reader).items()}
-        )
-        dataset = tf.data.Dataset.from_generator(blocks, output_signature=signature).rebatch(batch_sizes)
-        return dataset.prefetch(2).with_options(options)
+    return options
+
+
+# The generator yields blocks of whole batches (about BLOCK_BYTES): its GIL-bound Python step runs
+# once per block and TensorFlow cuts batches in C++ (a per-batch generator made fit under MWMS about
+# 2x slower). A fixed prefetch overlaps reading and training without the autotuner, which can hold
+# up fit()'s end for a minute.
+
+
+def _direct_dataset(blocks: BlockSource, batch_sizes):
+    """Dense columns: the generator yields the batch structure itself, rebatched."""
+    import tensorflow as tf
+
+    from ..columns import tensors as tf_columns
+
+    specs = {k: v for reader in blocks.readers.values() for k, v in tf_columns.part_specs(reader).items()}
+    dataset = tf.data.Dataset.from_generator(blocks, output_signature=blocks.selection.pick(specs))
+    return dataset.rebatch(batch_sizes).prefetch(2).with_options(_options())
+
+
+def _assembled_dataset(blocks: BlockSource, batch_sizes):
+    """Other columns: TensorFlow assembles per-row tensors from the parts (strings out of one
+    buffer, ragged rows), cuts batches, drops skipped rows and finishes each batch (images decoded
+    in parallel, sparse tensors, padding)."""
+    import tensorflow as tf
+
+    from ..columns import tensors as tf_columns
+
+    readers, skip = blocks.readers, blocks.skip
     signature = {k: v for reader in readers.values() for k, v in tf_columns.part_specs(reader).items()}
     if skip:
         signature[KEEP] = tf.TensorSpec((None,), tf.bool)
+    # One batch finishes at a time (prefetch overlaps it with training), its images `parallel`
+    # at a time: at most that many images are decoded, at their full size, at once.
+    parallel = {name: decode_parallelism(r.spec) for name, r in readers.items() if isinstance(r, ImageReader)}
 
     def assemble(parts):
         rows = {name: tf_columns.assemble(reader, parts) for name, reader in readers.items()}
@@ -226,22 +308,15 @@ def build_dataset(feed, batch_size: int, features, label, shapes, split, all_epo
 
     def finish(rows):
         if skip:
-            keep = rows[KEEP]
-            rows = {name: tf_columns.keep_rows(rows[name], keep) for name in readers}
-        return selection.pick(
-            {name: tf_columns.finish(reader, rows[name], parallel.get(name, 1)) for name, reader in readers.items()}
-        )
+            rows = {name: tf_columns.keep_rows(rows[name], rows[KEEP]) for name in readers}
+        finished = {
+            name: tf_columns.finish(reader, rows[name], parallel.get(name, 1)) for name, reader in readers.items()
+        }
+        return blocks.selection.pick(finished)
 
-    # One batch finishes at a time (prefetch overlaps it with training), its images `parallel`
-    # at a time: at most that many images are decoded, at their full size, at once.
-    parallel = {name: decode_parallelism(r.spec) for name, r in readers.items() if isinstance(r, ImageReader)}
-    dataset = (
-        tf.data.Dataset.from_generator(blocks, output_signature=signature)
-        .map(assemble)
-        .rebatch(batch_sizes)
-        .map(finish)
-    )
-    return dataset.prefetch(2).with_options(options)
+    dataset = tf.data.Dataset.from_generator(blocks, output_signature=signature)
+    dataset = dataset.map(assemble).rebatch(batch_sizes).map(finish)
+    return dataset.prefetch(2).with_options(_options())
 
 
 def block_rows(readers: dict[str, ColumnReader], batch_size: int) -> int:

@@ -187,58 +187,84 @@ def feed_training_partition(
     number of this task: a node accepts each row once whichever attempts send it (``ledger.py``),
     so a retried or speculative attempt sends the partition from its first row again.
     """
-    links: dict[int, _NodeLink] = {}
-    skipped: set[int] = set()
     header = protocol.Train(
         session=session, epoch=epoch, partition=partition, split=split, qname=target.qname, attempt=attempt
     )
-    offset = 0
-    expected_rows = shares.partition_rows[partition]
+    sender = _PartitionSender(target, header, shares, shuffle_seed)
     try:
         for batch in batches:
             for piece in _frames(_fixed_width(batch)):
-                end = offset + piece.num_rows
-                rng = (
-                    np.random.default_rng([shuffle_seed, epoch, partition, offset])
-                    if shuffle_seed is not None
-                    else None
-                )
-                for node, rows in shares.assignments(partition, offset, end).items():
-                    if node in skipped:
-                        continue
-                    if rng is not None:
-                        rows = rng.permutation(rows)
-                    part = (
-                        piece
-                        if shares.num_nodes == 1 and len(rows) == piece.num_rows and rng is None
-                        else piece.take(rows)
-                    )
-                    # each row's place in the partition, so a node can name a bad row
-                    part = part.append_column(ORIGIN, pa.array(origin_values(partition, offset + np.asarray(rows))))
-                    try:
-                        if node not in links:
-                            links[node] = _NodeLink(target, node, header, partition)
-                        if not links[node].send(part):
-                            skipped.add(node)
-                    except NodeGone:
-                        skipped.add(node)
-                offset = end
-            if len(skipped) == shares.num_nodes:
-                return offset, _mask(skipped)  # every destination is gone: skip the rest quickly
-        if offset != expected_rows:
+                sender.send_frame(piece)
+            if sender.every_node_skipped():
+                return sender.offset, _mask(sender.skipped)  # every destination is gone: skip the rest quickly
+        expected_rows = shares.partition_rows[partition]
+        if sender.offset != expected_rows:
             raise FeedDataError(
-                f"partition {partition} had {expected_rows} rows when sparkdl counted them and {offset} now: the "
-                "data is not deterministic between Spark jobs. cache() or checkpoint() it before cluster.train()."
+                f"partition {partition} had {expected_rows} rows when sparkdl counted them and {sender.offset} now: "
+                "the data is not deterministic between Spark jobs. cache() or checkpoint() it before cluster.train()."
             )
-        for node, link in links.items():
-            if node not in skipped:
-                try:
-                    link.finish()
-                except NodeGone:
-                    skipped.add(node)
-        return offset, _mask(skipped)
+        sender.finish()
+        return sender.offset, _mask(sender.skipped)
     finally:
-        for link in links.values():
+        sender.close()
+
+
+class _PartitionSender:
+    """One training partition on its way to its nodes, frame by frame: each frame's rows go to the
+    nodes ``shares`` assigns them to (permuted with a shuffle seed), each with its rows' origins; a
+    node whose feed is gone or terminated is skipped from then on."""
+
+    def __init__(self, target: FeedTarget, header: protocol.Train, shares: RowShares, shuffle_seed: int | None):
+        self.target = target
+        self.header = header
+        self.shares = shares
+        self.shuffle_seed = shuffle_seed
+        self.links: dict[int, _NodeLink] = {}
+        self.skipped: set[int] = set()
+        self.offset = 0  # rows of the partition sent so far (to every node)
+
+    def send_frame(self, piece: pa.RecordBatch) -> None:
+        """Send one frame's rows to their nodes."""
+        partition, end = self.header.partition, self.offset + piece.num_rows
+        rng = None
+        if self.shuffle_seed is not None:  # the same data gives the same order
+            rng = np.random.default_rng([self.shuffle_seed, self.header.epoch, partition, self.offset])
+        for node, rows in self.shares.assignments(partition, self.offset, end).items():
+            if node not in self.skipped:
+                self._send(node, self._node_part(piece, rows if rng is None else rng.permutation(rows), rng))
+        self.offset = end
+
+    def _node_part(self, piece: pa.RecordBatch, rows, rng) -> pa.RecordBatch:
+        """``rows`` of ``piece``, with each row's place in the partition, so a node can name a bad row."""
+        whole = self.shares.num_nodes == 1 and len(rows) == piece.num_rows and rng is None
+        part = piece if whole else piece.take(rows)
+        origins = origin_values(self.header.partition, self.offset + np.asarray(rows))
+        return part.append_column(ORIGIN, pa.array(origins))
+
+    def _send(self, node: int, part: pa.RecordBatch) -> None:
+        try:
+            if node not in self.links:
+                self.links[node] = _NodeLink(self.target, node, self.header, self.header.partition)
+            if not self.links[node].send(part):
+                self.skipped.add(node)
+        except NodeGone:
+            self.skipped.add(node)
+
+    def every_node_skipped(self) -> bool:
+        return len(self.skipped) == self.shares.num_nodes
+
+    def finish(self) -> None:
+        """Tell every node still fed that the partition is whole, and wait for its answer."""
+        for node, link in self.links.items():
+            if node in self.skipped:
+                continue
+            try:
+                link.finish()
+            except NodeGone:
+                self.skipped.add(node)
+
+    def close(self) -> None:
+        for link in self.links.values():
             link.close()
 
 

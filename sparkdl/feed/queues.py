@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..common.timeouts import WAIT_HEARTBEAT_S
 from . import aligned
 from .columns import FeedDataError
 from .elements import RowLayout
@@ -25,7 +26,6 @@ Columns = dict  # one batch's rows, column by column: numpy arrays, or Arrow arr
 
 END = "end"  # no more data will ever come (shutdown)
 END_PARTITION = "end-partition"
-WAIT_HEARTBEAT_S = 1.0  # how often a node waiting for data tells the driver it is alive
 
 
 @dataclass

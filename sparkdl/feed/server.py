@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..columns.arrow_rows import origin_values
+from ..common.timeouts import FIRST_MESSAGE_TIMEOUT_S
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
 from .cache import RunCache
@@ -32,7 +33,7 @@ from .elements import RowLayout
 from .ledger import DeliveryConflict, DeliveryLedger, frame_digest
 from .queues import END, END_PARTITION, BoundedQueue, Chunk, copy_rows, describe_kind, same_kind, wait_with_heartbeat
 from .session import RunState
-from .streams import FIRST_MESSAGE_TIMEOUT_S, InferenceStream, send_notice, stream_timeout
+from .streams import InferenceStream, send_notice, stream_timeout
 from .wire import TRAIN_SPLIT, VALIDATION_SPLIT, decode_batch
 
 logger = logging.getLogger(__name__)

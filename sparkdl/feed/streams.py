@@ -17,15 +17,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..common.timeouts import FEED_TIMEOUT_S
+from ..common.timeouts import FEED_TIMEOUT_S, NOTICE_TIMEOUT_S
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, ChannelTimeout
 from .wire import encode_batch, results_to_batch
 
 logger = logging.getLogger(__name__)
-
-FIRST_MESSAGE_TIMEOUT_S = 60.0  # a connection must say what it is within this long
-NOTICE_TIMEOUT_S = 1.0  # how long the node tries to tell a dropped feeder why
 
 
 def stream_timeout(value: float | None) -> float:

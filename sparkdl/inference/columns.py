@@ -32,8 +32,8 @@ __all__ = [
     "OutputPlan",
     "castable",
     "check_dtype",
-    "pandas_to_numpy",
-    "arrow_to_numpy",
+    "pandas_to_model_input",
+    "arrow_to_model_input",
     "outputs_to_pandas",
     "outputs_to_arrow",
     "spark_value_info",
@@ -131,7 +131,7 @@ def _finish(plan: InputPlan, values: np.ndarray, rows: int) -> np.ndarray:
     return values
 
 
-def pandas_to_numpy(series: pd.Series, plan: InputPlan) -> np.ndarray:
+def pandas_to_model_input(series: pd.Series, plan: InputPlan) -> np.ndarray:
     """One pandas column (as ``mapInPandas`` or a pandas UDF receives it) as a model-ready array."""
     rows = len(series)
     if plan.depth == 0:
@@ -154,7 +154,7 @@ def pandas_to_numpy(series: pd.Series, plan: InputPlan) -> np.ndarray:
     return _finish(plan, arrow_numpy.stack_rows(series.to_numpy(), plan.ref), rows)
 
 
-def arrow_to_numpy(column: pa.Array | pa.ChunkedArray, plan: InputPlan) -> np.ndarray:
+def arrow_to_model_input(column: pa.Array | pa.ChunkedArray, plan: InputPlan) -> np.ndarray:
     """One Arrow column (as ``mapInArrow`` receives it) as a model-ready array, without row loops."""
     return _finish(plan, arrow_numpy.arrow_to_numpy(column, plan.ref), len(column))
 

@@ -95,72 +95,93 @@ def _resolve_inputs(
 ) -> tuple[InputPlan, ...]:
     """Match columns to model inputs, fixing each input's shape and dtype (and, for columns that
     are not plain tensors, the reader's spec: ``specs`` by column); errors name the column."""
-    specs = specs or {}
+    by_name: dict[str, TensorInfo] = {}
     if model_inputs is not None:
-        names = [t.name for t in model_inputs]
+        pairs = _match_model_inputs(pairs, model_inputs, describe)
         by_name = {t.name: t for t in model_inputs}
-        if all(t is None for _, t in pairs):
-            if len(pairs) != len(model_inputs):
-                raise InferenceInputError(
-                    f"{len(pairs)} input column(s) {[c for c, _ in pairs]} for a model with "
-                    f"{len(model_inputs)} input(s) {names}; map each one: "
-                    "input_mapping={column: input name}"
-                )
-            pairs = [(c, n) for (c, _), n in zip(pairs, names)]
-        for column, tensor in pairs:
-            if tensor not in by_name:
-                raise InferenceInputError(
-                    f"{describe(column)} is mapped to model input {tensor!r}, which the "
-                    f"model does not have; its inputs are {names}"
-                )
-        missing = [n for n in names if n not in {t for _, t in pairs}]
-        if missing:
-            raise InferenceInputError(f"model input(s) {missing} are not fed by any column; add them to input_mapping")
-    plans = []
-    for index, (column, tensor) in enumerate(pairs):
-        tensor = tensor or (column if schema is not None else f"input_{index}")
-        info = by_name.get(tensor) if model_inputs is not None else None
-        depth, source_dtype = None, None
-        if schema is not None:
-            if column not in schema.fieldNames():
-                raise InferenceInputError(
-                    f"input column {column!r} is not in the DataFrame; its columns are {schema.fieldNames()}"
-                )
-            try:
-                depth, source_dtype = cols.spark_value_info(schema[column].dataType)
-            except InferenceInputError as exc:
-                raise InferenceInputError(f"{describe(column)}: {exc}") from None
-        shape = input_shapes.get(column, input_shapes.get(tensor))
-        row_shape = tuple(int(d) for d in shape) if shape is not None else None
-        if row_shape is None and info is not None and info.shape is not None and None not in info.shape:
-            row_shape = tuple(info.shape)
+    resolve = _InputResolver(by_name, input_shapes, schema, describe, specs or {})
+    return tuple(resolve(index, column, tensor) for index, (column, tensor) in enumerate(pairs))
+
+
+def _match_model_inputs(
+    pairs: list[tuple[str, str | None]], model_inputs: list[TensorInfo], describe: Callable[[str], str]
+) -> list[tuple[str, str | None]]:
+    """``pairs`` with every column mapped to a model input (unmapped columns take the inputs in
+    order); InferenceInputError for a column mapped to no input of the model, or an input no column feeds."""
+    names = [t.name for t in model_inputs]
+    if all(t is None for _, t in pairs):
+        if len(pairs) != len(model_inputs):
+            raise InferenceInputError(
+                f"{len(pairs)} input column(s) {[c for c, _ in pairs]} for a model with "
+                f"{len(model_inputs)} input(s) {names}; map each one: "
+                "input_mapping={column: input name}"
+            )
+        pairs = [(c, n) for (c, _), n in zip(pairs, names)]
+    for column, tensor in pairs:
+        if tensor not in names:
+            raise InferenceInputError(
+                f"{describe(column)} is mapped to model input {tensor!r}, which the "
+                f"model does not have; its inputs are {names}"
+            )
+    missing = [n for n in names if n not in {t for _, t in pairs}]
+    if missing:
+        raise InferenceInputError(f"model input(s) {missing} are not fed by any column; add them to input_mapping")
+    return pairs
+
+
+class _InputResolver:
+    """One column's ``InputPlan``: what the column holds (from ``schema``), the input's shape (given,
+    or the model's), then either a reader's spec (images, Vectors, ragged or padded arrays) or the
+    plain dense path with its checks."""
+
+    def __init__(self, by_name, input_shapes, schema, describe, specs):
+        self.by_name = by_name
+        self.input_shapes = input_shapes
+        self.schema = schema
+        self.describe = describe
+        self.specs = specs
+
+    def __call__(self, index: int, column: str, tensor: str | None) -> InputPlan:
+        tensor = tensor or (column if self.schema is not None else f"input_{index}")
+        info = self.by_name.get(tensor)
+        depth, source_dtype = self._value_info(column)
+        row_shape = self._row_shape(column, tensor, info)
         try:
-            spec, vector = _reader_spec(
-                schema[column].dataType if schema is not None else None, specs.get(column), info
-            )
+            data_type = self.schema[column].dataType if self.schema is not None else None
+            spec, vector = _reader_spec(data_type, self.specs.get(column), info)
         except InferenceInputError as exc:
-            raise InferenceInputError(f"{describe(column)}: {exc}") from None
+            raise InferenceInputError(f"{self.describe(column)}: {exc}") from None
         if spec is not None or vector:
-            if isinstance(spec, Image):
-                row_shape, source_dtype = (spec.height, spec.width, spec.channels), "uint8"
-            elif info is not None and info.form != "dense" or isinstance(spec, Ragged):
-                row_shape = None  # a sparse or ragged input: the reader gives its shape
-            plans.append(
-                InputPlan(
-                    column,
-                    tensor,
-                    depth if depth is not None else -1,
-                    source_dtype or "",
-                    row_shape,
-                    info.dtype if info is not None else None,
-                    spec,
-                    vector,
-                )
+            return _reader_input(column, tensor, depth, source_dtype, row_shape, info, spec, vector)
+        return self._dense_input(column, tensor, depth, source_dtype, row_shape, info)
+
+    def _value_info(self, column: str) -> tuple[int | None, str | None]:
+        """``(depth, numpy dtype)`` of the column's values (None, None without a schema)."""
+        if self.schema is None:
+            return None, None
+        if column not in self.schema.fieldNames():
+            raise InferenceInputError(
+                f"input column {column!r} is not in the DataFrame; its columns are {self.schema.fieldNames()}"
             )
-            continue
+        try:
+            return cols.spark_value_info(self.schema[column].dataType)
+        except InferenceInputError as exc:
+            raise InferenceInputError(f"{self.describe(column)}: {exc}") from None
+
+    def _row_shape(self, column: str, tensor: str, info: TensorInfo | None) -> tuple[int, ...] | None:
+        """The shape of one row: given in ``input_shapes`` (by column or input), else the model's when fixed."""
+        shape = self.input_shapes.get(column, self.input_shapes.get(tensor))
+        if shape is not None:
+            return tuple(int(d) for d in shape)
+        if info is not None and info.shape is not None and None not in info.shape:
+            return tuple(info.shape)
+        return None
+
+    def _dense_input(self, column, tensor, depth, source_dtype, row_shape, info) -> InputPlan:
+        """The plain dense path: a scalar column feeds only a one-value input; dtypes are checked."""
         if depth == 0 and row_shape is not None and int(np.prod(row_shape, dtype=np.int64)) != 1:
             raise InferenceInputError(
-                f"{describe(column)} holds one value per row but model input {tensor!r} "
+                f"{self.describe(column)} holds one value per row but model input {tensor!r} "
                 f"expects shape {row_shape}; give it an array column "
                 "(F.array(...) combines scalar columns)"
             )
@@ -176,9 +197,27 @@ def _resolve_inputs(
             try:
                 cols.check_dtype(plan)
             except InferenceInputError as exc:
-                raise InferenceInputError(str(exc).replace(plan.describe(), describe(column), 1)) from None
-        plans.append(plan)
-    return tuple(plans)
+                raise InferenceInputError(str(exc).replace(plan.describe(), self.describe(column), 1)) from None
+        return plan
+
+
+def _reader_input(column, tensor, depth, source_dtype, row_shape, info, spec, vector) -> InputPlan:
+    """A column read by a column reader: an image decodes to its spec's size as uint8; a sparse or
+    ragged input takes the shape the reader gives."""
+    if isinstance(spec, Image):
+        row_shape, source_dtype = (spec.height, spec.width, spec.channels), "uint8"
+    elif info is not None and info.form != "dense" or isinstance(spec, Ragged):
+        row_shape = None
+    return InputPlan(
+        column,
+        tensor,
+        depth if depth is not None else -1,
+        source_dtype or "",
+        row_shape,
+        info.dtype if info is not None else None,
+        spec,
+        vector,
+    )
 
 
 def _reader_spec(data_type: Any, spec: Any, info: TensorInfo | None) -> tuple[Any, bool]:

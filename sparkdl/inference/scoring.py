@@ -205,7 +205,7 @@ def pandas_scorer(plan: ScoringPlan) -> Callable[[Iterator[pd.DataFrame]], Itera
             if rows == 0:
                 continue
             # Data first: a bad batch fails before TensorFlow is even imported in a fresh worker.
-            arrays = task.inputs([frame[p.column] for p in plan.inputs], cols.pandas_to_numpy, rows)
+            arrays = task.inputs([frame[p.column] for p in plan.inputs], cols.pandas_to_model_input, rows)
             outputs = score_arrays(task.current(), plan, arrays, rows)
             result = cols.outputs_to_pandas(outputs, plan.outputs, rows, frame[list(plan.keep)] if plan.keep else None)
             if plan.version_column:
@@ -231,7 +231,7 @@ def arrow_scorer(plan: ScoringPlan) -> Callable[[Iterator[Any]], Iterator[Any]]:
             rows = batch.num_rows
             if rows == 0:
                 continue
-            arrays = task.inputs([batch.column(p.column) for p in plan.inputs], cols.arrow_to_numpy, rows)
+            arrays = task.inputs([batch.column(p.column) for p in plan.inputs], cols.arrow_to_model_input, rows)
             outputs = score_arrays(task.current(), plan, arrays, rows)
             keep = batch.select(list(plan.keep)) if plan.keep else None
             schema = pa.schema((list(keep.schema) if keep is not None else []) + result_fields)
@@ -275,7 +275,7 @@ def udf_scorer(plan: ScoringPlan, struct: bool, arity: int):
                     f"{len(plan.inputs)} input(s) {[p.tensor for p in plan.inputs]}"
                 )
             rows = len(args[0])
-            arrays = task.inputs(list(args), cols.pandas_to_numpy, rows, runtime=True)
+            arrays = task.inputs(list(args), cols.pandas_to_model_input, rows, runtime=True)
             frame = cols.outputs_to_pandas(score_arrays(task.current(), plan, arrays, rows), plan.outputs, rows)
             if plan.version_column:
                 frame[plan.version_column] = task.version_values(rows)

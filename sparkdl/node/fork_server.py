@@ -50,6 +50,14 @@ import sys
 import threading
 import time
 
+from ..common.timeouts import (
+    CONNECT_TIMEOUT_S,
+    IDLE_EXIT_S,
+    LOCK_POLL_S,
+    REPLY_TIMEOUT_S,
+    REQUEST_TIMEOUT_S,
+    START_TIMEOUT_S,
+)
 from . import keras_policy, watchdog
 
 try:
@@ -59,12 +67,6 @@ except ImportError:  # a platform without its wheel: forked nodes keep the serve
 
 SWITCH = "SPARKDL_NODE_FORK_SERVER"  # "0" in the node's or executor's environment: spawn every node
 PER_NODE_VARIABLES = ("TF_CONFIG",)  # set in each forked node, not part of the server's key
-IDLE_EXIT_S = 120.0  # a server with no node for this long leaves (PySpark's idle workers: 60 s)
-START_TIMEOUT_S = 120.0  # for a new server to import TensorFlow and listen
-REPLY_TIMEOUT_S = 30.0  # for a server to answer a request with the node's pid
-CONNECT_TIMEOUT_S = 10.0  # for a server to take a connection (its backlog may be full)
-LOCK_POLL_S = 0.1  # how often a supervisor waiting for another's server start looks again
-REQUEST_TIMEOUT_S = 10.0  # for a connection to the server to send its request, else it is closed
 MAX_PENDING = 64  # connections waiting for their request beyond which new ones are refused
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_FDS = 8  # descriptors read with a request (one carries exactly 4)

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from ..common import roles
+from ..common.timeouts import C_DUMP_WAIT_S, PYTHON_DUMP_WAIT_S, STOP_GRACE_MIN_S, TENSORBOARD_START_TIMEOUT_S
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, Endpoint, connect
 from . import fork_server, keras_policy, watchdog
@@ -34,11 +35,6 @@ from .console import ConsoleFilter
 from .launch import FAILED, READY, executor_jvm_pid, user_root
 from .logs import NodeLog, log_tail
 from .ports import reserve_port
-
-TENSORBOARD_START_TIMEOUT_S = 90.0
-STOP_GRACE_MIN_S = 3.0
-PYTHON_DUMP_WAIT_S = 1.0  # how long a stalled node's safe Python-level stack dump (SIGUSR2) may take
-C_DUMP_WAIT_S = 1.0  # then faulthandler's dump from C (SIGUSR1), if the first got no answer
 
 
 def wait_for_port(host: str, port: int, process: subprocess.Popen, timeout_s: float) -> bool:

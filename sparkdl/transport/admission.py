@@ -24,11 +24,9 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from ..common.errors import NoSlot as NoSlot  # re-exported: raised here
+from ..common.timeouts import BUSY_SEND_S, RETRY_FIRST_S, RETRY_MAX_S
 
 BUSY = b"SPARKDL BUSY".ljust(32, b".")  # sent instead of the server's proof to a connection it evicted
-BUSY_SEND_S = 1.0  # how long a server tries to tell an evicted connection so
-RETRY_FIRST_S = 0.05  # a client's first pause before retrying a connection the server had no slot for,
-RETRY_MAX_S = 0.5  # doubling up to this
 
 T = TypeVar("T")
 

@@ -53,10 +53,11 @@ from ..common.errors import AuthenticationError as AuthenticationError  # re-exp
 from ..common.errors import ChannelError as ChannelError
 from ..common.errors import ChannelTimeout as ChannelTimeout
 from ..common.errors import NoSlot
+from ..common.timeouts import ACCEPT_RETRY_S, CLOSE_JOIN_S, DEFAULT_SEND_TIMEOUT_S, HANDSHAKE_TIMEOUT_S
+from ..common.timeouts import KEEPALIVE_IDLE_S as KEEPALIVE_IDLE_S  # re-exported: the channel's timings
 from .admission import BUSY, Admission, Pending, retry_while_no_slot, say_busy
 from .endpoint import Endpoint
 from .rejection_log import RejectionLog
-from .tcp_options import KEEPALIVE_IDLE_S as KEEPALIVE_IDLE_S  # re-exported: the channel's timings
 from .tcp_options import KEEPALIVE_PROBES as KEEPALIVE_PROBES
 from .tcp_options import tune
 
@@ -67,13 +68,9 @@ NONCE_BYTES = 32
 TAG_BYTES = 32
 MAX_FRAME_BYTES = 64 * 1024 * 1024  # binary frames (Arrow record batches)
 MAX_JSON_BYTES = 1024 * 1024  # control messages are small: a bigger JSON frame is refused unread
-HANDSHAKE_TIMEOUT_S = 3.0  # the server's deadline for a whole handshake: short, to free slots that peers hold
 MAX_HANDSHAKES = 32  # unauthenticated connections a server handshakes with at once (a newcomer evicts one)
 MAX_HANDSHAKES_PER_SOURCE = 8  # of them from one address (a newcomer evicts that address's oldest)
-DEFAULT_SEND_TIMEOUT_S = 120.0  # a channel's send timeout until set_send_timeout (no send waits forever)
 MAX_CHANNELS = 1024  # authenticated channels a server keeps open at once; more are refused
-ACCEPT_RETRY_S = 0.1  # pause after accept() fails for want of descriptors or memory
-CLOSE_JOIN_S = 2.0  # how long close() waits, in all, for the threads serving connections to end
 KIND_JSON = b"J"
 KIND_BYTES = b"B"
 _HEAD = struct.Struct("!I1s")  # payload length, kind

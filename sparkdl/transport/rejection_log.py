@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 
-REJECTION_LOG_S = 10.0  # at most one log line per this many seconds about refused connections
+from ..common.timeouts import REJECTION_LOG_S
 
 
 class RejectionLog:

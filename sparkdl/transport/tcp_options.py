@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import socket
 
-KEEPALIVE_IDLE_S = 30  # TCP keepalive: first probe after this long without traffic,
-KEEPALIVE_INTERVAL_S = 10  # then one probe every this many seconds,
-KEEPALIVE_PROBES = 3  # and the connection fails after this many unanswered (about 60 s in all)
+from ..common.timeouts import KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S
+
+KEEPALIVE_PROBES = 3  # unanswered keepalive probes before the connection fails (about 60 s in all)
 
 
 def tune(sock: socket.socket) -> None:

@@ -62,7 +62,7 @@ def test_every_streamed_row_is_read_once_and_shutdown_stops_the_stream(sc2, stre
     assert [len(n["ids"]) for n in nodes.values()] == [15, 15]
     assert sorted(nodes["node0"]["ids"] + nodes["node1"]["ids"]) == list(range(30))
     assert all(n["should_stop"] for n in nodes.values())
-    state = cluster._dstream_feed
+    state = cluster._handle.dstream_feed  # the DStreamFeed the handle keeps (driver/cluster_handle.py)
     assert state.fed == 2  # one session per non-empty RDD; the empty ones and later intervals cost none
     assert state.empty >= 2
 

@@ -225,7 +225,7 @@ def test_validation_rows_of_epochs_keras_did_not_validate_never_hold_up_the_feed
     for epoch in range(3):
         assert len(feed.next_batch(rows)["i"]) == rows
         if epoch == 1:  # the one epoch Keras validates
-            columns, _, count = feed._read_run(1, "validation", validation_rows)
+            columns, _, count = feed.reader.read_run(1, "validation", validation_rows)
             validated = np.asarray(columns["i"])
         server.epoch_ended(epoch)
     driver.outcome(30)

@@ -28,7 +28,7 @@ def _plan(**kw):
 @pytest.mark.timeout(30)
 def test_pandas_arrays_are_stacked_and_reshaped():
     series = pd.Series([np.arange(4, dtype="float64") + i for i in range(3)])
-    out = cols.pandas_to_numpy(series, _plan(source_dtype="float64"))
+    out = cols.pandas_to_model_input(series, _plan(source_dtype="float64"))
     assert out.shape == (3, 2, 2, 1) and out.dtype == np.float32
     np.testing.assert_array_equal(out[2].ravel(), [2, 3, 4, 5])
 
@@ -38,20 +38,20 @@ def test_nested_arrays_and_arrow_lists_give_the_same_tensor():
     rows = [[[1.0, 2.0], [3.0, 4.0]], [[5.0, 6.0], [7.0, 8.0]]]
     nested = pa.array(rows, type=pa.list_(pa.list_(pa.float32())))
     plan = _plan(depth=2)
-    from_arrow = cols.arrow_to_numpy(nested, plan)
-    from_pandas = cols.pandas_to_numpy(nested.to_pandas(), plan)
+    from_arrow = cols.arrow_to_model_input(nested, plan)
+    from_pandas = cols.pandas_to_model_input(nested.to_pandas(), plan)
     np.testing.assert_array_equal(from_arrow, from_pandas)
     assert from_arrow.shape == (2, 2, 2, 1)
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("to_numpy", [cols.pandas_to_numpy, cols.arrow_to_numpy], ids=["pandas", "arrow"])
+@pytest.mark.parametrize("to_numpy", [cols.pandas_to_model_input, cols.arrow_to_model_input], ids=["pandas", "arrow"])
 def test_nulls_and_ragged_rows_raise_naming_the_column(to_numpy):
     with_null = pa.array([[1.0, 2.0, 3.0, 4.0], None], type=pa.list_(pa.float32()))
     ragged = pa.array([[1.0, 2.0, 3.0, 4.0], [1.0, 2.0]], type=pa.list_(pa.float32()))
 
     def data(array):
-        return array.to_pandas() if to_numpy is cols.pandas_to_numpy else array
+        return array.to_pandas() if to_numpy is cols.pandas_to_model_input else array
 
     with pytest.raises(InferenceInputError, match=r"column 'x' \(model input 't'\) has 1 null.*batch row 1"):
         to_numpy(data(with_null), _plan())
@@ -65,11 +65,11 @@ def test_nulls_and_ragged_rows_raise_naming_the_column(to_numpy):
 def test_scalar_nulls_and_dtype_rules():
     # Spark turns an integer column with nulls into float64 for pandas: detected as nulls.
     with pytest.raises(InferenceInputError, match="null"):
-        cols.pandas_to_numpy(
+        cols.pandas_to_model_input(
             pd.Series([1.0, np.nan]), _plan(depth=0, source_dtype="int64", row_shape=(), dtype="float32")
         )
     with pytest.raises(InferenceInputError, match="null"):
-        cols.arrow_to_numpy(pa.array([1.0, None]), _plan(depth=0, source_dtype="float64", row_shape=()))
+        cols.arrow_to_model_input(pa.array([1.0, None]), _plan(depth=0, source_dtype="float64", row_shape=()))
     assert cols.castable("int64", "float32") and cols.castable("float64", "float32")
     assert not cols.castable("float32", "int32") and not cols.castable("str", "float32")
     with pytest.raises(InferenceInputError, match="holds str values but the model expects float32"):

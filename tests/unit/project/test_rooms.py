@@ -216,3 +216,84 @@ def test_a_test_in_the_wrong_tree_is_named():
     assert len(problems) == 2
     assert problems[0].startswith("tests/unit/feed/test_e.py::test_x: a cluster test"), problems
     assert problems[1].startswith("tests/cluster/spark_mode/test_f.py::test_x: not a cluster test")
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level_imports(path: Path, modules: set[str]) -> set[str]:
+    """The package's modules ``path`` imports when it is imported: module-level statements only
+    (not imports inside functions, nor under ``if TYPE_CHECKING:``); ``from . import x`` names
+    the module ``x`` when there is one, else the package."""
+    module = _module(path)
+    package = module.removesuffix(".__init__") if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    statements, found = list(ast.parse(path.read_text()).body), set()
+    while statements:
+        node = statements.pop()
+        if isinstance(node, ast.If) and not _is_type_checking(node):
+            statements += node.body + node.orelse
+        elif isinstance(node, ast.Try):
+            statements += node.body + node.orelse + node.finalbody + [s for h in node.handlers for s in h.body]
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1]) if node.level else ""
+            name = ".".join(filter(None, [base, node.module]))
+            found |= {f"{name}.{a.name}" if f"{name}.{a.name}" in modules else name for a in node.names}
+    return {name.removesuffix(".__init__") for name in found if name in modules}
+
+
+def import_circles(package: Path = PACKAGE) -> list[list[str]]:
+    """Every set of modules that import one another in a circle (module-level imports), sorted."""
+    paths = {_module(path).removesuffix(".__init__"): path for path in package.rglob("*.py")}
+    graph = {module: _module_level_imports(path, set(paths)) - {module} for module, path in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(circles)
+
+
+def test_the_package_has_no_import_circles():
+    assert import_circles() == []
+
+
+def test_an_import_circle_is_named(tmp_path):
+    """The check above can fail: a copy of the feed where two modules import each other at module
+    level (an import inside a function, or under TYPE_CHECKING, is no circle)."""
+    feed = tmp_path / "sparkdl" / "feed"
+    feed.mkdir(parents=True)
+    (feed / "__init__.py").write_text("")
+    (feed / "data_feed.py").write_text("from .micro_batches import read_micro_batches\n")
+    (feed / "micro_batches.py").write_text("from . import data_feed\n")
+    (feed / "dataset.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .data_feed import DataFeed\n"
+    )
+    (feed / "reader.py").write_text("def read():\n    from .dataset import build\n")
+    (tmp_path / "sparkdl" / "__init__.py").write_text("")
+    (feed / "server.py").write_text("from .reader import read\n")
+    assert import_circles(tmp_path / "sparkdl") == [["sparkdl.feed.data_feed", "sparkdl.feed.micro_batches"]]

@@ -20,6 +20,8 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
+import sparkdl
+
 from conftest import layout_problems
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -216,3 +218,25 @@ def test_a_test_in_the_wrong_tree_is_named():
     assert len(problems) == 2
     assert problems[0].startswith("tests/unit/feed/test_e.py::test_x: a cluster test"), problems
     assert problems[1].startswith("tests/cluster/spark_mode/test_f.py::test_x: not a cluster test")
+
+
+def test_the_tfos_faces_sit_on_top_no_module_imports_them():
+    """TFCluster, TFNode and TFParallel only re-export or wrap the modules below them."""
+    faces = {"TFCluster", "TFNode", "TFParallel"}
+    root = Path(sparkdl.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.parent == root and (path.stem in faces or path.stem == "__init__"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):  # from ..TFNode import x, from .. import TFNode
+                names = {(node.module or "").rsplit(".", 1)[-1]}
+                if node.module in (None, "sparkdl"):
+                    names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.Import):
+                names = {alias.name.rsplit(".", 1)[-1] for alias in node.names}
+            else:
+                continue
+            if names & faces:
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []

@@ -1,5 +1,5 @@
 """Earlier clusters' node directories, planted for the pruning checks of
-tests/unit/node/test_security_units.py and tests/cluster/deployment/test_security.py."""
+tests/unit/node/test_launch.py and tests/cluster/deployment/test_security.py."""
 
 from __future__ import annotations
 

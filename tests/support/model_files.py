@@ -4,7 +4,7 @@ that carry them.
 
 A gadget whose name ends in ``_live`` really runs its code in the Keras of this environment when
 loaded without safe mode: it writes ``marker`` (tests/cluster/inference/test_model_safe_mode_cluster.py
-loads them). The others are refused before Keras sees them (tests/unit/inference/test_model_safe_mode.py).
+loads them). The others are refused before Keras sees them (tests/unit/inference/test_model_safety.py).
 """
 
 from __future__ import annotations

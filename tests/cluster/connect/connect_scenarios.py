@@ -100,7 +100,7 @@ def parallel(spark, out: Path) -> dict:
 def estimator_and_model(spark, out: Path) -> dict:
     """TFEstimator.fit on a Connect DataFrame, then TFModel.transform of it (one node: the
     estimator's cluster is TFCluster's, whose multi-node training under Connect is
-    spark_mode_training's; test_ml.py fits the same estimator on two nodes)."""
+    spark_mode_training's; test_ml_cluster.py fits the same estimator on two nodes)."""
     import numpy as np
 
     import inference_models as im

@@ -2,7 +2,7 @@
 driver): a closed pipe or an encoding that cannot show a line never costs a node, and any
 unexpected error in the driver's handling of a node's message becomes that node's recorded
 failure instead of a silently dropped channel. (A slow console, the printer alone:
-tests/unit/driver/test_console_best_effort_units.py.)"""
+tests/unit/driver/test_driver_console.py.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What of a node's output reaches the driver's console, on a live cluster: TensorFlow's start-up
 and INFO chatter stays in node.log unless verbose; the user's lines and TensorFlow's warnings always
-come through. (Which lines are chatter, without a cluster: tests/unit/node/test_console_filter.py.)"""
+come through. (Which lines are chatter, without a cluster: tests/unit/node/test_node_console.py.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What the user sees at the driver: node output with role:index prefixes (every line, in order),
 progress of ``cluster.train`` (rows, epochs, partitions, the chief's loss), and Spark jobs named
 after what sparkdl does. (The progress bars a terminal gets, without a cluster:
-tests/unit/driver/test_driver_view_units.py.)"""
+tests/unit/driver/test_progress.py.)"""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 PreflightError, and on ``local-cluster[2,2,2048]`` with ``spark.task.cpus=1`` two nodes own two
 distinct executors, where an ETL stage of the same application runs two tasks on each at once, and
 are fed there (pure-Python nodes: what is tested is where Spark puts the tasks, not TensorFlow).
-(The rules without Spark: tests/unit/driver/test_launch_scheduling_units.py.)
+(The rules without Spark: tests/unit/driver/test_scheduling.py.)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Security on a live cluster: peers must prove the cluster's secret before anything is parsed,
 nothing is ever unpickled from a socket, sockets bind one deliberate address, the secret never
 reaches logs or errors, and each cluster (and user) writes its files to its own place. (The user's
-private root and the pruning of old clusters, without a cluster: tests/unit/node/test_security_units.py.)"""
+private root and the pruning of old clusters, without a cluster: tests/unit/node/test_launch.py.)"""
 
 from __future__ import annotations
 

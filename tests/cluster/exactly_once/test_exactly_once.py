@@ -6,7 +6,7 @@ same seed giving the same row orders on two clusters.
 
 Every row carries its id (its label), and each node records what it read in each epoch: every
 epoch must hold exactly the node's planned share (cache=True, 3 epochs, shuffle=True), not one
-row more or less. Speculative copies are covered over real sockets in test_exactly_once_feed.py.
+row more or less. Speculative copies are covered over real sockets in test_ledger.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """TensorFlowOnSpark's ``TFNode.start_cluster_server(ctx)`` with TensorFlow, in a process of its own.
-(``ctx`` without TensorFlow: tests/unit/node/test_node_context.py.)"""
+(``ctx`` without TensorFlow: tests/unit/node/test_context.py.)"""
 
 from __future__ import annotations
 

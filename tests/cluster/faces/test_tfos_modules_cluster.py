@@ -1,6 +1,6 @@
 """``sparkdl.compat`` with TensorFlow: ``export_saved_model`` on the chief only (tf-keras and
 Keras 3), ``disable_auto_shard`` and ``is_gpu_available``. (TensorFlowOnSpark's other modules,
-without TensorFlow: tests/unit/faces/test_tfos_modules.py.)"""
+without TensorFlow: tests/unit/faces/ (test_compat.py, test_gpu_info.py, test_util.py, test_pipeline.py).)"""
 
 from __future__ import annotations
 

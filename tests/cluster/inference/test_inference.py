@@ -1,5 +1,5 @@
 """sparkdl.inference: scoring on a real local-cluster, and TensorFlow's setup in a fresh worker.
-(Conversions, device and cache rules without Spark or TensorFlow: tests/unit/inference/test_inference_units.py.)
+(Conversions, device and cache rules without Spark or TensorFlow: tests/unit/inference/test_inference_columns.py.)
 
 Scoring tests compare against ``model.predict`` on the same rows in this process. Tolerance:
 ``atol=1e-5`` on softmax probabilities (same float32 kernels; only the batch composition, and so

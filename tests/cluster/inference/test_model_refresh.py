@@ -1,6 +1,6 @@
 """Train and serve: scoring from versioned model directories (sparkdl.model_versions) that switches
 to a newer version without a restart, in a streaming query and in batch jobs. (The directory layout
-without Spark: tests/unit/inference/test_model_refresh_units.py.)
+without Spark: tests/unit/inference/test_inference_model_versions.py.)
 
 The models are ``y = factor * x`` (``inference_models.scale_model``), so a prediction says which
 version made it. ``refresh_seconds=0`` makes each Python worker list the base for every batch, so

@@ -3,7 +3,7 @@ inference loads them (``worker.get_model(ModelSource(path))``): in safe mode (th
 refused and its code does not run (the marker file it would write is not there); with
 ``safe_mode=False`` the same file runs it, which proves each gadget real. Files saved by Keras
 and files written by hand (tests/support/model_files.py); the check itself, without TensorFlow:
-tests/unit/inference/test_model_safe_mode.py."""
+tests/unit/inference/test_model_safety.py."""
 
 from __future__ import annotations
 

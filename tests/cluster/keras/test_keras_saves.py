@@ -1,5 +1,5 @@
 """tf-keras ``.keras`` saves from any thread, with TensorFlow (sparkdl.keras without it:
-tests/unit/keras/test_keras_units.py)."""
+tests/unit/keras/ (a test file per module))."""
 
 from __future__ import annotations
 

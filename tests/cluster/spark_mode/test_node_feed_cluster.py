@@ -1,5 +1,5 @@
 """``DataFeed.as_dataset`` over real sockets, with TensorFlow: one epoch per iteration of the
-``tf.data.Dataset``. (The rest of the data plane without TensorFlow: tests/unit/feed/test_node_feed.py.)"""
+``tf.data.Dataset``. (The rest of the data plane without TensorFlow: tests/unit/feed/test_data_feed.py.)"""
 
 import os
 

@@ -1,5 +1,5 @@
 """Structured Streaming into a live cluster (cluster.train_stream) on a real two-executor Spark.
-(The schema drift check without Spark: tests/unit/driver/test_stream_training_units.py.)"""
+(The schema drift check without Spark: tests/unit/driver/test_streaming.py.)"""
 
 from __future__ import annotations
 

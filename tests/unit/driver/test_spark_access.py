@@ -1,13 +1,14 @@
-"""The driver's door to Spark (``driver/spark_access.py``) and DataFrame results, without a cluster."""
+"""The driver's door to Spark (``driver/spark_access.py``) without a cluster: Spark Connect or
+classic, and the address the coordinator binds and advertises."""
 
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
 import pytest
 
+from sparkdl.common.roles import NodeRole
 from sparkdl.driver import spark_access as sa
-from sparkdl.feed.results import ResultsError, results_as_rows
+from sparkdl.driver.coordinator import Coordinator
+from sparkdl.transport.channel import Endpoint, connect, new_secret
 
 
 def test_anything_but_a_spark_context_or_session_is_refused_by_name():
@@ -48,16 +49,66 @@ def test_an_rdd_or_pandas_frame_under_connect_is_refused_naming_its_type():
         sa.ConnectSpark(None).require_frames(pd.DataFrame({"a": [1]}), "cluster.train")
 
 
-def test_results_fill_one_field_or_several_from_sequences_and_dicts():
-    one = results_as_rows([np.float32(1.5), 2, None], pa.schema([("score", pa.float64())]))
-    assert one.column(0).to_pylist() == [1.5, 2.0, None]
-    schema = pa.schema([("label", pa.int64()), ("probs", pa.list_(pa.float32()))])
-    several = results_as_rows([(1, np.array([0.25, 0.75], np.float32)), {"label": 0, "probs": [1.0, 0.0]}], schema)
-    assert several.to_pylist() == [{"label": 1, "probs": [0.25, 0.75]}, {"label": 0, "probs": [1.0, 0.0]}]
+#: An address from TEST-NET-3 (RFC 5737): never one of this machine's, like a NAT's public address.
+PUBLIC = "203.0.113.7"
 
 
-def test_results_that_do_not_fit_the_schema_name_the_field():
-    with pytest.raises(ResultsError, match="field 'score' \\(double\\)"):
-        results_as_rows(["high"], pa.schema([("score", pa.float64())]))
-    with pytest.raises(ResultsError, match="2 fields \\(label, score\\)"):
-        results_as_rows([5], pa.schema([("label", pa.int64()), ("score", pa.float64())]))
+class ConnectSession:
+    """A stand-in Connect session: only its module name and its (absent) client matter here."""
+
+    client = None
+
+
+ConnectSession.__module__ = "pyspark.sql.connect.session"
+
+
+class ClassicWithConf(sa.ClassicSpark):
+    """A ClassicSpark whose Spark configuration is a dict (everything else is the real class)."""
+
+    def __init__(self, conf: dict[str, str]):
+        super().__init__(sc=None)
+        self._conf = conf
+
+    def conf(self, key: str) -> str | None:
+        return self._conf.get(key)
+
+
+@pytest.fixture(autouse=True)
+def no_address_settings(monkeypatch):
+    monkeypatch.delenv(sa.DRIVER_HOST_ENV, raising=False)
+    monkeypatch.delenv("SPARKDL_DRIVER_BIND_ADDRESS", raising=False)
+
+
+def test_a_connect_client_behind_nat_binds_locally_and_advertises_its_public_address(monkeypatch):
+    monkeypatch.setenv(sa.DRIVER_HOST_ENV, PUBLIC)
+    monkeypatch.setenv("SPARKDL_DRIVER_BIND_ADDRESS", "0.0.0.0")
+    bind, advertise = sa.ConnectSpark(ConnectSession()).coordinator_addresses()
+    assert (bind, advertise) == ("0.0.0.0", PUBLIC)
+    # The real coordinator starts on those addresses (binding the public one would fail: it is not
+    # this machine's), tells nodes the public address, and accepts a node's handshake locally.
+    secret = new_secret()
+    coordinator = Coordinator([NodeRole(0, "chief", 0)], secret, bind, advertise_host=advertise, cluster_id="nat")
+    try:
+        host, port = coordinator.address
+        assert host == PUBLIC
+        with connect(("127.0.0.1", port), secret, timeout=10, endpoint=Endpoint.coordinator("nat")):
+            pass
+    finally:
+        coordinator.close()
+
+
+def test_a_connect_client_binds_its_advertised_address_by_default(monkeypatch):
+    monkeypatch.setenv(sa.DRIVER_HOST_ENV, "127.0.0.5")
+    assert sa.ConnectSpark(ConnectSession()).coordinator_addresses() == ("127.0.0.5", "127.0.0.5")
+
+
+def test_a_classic_driver_binds_the_sparkdl_setting_over_spark_driver_bind_address(monkeypatch):
+    spark = ClassicWithConf({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.2"})
+    assert spark.coordinator_addresses() == ("127.0.0.2", "127.0.0.1")
+    monkeypatch.setenv(sa.DRIVER_HOST_ENV, PUBLIC)
+    monkeypatch.setenv("SPARKDL_DRIVER_BIND_ADDRESS", "0.0.0.0")
+    assert spark.coordinator_addresses() == ("0.0.0.0", PUBLIC)
+
+
+def test_a_classic_driver_binds_its_advertised_address_when_nothing_is_set():
+    assert ClassicWithConf({"spark.driver.host": "127.0.0.1"}).coordinator_addresses() == ("127.0.0.1", "127.0.0.1")

@@ -1,14 +1,18 @@
 """Columnar conversions (RDD rows and Arrow columns to dense numpy), schema checks and wire framing."""
 
+from __future__ import annotations
+
 import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.ml.linalg import DenseVector, SparseVector, VectorUDT
 from pyspark.sql import types as T
 
+from sparkdl.columns import arrow_rows as ar
 from sparkdl.feed.columns import (
     FeedDataError,
     batch_to_columns,
+    check_rows,
     check_spark_schema,
     column_to_numpy,
     rows_to_record_batch,
@@ -22,9 +26,6 @@ pytestmark = pytest.mark.timeout(120)
 def columns_to_rows(columns, names) -> list:
     """A batch's columns back as row tuples (what ``next_batch`` gives without ``input_mapping``)."""
     return RowLayout(tuple(names)).rows(columns)
-
-
-# -- rows_to_record_batch (RDD elements) --
 
 
 def test_tuples_of_array_and_label():
@@ -82,9 +83,6 @@ def test_different_tuple_widths():
 def test_unconvertible_column():
     with pytest.raises(FeedDataError, match="column 0"):
         rows_to_record_batch([(1, 2), ("a", 3)])
-
-
-# -- column_to_numpy (Arrow columns) --
 
 
 def test_list_of_floats_is_a_zero_copy_reshape():
@@ -180,8 +178,6 @@ def test_batch_to_columns_by_name():
     assert cols["a"].tolist() == [1, 2] and cols["b"].shape == (2, 2) and cols["s"].tolist() == ["x", "y"]
 
 
-# -- check_spark_schema --
-
 IMAGE_STRUCT = T.StructType(
     [
         T.StructField("origin", T.StringType()),
@@ -247,17 +243,20 @@ def test_a_decimal_column_is_refused_before_any_job_saying_what_to_cast_it_to(ki
     assert f"df.withColumn('price', df['price'].cast({cast}))" in message
 
 
-# -- wire --
-
-
-def test_encode_decode_round_trip():
-    batch = pa.RecordBatch.from_pydict(
-        {"x": pa.array([[1.0, 2.0], [3.0, 4.0]], pa.list_(pa.float32())), "y": [7, 8], "s": ["a", "b"]}
+def test_the_feed_refuses_a_frame_with_a_bad_row_naming_column_partition_and_row():
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([1.0, None, 3.0]), pa.array(ar.origin_values(2, np.array([5, 9, 11])))], names=["y", ar.ORIGIN]
     )
-    buffer = encode_batch(batch)
-    back = decode_batch(buffer)
-    assert back.equals(batch) and back.schema == batch.schema
-    assert decode_batch(bytearray(buffer.to_pybytes())).equals(batch)  # as a channel delivers it
+    columns = batch_to_columns(decode_batch(encode_batch(batch)))
+    assert not isinstance(columns["y"], np.ndarray), "a column with nulls stays in Arrow for a reader"
+    with pytest.raises(ValueError, match=r"column 'y', partition 2, row 9: a null value"):
+        check_rows(columns, ["y"])
 
 
-# Inference results keep their types through the wire: test_feed_elements.py.
+def test_text_that_is_not_utf8_crosses_the_wire_and_is_named_by_its_reader():
+    text = pa.array([b"fine", b"\xc3\x28"]).view(pa.string())
+    columns = batch_to_columns(
+        decode_batch(encode_batch(pa.RecordBatch.from_arrays([text], names=["t"]))), ar.origin_values(0, np.arange(2))
+    )
+    with pytest.raises(ValueError, match=r"column 't', partition 0, row 1: a string that is not valid UTF-8"):
+        check_rows(columns, ["t"])

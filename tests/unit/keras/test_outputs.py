@@ -3,7 +3,6 @@
 import pytest
 
 from sparkdl.keras.outputs import REGRESSION, SIGMOID, SIGMOID_LOGITS, SOFTMAX, SOFTMAX_LOGITS, output_kind
-from sparkdl.keras.params import spark_ml_names
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -58,15 +57,6 @@ def test_a_functional_models_output_layer_is_the_named_one_not_the_last_listed()
         }
     }
     assert output_kind(saved) == SOFTMAX
-
-
-def test_spark_ml_camel_case_names_are_accepted():
-    assert spark_ml_names({"predictionCol": "p", "probabilityCol": "q", "rawPredictionCol": "r", "epochs": 2}) == {
-        "prediction_col": "p",
-        "probability_col": "q",
-        "raw_prediction_col": "r",
-        "epochs": 2,
-    }
 
 
 @pytest.mark.parametrize(

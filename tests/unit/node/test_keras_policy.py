@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from sparkdl.node import keras3_multi_worker, keras_policy
+from sparkdl.node import keras_policy
 from sparkdl.node.keras_policy import (
     KERAS3_OFF_HINT,
     LEGACY_KERAS_ENV,
@@ -17,8 +17,13 @@ from sparkdl.node.keras_policy import (
 
 pytestmark = pytest.mark.timeout(60)
 
+
 LEGACY_ON, LEGACY_OFF = {LEGACY_KERAS_ENV: "1"}, {LEGACY_KERAS_ENV: "0"}
+
+
 LAYER_OFF = {MULTI_WORKER_ENV: "0"}
+
+
 KERAS3_TRACEBACK = 'File ".../site-packages/keras/src/trainers/trainer.py", line 1, in fit\nValueError: boom'
 
 
@@ -108,11 +113,6 @@ def test_a_keras_module_without_its_distributions_metadata_is_unverified(monkeyp
     monkeypatch.setattr(importlib.metadata, "version", missing)
     warnings, error = startup_problems({}, 2)
     assert "Keras of unknown version is installed" in error
-
-
-def test_verified_releases():
-    assert keras3_multi_worker.verified("3.15.0") and keras3_multi_worker.verified("3.15.1")
-    assert not keras3_multi_worker.verified("3.1.5") and not keras3_multi_worker.verified("x")
 
 
 def test_failure_hint_only_where_the_layer_was_turned_off():

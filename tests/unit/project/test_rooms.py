@@ -7,8 +7,8 @@ imported) and checks: the root holds the faces and nothing else; every room-to-r
 arrow of ``ARROWS``; no room imports a face (the faces re-export the rooms, never the other way);
 and ``ARROWS`` is exactly what the architecture page draws, so the map cannot drift from the code.
 
-The tests are laid out like the code: unit tests by room (``tests/unit/<room>/``), cluster tests by
-scenario (``tests/cluster/<scenario>/``), no test module importing another; conftest's
+The tests are laid out like the code: unit tests by room and module (``tests/unit/<room>/test_<module>.py``),
+cluster tests by scenario (``tests/cluster/<scenario>/``), no test module importing another; conftest's
 ``layout_problems`` refuses, at every collection, a test whose tree disagrees with its ``cluster`` mark.
 """
 
@@ -19,6 +19,8 @@ import re
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
+
+import sparkdl
 
 from conftest import layout_problems
 
@@ -193,6 +195,62 @@ def test_tests_are_laid_out_like_the_code():
     assert rooms <= set(UNIT_ROOMS), f"folders of tests/unit/ that are no room: {sorted(rooms - set(UNIT_ROOMS))}"
 
 
+def misnamed_unit_tests(tests: Path = ROOT / "tests", package: Path = PACKAGE) -> list[str]:
+    """``"<test file>: <why>"`` for every unit test module not named after the module it tests.
+
+    ``tests/unit/<room>/test_<name>.py`` tests ``sparkdl/<room>/<name>.py``; ``tests/unit/faces/``
+    holds ``test_<face>.py`` for the faces at the package root; ``tests/unit/project/`` any name. Test
+    modules are imported by basename, so where a module's name is used in more than one place (two
+    rooms, or a room and a face: ``columns``, ``console``, ``params``...), its test is
+    ``test_<room>_<name>.py`` instead (``tests/unit/feed/test_feed_columns.py``)."""
+    homes: dict[str, set[str]] = {}  # a module's name -> the rooms (or "faces") that have one
+    for path in package.rglob("*.py"):
+        room = "faces" if path.parent == package else path.parent.name
+        if path.stem != "__init__" and (room == "faces" or room in ROOMS):
+            homes.setdefault(path.stem, set()).add(room)
+    problems = []
+    for path in sorted((tests / "unit").glob("*/test_*.py")):
+        room, name = path.parent.name, path.stem.removeprefix("test_")
+        if room == "project" or room not in UNIT_ROOMS:
+            continue  # any name; a folder that is no room is refused by the layout test
+        plain = room in homes.get(name, set())
+        if plain and len(homes[name]) == 1:
+            continue
+        where = "the package root" if room == "faces" else f"sparkdl/{room}/"
+        if plain:
+            others = ", ".join(sorted(homes[name] - {room}))
+            problems.append(f"{path.relative_to(tests)}: {name}.py is also in {others}: name it test_{room}_{name}.py")
+            continue
+        prefixed = name.removeprefix(f"{room}_")
+        if prefixed != name and room in homes.get(prefixed, set()) and len(homes[prefixed]) > 1:
+            continue
+        problems.append(f"{path.relative_to(tests)}: no module {name}.py in {where} (test_<module>.py)")
+    return problems
+
+
+def test_every_unit_test_module_is_named_after_the_module_it_tests():
+    assert misnamed_unit_tests() == []
+
+
+def test_a_misnamed_unit_test_module_is_named(tmp_path):
+    """The check above can fail: a copy of the package and of tests/unit/ with misnamed files."""
+    package, unit = tmp_path / "sparkdl", tmp_path / "tests" / "unit"
+    for module in ("feed/columns", "feed/wire", "inference/columns", "columns/readers", "compat"):
+        (package / f"{module}.py").parent.mkdir(parents=True, exist_ok=True)
+        (package / f"{module}.py").write_text("")
+    fine = ("feed/test_wire", "feed/test_feed_columns", "inference/test_inference_columns", "faces/test_compat")
+    wrong = ("feed/test_node_feed", "feed/test_columns", "columns/test_column_readers", "faces/test_wire")
+    for test in (*fine, *wrong, "project/test_anything", "feed/helpers_not_a_test"):
+        (unit / f"{test}.py").parent.mkdir(parents=True, exist_ok=True)
+        (unit / f"{test}.py").write_text("")
+    assert misnamed_unit_tests(tmp_path / "tests", package) == [
+        "unit/columns/test_column_readers.py: no module column_readers.py in sparkdl/columns/ (test_<module>.py)",
+        "unit/faces/test_wire.py: no module wire.py in the package root (test_<module>.py)",
+        "unit/feed/test_columns.py: columns.py is also in inference: name it test_feed_columns.py",
+        "unit/feed/test_node_feed.py: no module node_feed.py in sparkdl/feed/ (test_<module>.py)",
+    ]
+
+
 def _item(path: Path, cluster: bool) -> SimpleNamespace:
     """What ``layout_problems`` reads of a collected test."""
     nodeid = f"{path.relative_to(ROOT).as_posix()}::test_x"
@@ -297,3 +355,25 @@ def test_an_import_circle_is_named(tmp_path):
     (tmp_path / "sparkdl" / "__init__.py").write_text("")
     (feed / "server.py").write_text("from .reader import read\n")
     assert import_circles(tmp_path / "sparkdl") == [["sparkdl.feed.data_feed", "sparkdl.feed.micro_batches"]]
+
+
+def test_the_tfos_faces_sit_on_top_no_module_imports_them():
+    """TFCluster, TFNode and TFParallel only re-export or wrap the modules below them."""
+    faces = {"TFCluster", "TFNode", "TFParallel"}
+    root = Path(sparkdl.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        if path.parent == root and (path.stem in faces or path.stem == "__init__"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):  # from ..TFNode import x, from .. import TFNode
+                names = {(node.module or "").rsplit(".", 1)[-1]}
+                if node.module in (None, "sparkdl"):
+                    names |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.Import):
+                names = {alias.name.rsplit(".", 1)[-1] for alias in node.names}
+            else:
+                continue
+            if names & faces:
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []

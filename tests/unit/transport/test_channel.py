@@ -1,17 +1,30 @@
 """The authenticated channel, over real sockets on 127.0.0.1."""
 
+from __future__ import annotations
+
 import logging
 import os
 import pickle
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
+import psutil
 import pytest
 
 from sparkdl.transport import channel as ch
-from sparkdl.transport.channel import AuthenticationError, ChannelError, ChannelServer, Endpoint, connect, new_secret
+from sparkdl.transport.channel import (
+    AuthenticationError,
+    ChannelError,
+    ChannelServer,
+    ChannelTimeout,
+    Endpoint,
+    connect,
+    new_secret,
+)
 
 from raw_peers import closed_by_peer, read_hello
 
@@ -299,3 +312,229 @@ def test_close_waits_for_the_handlers_it_ended(secret):
         assert not [t for t in threading.enumerate() if t.name.startswith("sparkdl-channel")]
     finally:
         client.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_send_to_a_peer_that_never_reads_gives_up_and_closes_the_channel():
+    secret, release = new_secret(), threading.Event()
+    endpoint = Endpoint("test-cluster", "node0", "sink")
+    srv = ChannelServer(secret, lambda channel: release.wait(30), endpoint=endpoint)  # never reads
+    try:
+        with connect(srv.address, secret, timeout=5, endpoint=endpoint) as client:
+            client.set_send_timeout(0.5)
+            start = time.monotonic()
+            with pytest.raises(ChannelTimeout, match="accepted no data"):
+                for _ in range(1000):  # 1 GiB at most: far past any socket buffer
+                    client.send_bytes(bytes(1 << 20))
+            assert time.monotonic() - start < 10
+            with pytest.raises(ChannelError, match="closed"):  # a partial frame cannot be taken back
+                client.send({"more": 1})
+    finally:
+        release.set()
+        srv.close()
+
+
+FRAME = bytes(4 << 20)  # a few of these fill any loopback socket's buffers
+
+
+def send_until_stuck(channel, outcome: list) -> None:
+    """Send binary frames to a peer that reads nothing, until a send fails (recorded in ``outcome``)."""
+    try:
+        for _ in range(64):
+            channel.send_bytes(FRAME)
+        outcome.append("the peer took 256 MiB without reading")
+    except Exception as exc:  # the error is the outcome under test
+        outcome.append(exc)
+
+
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_a_send_without_an_explicit_timeout_is_bounded(monkeypatch, side):
+    """Channels start with DEFAULT_SEND_TIMEOUT_S: a peer that stops reading cannot hold a sender forever."""
+    monkeypatch.setattr(ch, "DEFAULT_SEND_TIMEOUT_S", 0.5)
+    secret, release, outcome = new_secret(), threading.Event(), []
+
+    def handler(channel):
+        if side == "server":
+            send_until_stuck(channel, outcome)
+        release.wait(30)  # a client's peer that reads nothing
+
+    server = ChannelServer(secret, handler, endpoint=Endpoint("test", "node0", "sink"))
+    client = connect(server.address, secret, timeout=5, endpoint=server.endpoint)
+    sender = None
+    try:
+        if side == "client":
+            sender = threading.Thread(target=send_until_stuck, args=(client, outcome), daemon=True)
+            sender.start()
+            sender.join(20)
+            assert not sender.is_alive(), "a send waited on a peer that reads nothing for 20 s"
+        else:
+            deadline = time.monotonic() + 20
+            while not outcome:
+                assert time.monotonic() < deadline, "the server's send waited on a client that reads nothing"
+                time.sleep(0.05)
+        assert isinstance(outcome[0], ChannelTimeout), outcome
+    finally:
+        client.close()  # also ends a send still stuck (old code)
+        release.set()
+        server.close()
+
+
+def test_set_send_timeout_none_restores_the_bounded_default(monkeypatch):
+    monkeypatch.setattr(ch, "DEFAULT_SEND_TIMEOUT_S", 7.0)
+    secret = new_secret()
+    server = ChannelServer(secret, lambda channel: channel.recv(timeout=5), endpoint=Endpoint("test", "node0", "n"))
+    try:
+        with connect(server.address, secret, timeout=5, endpoint=server.endpoint) as client:
+            client.set_send_timeout(1.0)
+            client.set_send_timeout(None)
+            assert client._send_timeout == 7.0
+    finally:
+        server.close()
+
+
+# Runs in its own process: the open-file limit is per process.
+FLOOD = r"""
+import logging, resource, socket, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
+from sparkdl.transport import channel as ch
+from sparkdl.transport.channel import ChannelServer, Endpoint, connect, new_secret
+# Admission would hold the server to 8 pending connections from this one address: lift its caps,
+# so that the flood's connections pile up in the server until its descriptors run out.
+ch.MAX_HANDSHAKES = ch.MAX_HANDSHAKES_PER_SOURCE = 1000
+
+lines = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        lines.append(record.getMessage())
+log = logging.getLogger("sparkdl.transport.channel")
+log.addHandler(Keep())
+log.setLevel(logging.WARNING)
+
+secret = new_secret()
+def answer(channel):
+    channel.send({"echo": channel.recv(timeout=10)})
+server = ChannelServer(secret, answer, endpoint=Endpoint("test", "node0", "echo"))
+flood = []
+for _ in range(80):  # silent connections, never a handshake
+    try:
+        flood.append(socket.create_connection(server.address, timeout=2))
+    except OSError:
+        pass
+deadline = time.monotonic() + 20
+while not any("Too many open files" in line for line in lines):  # the server ran out of descriptors
+    assert time.monotonic() < deadline, ("the flood never exhausted the server", lines)
+    time.sleep(0.05)
+for sock in flood:
+    sock.close()
+answered = None
+deadline = time.monotonic() + 30
+while answered is None and time.monotonic() < deadline:  # bounded retries while descriptors free up
+    try:
+        with connect(server.address, secret, timeout=5, endpoint=server.endpoint) as client:
+            client.send({"x": 1})
+            answered = client.recv(timeout=5)
+    except Exception:
+        time.sleep(0.1)
+print("ANSWER", answered, "FLOOD", len(flood), "WARNINGS", len(lines))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_descriptor_exhausting_flood_does_not_stop_the_server(tmp_path):
+    run = subprocess.run([sys.executable, "-c", FLOOD], capture_output=True, text=True, timeout=90)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout.split()
+    assert out[out.index("ANSWER") + 1 : out.index("FLOOD")] == ["{'echo':", "{'x':", "1}}"], run.stdout
+    # One line for the first refusal, then summaries at most every REJECTION_LOG_S: not one per connection.
+    assert int(out[out.index("WARNINGS") + 1]) <= 4, run.stdout
+
+
+@pytest.fixture
+def server():
+    secret = new_secret()
+    errors, release = [], threading.Event()
+
+    def hold(channel):
+        try:
+            channel.send({"echo": channel.recv(timeout=10)})
+            release.wait(10)
+        except ChannelError as exc:
+            errors.append(exc)
+            raise
+
+    srv = ChannelServer(secret, hold, endpoint=Endpoint("test", "node0", "hold"))
+    yield srv, secret, errors
+    release.set()
+    srv.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_json_frame_over_its_limit_is_refused_unread(server):
+    srv, secret, errors = server
+    with connect(srv.address, secret, timeout=5, endpoint=srv.endpoint) as client:
+        # The server refuses the frame after its header and drops the channel: the rest of the send
+        # may already fail (connection reset), else the reply never comes.
+        with pytest.raises(OSError):  # ChannelError is one too
+            client.send({"blob": "x" * (ch.MAX_JSON_BYTES + 10)})
+            client.recv(timeout=5)
+    deadline = time.monotonic() + 5
+    while not errors:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert "JSON frame of" in str(errors[0]) and "exceeds" in str(errors[0])
+
+
+# The receiver runs in its own process, so that its resident memory is its own.
+RECEIVER = r"""
+import sys
+from sparkdl.transport.channel import ChannelServer, Endpoint
+secret = sys.stdin.buffer.read(32)
+def read_frames(channel):
+    while True:
+        channel.recv_any(timeout=60)
+server = ChannelServer(secret, read_frames, endpoint=Endpoint("test", "node0", "feed"))
+print(server.address[1], flush=True)
+sys.stdin.buffer.read()  # serve until the test closes our stdin
+"""
+
+
+FORGED_BYTES = 60 << 20  # what each forged header announces: under the 64 MiB limit of binary frames
+
+
+FORGERS = 4
+
+
+@pytest.mark.timeout(120)
+def test_a_forged_binary_frame_header_costs_the_receiver_no_memory():
+    """A peer inside an authenticated channel (or one injecting into it) announces 60 MiB binary
+    frames with tags nobody computed: the receiver checks the header's tag before it allocates
+    the body, drops the channel, and its resident memory does not grow by the announced size."""
+    secret, endpoint = new_secret(), Endpoint("test", "node0", "feed")
+    receiver = subprocess.Popen([sys.executable, "-c", RECEIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    clients = []
+    try:
+        receiver.stdin.write(secret)
+        receiver.stdin.flush()
+        port = int(receiver.stdout.readline())
+        clients = [connect(("127.0.0.1", port), secret, timeout=10, endpoint=endpoint) for _ in range(FORGERS)]
+        before = psutil.Process(receiver.pid).memory_info().rss
+        forged = struct.pack("!I", FORGED_BYTES) + ch.KIND_BYTES + b"B" * (2 * ch.TAG_BYTES) + bytes(1 << 16)
+        for client in clients:
+            client._sock.setblocking(True)
+            client._sock.sendall(forged)  # a header and the start of a body, then the peer waits
+        deadline, still_open = time.monotonic() + 10, list(clients)
+        while still_open and time.monotonic() < deadline:  # bounded: until the receiver dropped each one
+            still_open = [c for c in still_open if not closed_by_peer(c._sock, 0.1)]
+        grown = psutil.Process(receiver.pid).memory_info().rss - before
+        assert grown < 16 << 20, f"{FORGERS} forged headers grew the receiver by {grown >> 20} MiB"
+        assert not still_open, "the receiver kept reading frames whose header failed its check"
+    finally:
+        for client in clients:
+            client.close()
+        receiver.stdin.close()
+        receiver.stdout.close()
+        try:
+            receiver.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            receiver.kill()
+            receiver.wait(timeout=10)

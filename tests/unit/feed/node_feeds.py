@@ -1,0 +1,69 @@
+"""Feeds for a node's feed server in tests: large frames fed from a thread, and inference
+partitions answered by a ``DataFeed`` (shared by test_data_feed, test_feeder and test_server)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+from feed_servers import Worker, target
+
+from sparkdl.feed import feeder
+from sparkdl.feed.data_feed import DataFeed
+from sparkdl.feed.shares import balanced_shares
+
+ROW_FLOATS = 256  # 1 KiB of float32 per row
+FRAME_ROWS = 32  # ~32 KiB per frame
+BIG_BATCHES = 1024  # 32 MiB in all: far more than the queue and the socket buffers
+
+
+def big_batches(count, produced=None):
+    """``count`` record batches of FRAME_ROWS rows (float32[ROW_FLOATS] "x", row id "i"), made lazily."""
+    for b in range(count):
+        if produced is not None:
+            produced.append(b)
+        ids = np.arange(b * FRAME_ROWS, (b + 1) * FRAME_ROWS, dtype=np.int64)
+        x = pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids.astype(np.float32), ROW_FLOATS)), ROW_FLOATS)
+        yield pa.RecordBatch.from_arrays([x, pa.array(ids)], names=["x", "i"])
+
+
+def start_big_feed(secret, server, produced, feed_timeout=30.0):
+    total = BIG_BATCHES * FRAME_ROWS
+    return total, Worker(
+        feeder.feed_training_partition,
+        target(secret, server, feed_timeout=feed_timeout),
+        1,
+        0,
+        0,
+        balanced_shares([total], 1),
+        big_batches(BIG_BATCHES, produced),
+    )
+
+
+def wait_until(condition, timeout: float = 10.0) -> bool:
+    """Poll ``condition`` until true or ``timeout`` (bounded); returns its last value."""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return condition()
+
+
+def serve_inference(feed: DataFeed, answer, durations: list | None = None) -> Worker:
+    """``map_fun`` of an inference node: read batches and answer each with ``answer(batch)``."""
+
+    def consume():
+        while not feed.should_stop():
+            batch = feed.next_batch(64)
+            if batch:
+                start = time.monotonic()
+                feed.batch_results(answer(batch))
+                if durations is not None:
+                    durations.append(time.monotonic() - start)
+
+    return Worker(consume)
+
+
+def infer(tgt, partition: int, rows: list) -> list:
+    """Feed one inference partition to node 0 and return its results."""
+    return [r for results in feeder.infer_partition(tgt, 0, partition, feeder.rdd_batches(rows)) for r in results]

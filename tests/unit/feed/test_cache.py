@@ -1,0 +1,275 @@
+"""The node-side epoch cache over real sockets and files: feeder functions -> FeedServer (cache) -> DataFeed."""
+
+from __future__ import annotations
+
+import errno
+import io
+import logging
+import resource
+import tracemalloc
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.ml.linalg import DenseVector, SparseVector, VectorUDT
+from pyspark.sql.pandas.types import to_arrow_type
+
+from sparkdl.columns.arrow_rows import ORIGIN, describe_origin
+from sparkdl.columns.readers import VectorReader
+from sparkdl.feed import feeder
+from sparkdl.feed.cache import CacheReplay, RunCache, epoch_order
+from sparkdl.feed.columns import batch_to_columns
+from sparkdl.feed.data_feed import DataFeed
+from sparkdl.feed.feeder import FeedTarget
+from sparkdl.feed.server import FeedServer
+from sparkdl.feed.shares import balanced_shares
+from sparkdl.feed.wire import decode_batch, encode_batch
+from sparkdl.transport import protocol
+from sparkdl.transport.channel import Endpoint, connect, new_secret
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def secret():
+    return new_secret()
+
+
+@pytest.fixture
+def server(secret, tmp_path):
+    server = FeedServer(secret, "127.0.0.1", cache_dir=tmp_path / "cache", endpoint=Endpoint.feed("test-cluster", 0))
+    yield server
+    server.terminated.set()
+    server.close()
+
+
+def ask(server, secret, message):
+    with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
+        channel.send(message)
+        return channel.recv(10)
+
+
+def plan_message(session, rows, epochs, **extra):
+    plan = protocol.TrainingPlan(session=session, epochs=epochs, rows_per_epoch=rows, seed=5, **extra)
+    return protocol.Plan(plan).wire()
+
+
+def feed_epoch(secret, server, partitions, epoch=0, session=1):
+    """Feed one epoch of ``partitions`` (lists of row ids) to one node, one feeding task per partition."""
+    target = FeedTarget(secret, (server.address,), (server.endpoint,), ("worker:0",), 30.0, "input")
+    plan = balanced_shares([len(p) for p in partitions], 1)
+    for index, ids in enumerate(partitions):
+        batches = [
+            pa.RecordBatch.from_arrays(
+                [pa.array(np.asarray(ids, np.int64)), pa.array(np.asarray(ids, np.float32) * 2)], names=["i", "x"]
+            )
+        ]
+        feeder.feed_training_partition(target, session, epoch, index, plan, batches, shuffle_seed=5)
+
+
+def batches_of(count, rows=10):
+    for b in range(count):
+        ids = np.arange(b * rows, (b + 1) * rows)
+        yield pa.RecordBatch.from_arrays([pa.array(ids), pa.array(ids.astype(np.float32))], names=["i", "x"])
+
+
+def test_replay_gathers_any_order_from_frames_of_several_partitions(tmp_path):
+    cache = RunCache(tmp_path / "run", None, "training run 1")
+    for partition, batch in zip((1, 0, 1), batches_of(3)):  # frames arrive out of partition order
+        cache.append("train", partition, encode_batch(batch), batch.num_rows)
+    assert cache.seal({"train": 30}) is None
+    replay = cache.replay("train")
+    # Canonical order: partition 0's frame (ids 10..19), then partition 1's frames in arrival order.
+    canonical = np.concatenate([np.arange(10, 20), np.arange(0, 10), np.arange(20, 30)])
+    assert list(replay.take(None, 0, 30)["i"]) == list(canonical)
+    order = epoch_order(30, seed=3, node=0, epoch=1)
+    gathered = np.concatenate([replay.take(order, start, 7)["i"] for start in range(0, 30, 7)])
+    assert list(gathered) == list(canonical[order])
+    np.testing.assert_array_equal(replay.take(order, 0, 30)["x"], canonical[order].astype(np.float32))
+    cache.drop()
+    assert not (tmp_path / "run").exists()
+
+
+def test_epoch_orders_are_reproducible_and_differ_by_epoch_and_node():
+    assert list(epoch_order(100, 1, 0, 1)) == list(epoch_order(100, 1, 0, 1))
+    assert list(epoch_order(100, 1, 0, 1)) != list(epoch_order(100, 1, 0, 2))
+    assert list(epoch_order(100, 1, 0, 1)) != list(epoch_order(100, 1, 1, 1))
+    assert sorted(epoch_order(100, 1, 0, 1)) == list(range(100))
+
+
+def test_a_cache_refuses_past_its_limit_and_says_why_once(tmp_path, caplog):
+    cache = RunCache(tmp_path / "run", 500, "training run 4")
+    for batch in batches_of(3, rows=20):  # 3 frames of ~1 KiB
+        cache.append("train", 0, encode_batch(batch), batch.num_rows)
+    assert "cache limit of 500 bytes" in cache.seal({"train": 60})
+    assert [r.message for r in caplog.records].count(
+        "sparkdl: not caching training run 4 on this node: this node's share is more than the cache limit of "
+        "500 bytes (cache_max_bytes); its epochs are fed from Spark each time"
+    ) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_incomplete_cache_is_not_sealed(tmp_path):
+    cache = RunCache(tmp_path / "run", None, "training run 1")
+    batch = next(batches_of(1))
+    cache.append("train", 0, encode_batch(batch), batch.num_rows)
+    assert "holds 10 of the 11 train rows" in cache.seal({"train": 11})
+
+
+def test_a_node_serves_later_epochs_from_its_cache_and_deletes_it_at_the_run_end(server, secret, tmp_path):
+    partitions = [list(range(0, 40)), list(range(40, 70))]
+    assert ask(server, secret, plan_message(1, 70, 3)) == {"type": "ack"}
+    feed_epoch(secret, server, partitions)
+    cache_files = sorted(p.name for p in (tmp_path / "cache").rglob("*.arrows"))
+    assert cache_files == ["train-p0.arrows", "train-p1.arrows"]
+    assert ask(server, secret, {"type": "cache_seal", "qname": "input", "session": 1}) == {
+        "type": "cache_status",
+        "problem": None,
+    }
+    assert ask(server, secret, {"type": "cache_use", "qname": "input", "session": 1, "use": True}) == {"type": "ack"}
+    feed = DataFeed(server, input_mapping={"i": "i"}, feed_timeout=10)
+    epochs = [np.concatenate([feed.next_batch(10)["i"] for _ in range(7)]) for _ in range(3)]
+    assert [sorted(e) for e in epochs] == [list(range(70))] * 3
+    assert list(epochs[1]) != list(epochs[2]) and list(epochs[0]) != list(epochs[1])
+    assert not list((tmp_path / "cache").rglob("*.arrows")), "the run's cache is gone once it was read"
+
+
+def test_a_node_told_not_to_replay_drops_its_cache_and_reads_the_queue(server, secret, tmp_path):
+    assert ask(server, secret, plan_message(1, 30, 2)) == {"type": "ack"}
+    feed_epoch(secret, server, [list(range(30))])
+    ask(server, secret, {"type": "cache_use", "qname": "input", "session": 1, "use": False})
+    assert not list((tmp_path / "cache").rglob("*.arrows"))
+    feed_epoch(secret, server, [list(range(100, 130))], epoch=1)
+    feed = DataFeed(server, input_mapping={"i": "i"}, feed_timeout=10)
+    assert sorted(feed.next_batch(30)["i"]) == list(range(30))
+    assert sorted(feed.next_batch(30)["i"]) == list(range(100, 130))
+
+
+def test_serving_from_the_cache_keeps_memory_to_a_few_batches(tmp_path):
+    """Replaying ~190 MiB of cached rows (memory-mapped) does not grow the process by that much."""
+    cache = RunCache(tmp_path / "run", None, "training run 1")
+    rows, width, frame_rows = 64_000, 784, 2_000
+    for start in range(0, rows, frame_rows):
+        values = np.full((frame_rows, width), start, np.float32)
+        column = pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1)), width)
+        batch = pa.RecordBatch.from_arrays([column], names=["x"])
+        cache.append("train", 0, encode_batch(batch), frame_rows)
+    assert cache.seal({"train": rows}) is None
+    replay: CacheReplay = cache.replay("train")
+    order = epoch_order(rows, 1, 0, 1)
+    before = _rss_mib()
+    for start in range(0, rows, 256):
+        batch = replay.take(order, start, 256)["x"]
+        assert batch.shape == (min(256, rows - start), width)
+    grown = _rss_mib() - before
+    assert grown < 64, f"serving from the cache grew the process by {grown:.0f} MiB"
+    assert Counter(replay.take(None, 0, rows)["x"][:, 0].tolist()) == {
+        float(s): frame_rows for s in range(0, rows, frame_rows)
+    }
+    cache.drop()
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def test_tfos_train_mode_false_still_reads_cached_epochs_as_training(server, secret):
+    """TFoS's own Keras example trains through ``TFNode.DataFeed(ctx.mgr, False)``: its
+    ``train_mode=False`` only ended batches at partition ends. Epochs 2..N served from the cache
+    never pass the queue, so a reader that took the inference path hung at epoch 2."""
+    assert ask(server, secret, plan_message(1, 30, 2)) == {"type": "ack"}
+    feed_epoch(secret, server, [list(range(30))])
+    ask(server, secret, {"type": "cache_seal", "qname": "input", "session": 1})
+    assert ask(server, secret, {"type": "cache_use", "qname": "input", "session": 1, "use": True}) == {"type": "ack"}
+    feed = DataFeed(server, train_mode=False, input_mapping={"i": "i"}, feed_timeout=10)
+    epochs = [np.concatenate([feed.next_batch(10)["i"] for _ in range(3)]) for _ in range(2)]
+    assert [sorted(e) for e in epochs] == [list(range(30))] * 2
+
+
+class FullDisk(io.FileIO):
+    """A file on a disk with no space left: every write reaches the OS and fails with ENOSPC.
+
+    A stand-in for a full disk or an exhausted quota (no small file system can be mounted here);
+    wrapped in Python's own ``io.BufferedWriter``, small writes succeed into its buffer and the
+    failure shows only when the buffer is flushed, as on a real full disk.
+    """
+
+    def write(self, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def ids_frame(start: int, rows: int = 10) -> bytes:
+    ids = np.arange(start, start + rows)
+    return encode_batch(pa.RecordBatch.from_arrays([pa.array(ids)], names=["i"]))
+
+
+def test_a_disk_that_fills_up_while_sealing_drops_the_cache_with_a_warning(tmp_path, caplog):
+    cache = RunCache(tmp_path / "run", None, "training run 3")
+    cache.append("train", 0, ids_frame(0), 10)
+    part = cache._files[("train", 0)]
+    part.handle.close()
+    part.handle = io.BufferedWriter(FullDisk(part.path, "ab"))  # the same file, now on a full disk
+    cache.append("train", 0, ids_frame(10), 10)  # buffered: no error yet
+    caplog.set_level(logging.WARNING, logger="sparkdl.feed.cache")
+    problem = cache.seal({"train": 20})  # closing flushes the buffer: ENOSPC
+    assert problem is not None and "No space left on device" in problem
+    assert cache.failure == problem
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "its epochs are fed from Spark each time" in caplog.records[0].message
+    assert not (tmp_path / "run").exists(), "the incomplete files are deleted"
+    cache.drop()  # and dropping it again later is harmless
+
+
+def vectors_frame(vectors: list) -> bytes:
+    """A DataFrame's Arrow frame with a pyspark.ml Vector column ``v`` (as Spark encodes VectorUDT)."""
+    udt = VectorUDT()
+    column = pa.array([udt.serialize(v) for v in vectors], type=to_arrow_type(udt.sqlType()))
+    ids = pa.array(np.arange(len(vectors)))
+    return encode_batch(pa.RecordBatch.from_arrays([ids, column], names=["i", "v"]))
+
+
+def test_a_replayed_epoch_gives_sparse_vectors_in_the_form_epoch_one_gave_them(tmp_path):
+    vectors = [SparseVector(6, {1: 2.0, 4: -1.0}), DenseVector([0, 1, 2, 3, 4, 5]), SparseVector(6, {})]
+    frame = vectors_frame(vectors)
+    first_epoch = batch_to_columns(decode_batch(frame))  # what the queue hands DataFeed in epoch 1
+    cache = RunCache(tmp_path / "run", None, "training run 1")
+    cache.append("train", 0, frame, len(vectors))
+    assert cache.seal({"train": 3}) is None
+    replayed = cache.replay("train").take(None, 0, 3)
+    assert replayed.keys() == {*first_epoch.keys(), ORIGIN}  # each row's partition and position, for errors
+    assert [describe_origin(o) for o in replayed[ORIGIN]] == [f"partition 0, row {r}" for r in range(3)]
+    np.testing.assert_array_equal(replayed["i"], first_epoch["i"])
+    assert replayed["v"].equals(first_epoch["v"])  # Arrow, as Spark sent it: sparse rows stay sparse
+    dense = VectorReader("v", first_epoch["v"][:1], size=6)  # what as_dataset reads by default
+    np.testing.assert_array_equal(dense.parts(replayed["v"])["v"], np.stack([v.toArray() for v in vectors]))
+    shuffled = cache.replay("train").take(np.array([2, 0, 1]), 0, 3)["v"]
+    assert shuffled.equals(first_epoch["v"].take(pa.array([2, 0, 1])))
+    cache.drop()
+
+
+def test_replaying_sparse_vectors_does_not_expand_the_whole_cache_in_memory(tmp_path):
+    """8 frames of 250 one-hot vectors of size 8192: ~100 KiB on disk, 125 MiB if made dense.
+    Opening the replay must keep them compact; a batch is dense, as in epoch 1."""
+    size, rows, frames = 8192, 250, 8
+    cache = RunCache(tmp_path / "run", None, "training run 1")
+    for f in range(frames):
+        vectors = [SparseVector(size, {(f * rows + r) % size: 1.0}) for r in range(rows)]
+        cache.append("train", 0, vectors_frame(vectors), rows)
+    assert cache.seal({"train": rows * frames}) is None
+    assert sum(p.stat().st_size for p in (tmp_path / "run").iterdir()) < 1 << 20, "the cache on disk is compact"
+    tracemalloc.start()
+    try:
+        replay = cache.replay("train")
+        opened = tracemalloc.get_traced_memory()[1]
+        batch = replay.take(epoch_order(rows * frames, 1, 0, 1), 0, 64)["v"]
+    finally:
+        tracemalloc.stop()
+    assert opened < 8 << 20, f"opening the replay allocated {opened / 2**20:.0f} MiB"
+    assert batch.nbytes < 64 << 10, "a batch of sparse vectors stays sparse"
+    sparse = VectorReader("v", batch[:1], size=size, sparse=True).parts(batch)
+    assert len(sparse["v/values"]) == 64 and (sparse["v/values"] == 1.0).all()
+    dense = VectorReader("v", batch[:1], size=size).parts(batch)["v"]  # dense only when asked, per batch
+    assert dense.shape == (64, size) and dense.dtype == np.float64 and (dense.sum(axis=1) == 1.0).all()
+    cache.drop()

@@ -1,0 +1,59 @@
+"""``ctx`` without a cluster: TensorFlowOnSpark's names for the node number, ``export_path``
+(the chief gets the real path, other nodes a scratch path in the cluster's private directory,
+removed afterwards). (``start_cluster_server`` in a process of its own with TensorFlow:
+tests/cluster/faces/test_node_context_cluster.py.)"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sparkdl.node.context import NodeContext
+from sparkdl.node.launch import user_root
+
+pytestmark = pytest.mark.timeout(60)
+
+
+SPEC = {"chief": ["h:1"], "worker": ["h:2"]}
+
+
+def _ctx(job_name: str, cluster_id: str, node_number: int = 0) -> NodeContext:
+    return NodeContext(
+        node_number=node_number,
+        job_name=job_name,
+        task_index=0,
+        cluster_spec=SPEC,
+        default_fs="file://",
+        working_dir="/tmp",
+        host="h",
+        port=1,
+        cluster_id=cluster_id,
+    )
+
+
+def test_export_path_gives_the_chief_the_real_path_and_workers_a_removed_scratch_path(tmp_path):
+    cluster_id = f"test{uuid.uuid4().hex[:8]}"
+    try:
+        with _ctx("chief", cluster_id).export_path(str(tmp_path / "model.keras")) as target:
+            assert target == str(tmp_path / "model.keras")
+        with _ctx("worker", cluster_id).export_path(str(tmp_path / "model.keras")) as target:
+            scratch = Path(target)
+            assert scratch.name == "model.keras", "the file name (and so the save format) is kept"
+            assert scratch.parent.parent == user_root() / cluster_id
+            scratch.write_text("a worker's copy")
+        assert not scratch.parent.exists(), "nothing is left behind on a worker's executor"
+        with pytest.raises(RuntimeError, match="save failed"):
+            with _ctx("worker", cluster_id).export_path(str(tmp_path / "saved_model/")) as target:
+                assert Path(target).name == "saved_model"
+                raise RuntimeError("save failed")
+        assert not Path(target).parent.exists(), "removed when the save fails too"
+    finally:
+        shutil.rmtree(user_root() / cluster_id, ignore_errors=True)
+
+
+def test_tfos_names_for_the_node_number_are_kept():
+    ctx = _ctx("worker", "c", node_number=3)
+    assert ctx.node_number == ctx.executor_id == ctx.worker_num == 3

@@ -1,0 +1,128 @@
+"""sparkdl.node.launch without Spark: where a node keeps its epoch cache (under Spark's local
+directories as an executor sees them), the user's private root, and the pruning of old clusters'
+directories. The environment variables Spark sets in its Python workers are set here to tmp_path
+directories."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import stat
+import tempfile
+import time
+
+import pytest
+
+from sparkdl.common.roles import NodeRole
+from sparkdl.node import launch
+from sparkdl.node.config import LaunchSpec, NodeSettings
+from sparkdl.node.launch import prune_old_clusters, user_root
+
+from cluster_dirs import plant_cluster_dir as _plant_cluster_dir
+
+
+@pytest.fixture
+def dirs(tmp_path, monkeypatch):
+    """``tmp`` as $TMPDIR and three candidate local directories; no Spark variable set."""
+    for name in ("tmp", "yarn1", "yarn2", "spark"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.delenv("LOCAL_DIRS", raising=False)
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
+    return tmp_path
+
+
+def test_yarns_local_dirs_come_first_and_the_first_usable_one_is_taken(dirs, monkeypatch):
+    (dirs / "a-file").write_text("not a directory")
+    monkeypatch.setenv("LOCAL_DIRS", f"{dirs / 'missing'},{dirs / 'a-file'},{dirs / 'yarn1'},{dirs / 'yarn2'}")
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(dirs / "spark"))
+    assert launch.spark_local_dir() == dirs / "yarn1"
+
+
+def test_spark_local_dirs_when_yarn_names_none_usable(dirs, monkeypatch):
+    monkeypatch.setenv("LOCAL_DIRS", str(dirs / "missing"))
+    # What Spark sets in every Python worker: its block manager's directories under spark.local.dir.
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", f",{dirs / 'spark'},{dirs / 'yarn2'}")
+    assert launch.spark_local_dir() == dirs / "spark"
+
+
+def test_the_temporary_directory_when_spark_names_none(dirs, monkeypatch):
+    assert launch.spark_local_dir() == dirs / "tmp"
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(dirs / "missing"))
+    assert launch.spark_local_dir() == dirs / "tmp"
+
+
+def _launch_spec() -> LaunchSpec:
+    settings = NodeSettings(
+        fn=b"pickled map_fun",
+        roles=(NodeRole(0, "chief", 0),),
+        feeds=True,
+        set_tf_config=True,
+        release_port=True,
+        reservation_timeout=30.0,
+        tensorboard_node=None,
+        log_dir=None,
+        num_gpus=None,
+    )
+    return LaunchSpec(settings, "dirtest", b"secret", ("127.0.0.1", 5000), "file://", attempt=1)
+
+
+def test_a_nodes_cache_is_private_under_spark_local_dir_and_its_logs_stay_in_tmpdir(dirs, monkeypatch):
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(dirs / "spark"))
+    config = launch.node_config(_launch_spec(), 0, None, "", anchor_pid=1)
+    user = f"sparkdl-{getpass.getuser()}"
+    assert config.node_dir == str(dirs / "tmp" / user / "dirtest" / "node0-chief0-attempt1")
+    cache = dirs / "spark" / user / "dirtest" / "node0-chief0-attempt1" / "feed-cache"
+    assert config.cache_dir == str(cache)
+    for private in (dirs / "spark" / user, cache.parent.parent, cache.parent):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o700 and private.stat().st_uid == os.getuid()
+
+
+def test_a_linked_private_directory_in_spark_local_dir_is_refused(dirs, monkeypatch):
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(dirs / "spark"))
+    (dirs / "spark" / f"sparkdl-{getpass.getuser()}").symlink_to(dirs / "yarn1")
+    with pytest.raises(PermissionError, match="not a directory owned by this user"):
+        launch.node_config(_launch_spec(), 0, None, "", anchor_pid=1)
+
+
+def test_old_caches_under_spark_local_dir_are_pruned_with_the_old_logs(dirs, monkeypatch):
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(dirs / "spark"))
+    planted = []
+    for root in (launch.user_root(), launch.user_root(dirs / "spark")):
+        old = root / "old-cluster" / "node0-chief0"
+        old.mkdir(parents=True)
+        stamp = time.time() - 30 * 86400
+        for path in (old, old.parent):
+            os.utime(path, (stamp, stamp))
+        planted.append(old.parent)
+    launch.prune_node_files(7, current="dirtest")
+    assert not any(path.exists() for path in planted)
+
+
+def test_user_root_is_private_and_refuses_a_foreign_or_linked_directory(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = user_root()
+    root.chmod(0o777)
+    assert stat.S_IMODE(user_root().stat().st_mode) == 0o700, "a too-open directory is tightened"
+    root.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    root.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(PermissionError, match="not a directory owned by this user"):
+        user_root()
+    root.unlink()
+    if os.getuid() == 0:  # only root can hand a directory to another user to show the refusal
+        root.mkdir()
+        os.chown(root, 65534, 65534)
+        with pytest.raises(PermissionError, match="not a directory owned by this user"):
+            user_root()
+
+
+def test_old_cluster_directories_are_pruned_and_recent_or_live_ones_kept(tmp_path):
+    root = tmp_path / "sparkdl-user"
+    old, recent = _plant_cluster_dir(root, "old", 30), _plant_cluster_dir(root, "recent", 1)
+    live = _plant_cluster_dir(root, "live", 30)
+    (live / "node0-chief0" / "node.log").write_text("still writing\n")  # a running node keeps its cluster
+    current = _plant_cluster_dir(root, "current", 30)
+    assert prune_old_clusters(root, None, "current") == [] and old.exists()
+    assert prune_old_clusters(root, 7, "current") == ["old"]
+    assert not old.exists() and recent.exists() and live.exists() and current.exists()

@@ -12,7 +12,7 @@ alone knows, and copies nothing::
                       and the descriptors the TF process inherits             the TF process's stdin
 
 Every class is a frozen dataclass: a mistyped field name fails where it is written (and in
-``tests/unit/node/test_node_config.py``, which builds all four hops), not in a child process. Pickle is
+``tests/unit/node/test_config.py``, which builds all four hops), not in a child process. Pickle is
 used only on those two local pipes, each written by the process that starts the next hop (the TF
 process's by its supervisor, also when a fork server forks it), never on a socket.
 """

@@ -5,7 +5,8 @@
 the shapes), so bad input fails before any TF node starts; then one ``TFCluster`` (InputMode.SPARK)
 runs ``node_program.main_fun`` and is fed once per param map, or local mode trains in this
 process. The models stay files where the driver chose (``run_store.py``); the chief's return
-value brings each run's history back (``TFCluster.shutdown()``).
+value brings each run's history back (``TFCluster.shutdown()``). A tracked fit's MLflow runs
+(``tracking.FitRuns``) are opened before training and finished after it.
 """
 
 from __future__ import annotations
@@ -112,6 +113,19 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
     pickled = {index: checks.pickled_callbacks(settings.callbacks, info.flavour) for index, settings in group}
     store = use_run_store and first.run_id is not None
     base = _base_dir(sc, first, store)
+    with tracking.FitRuns([index for index, _ in group], first.log_to_mlflow) as tracked:  # opened before training
+        runs, done, models = _plan_runs(sc, group, specs, info, pickled, store, base, tracked)
+        if runs:
+            outcomes = _train(dataset, sc, first, kinds, payload, info, runs, done, nodes, base)
+            models.update(_trained_models(sc, group, runs, outcomes, info))
+        for index, settings in group:
+            tracked.log_fit(index, settings, models[index], info)
+    return models
+
+
+def _plan_runs(sc, group, specs, info, pickled, store: bool, base: str, tracked) -> tuple[list, dict, dict]:
+    """``(runs to train, epochs each has done, models of finished runs)``: a run store's finished
+    run returns its model; every other param map gets a ``RunSpec`` (its MLflow run: ``tracked``)."""
     runs, done, models = [], {}, {}
     for index, settings in group:
         paths = RunPaths(base if store else f"{base}/run-{index}")
@@ -125,21 +139,24 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
         backup = store or settings.max_restarts > 0
         runs.append(
             RunSpec(index, settings.epochs, settings.batch_size, specs[index], settings.seed, settings.shuffle, paths,
-                    config, backup, pickled[index], settings.monitor, settings.mode, settings.verbose)
+                    config, backup, pickled[index], settings.monitor, settings.mode, settings.verbose,
+                    tracked.target(index))
         )  # fmt: skip
-    if runs:
-        outcomes = _train(dataset, sc, first, kinds, payload, info, runs, done, nodes, base)
-        for run in runs:
-            outcome = outcomes.get(run.index)
-            if outcome is None or not hadoop_files.exists(sc, hadoop_files.from_tensorflow(run.paths.export_path)):
-                raise SparkDLError(
-                    f"sparkdl KerasEstimator: the chief saved no model at {run.paths.export_path} (param map "
-                    f"{run.index}): are model_dir/checkpoint_dir on storage every node and the driver reach?"
-                )
-            settings = dict(group)[run.index]
-            models[run.index] = _model(settings, run.paths, outcome["history"], info)
-    for index, settings in group:
-        tracking.log_fit(settings, models[index], nested=len(group) > 1)
+    return runs, done, models
+
+
+def _trained_models(sc, group, runs, outcomes: dict[int, dict], info) -> dict[int, KerasModel]:
+    """The trained runs' models, each checked to be where the chief saved it."""
+    models = {}
+    for run in runs:
+        outcome = outcomes.get(run.index)
+        if outcome is None or not hadoop_files.exists(sc, hadoop_files.from_tensorflow(run.paths.export_path)):
+            raise SparkDLError(
+                f"sparkdl KerasEstimator: the chief saved no model at {run.paths.export_path} (param map "
+                f"{run.index}): are model_dir/checkpoint_dir on storage every node and the driver reach?"
+            )
+        settings = dict(group)[run.index]
+        models[run.index] = _model(settings, run.paths, outcome["history"], info)
     return models
 
 
@@ -177,6 +194,7 @@ def _train_on_cluster(spark, sc, first: FitSettings, job: TrainingJob, prepared,
     from .node_program import main_fun
 
     env = {"TF_USE_LEGACY_KERAS": "1" if flavour == TF_KERAS else "0"}  # the nodes' Keras is the model's
+    env.update(tracking.node_environment())  # the chief opens the driver's MLflow store as the driver does
     started = time.perf_counter()
     cluster = run_cluster(
         spark, main_fun, job, nodes, input_mode=InputMode.SPARK, num_gpus=first.num_gpus,

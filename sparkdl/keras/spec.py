@@ -13,6 +13,7 @@ from .compiling import CompileSpec
 from .layout import ColumnLayout
 from .run_store import RunPaths
 from .shipping import ModelPayload
+from .tracking import TrackingTarget
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class RunSpec:
     monitor: str | None = None  # keep best.keras by this metric
     mode: str = "auto"
     verbose: int = 0
+    tracking: TrackingTarget | None = None  # the MLflow run the chief logs each epoch into
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,50 @@
 """MLflow tracking of a fit, when MLflow is installed (the optional ``mlflow`` extra) and wanted.
 
-A fit is logged when ``log_to_mlflow=True`` (which then needs MLflow) or whenever an MLflow run is
-active: its Params (the JSON-able ones: not the model, not the callbacks), every epoch's metrics
-(``step`` = epoch) and the trained model file as an artifact (``model/model.keras``). ``fit``
-logs into the active run (or a run of its own); ``fitMultiple`` logs each param map into a
-nested run. Without MLflow nothing here runs, and nothing else needs it.
+A fit is tracked when ``log_to_mlflow=True`` (which then needs MLflow) or whenever an MLflow run
+is active. What is logged when:
+
+- before training, the driver opens the run (``FitRuns``): the active run, or a run of its own;
+  ``fitMultiple``'s param maps (several on one cluster) each get a run nested in it;
+- during training, the chief node's ``EpochLogger`` logs every epoch's metrics (loss, metrics,
+  ``val_*``) into that run with ``step`` = epoch as each epoch ends. The run's tracking URI and
+  id reach the node in the run's ``RunSpec`` (``TrackingTarget``); non-chief nodes log nothing,
+  and a store the chief cannot reach is warned about once while training goes on;
+- after training, the driver logs the Params (the JSON-able ones: not the model, not the
+  callbacks), any epoch of the history the run lacks (the store was out of the chief's reach, or
+  epochs an earlier application trained), and the model as an MLflow model with its signature
+  (``log_model``), then ends the runs it opened.
+
+The chief must reach the tracking store: a tracking server (``http(s)://``, its credentials in
+the executors' environment) or a path every executor shares. Without MLflow nothing here runs on
+the driver, and nothing else needs it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
 import shutil
 import tempfile
+import time
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
-from ..common import hadoop_files
+from ..common.tf_compat import save_keras_file
 
 logger = logging.getLogger(__name__)
 
 #: Params that are code or objects, not settings a tracking server can show.
 UNLOGGED = frozenset({"model", "callbacks"})
+#: Where the model is logged in its run: ``runs:/<run_id>/model``.
+MODEL_NAME = "model"
+#: MLflow environment switches the nodes get from the driver (``node_environment``).
+NODE_SWITCHES = ("MLFLOW_ALLOW_FILE_STORE",)
+#: MLflow's tag naming a nested run's parent.
+PARENT_RUN_TAG = "mlflow.parentRunId"
 
 
 def _mlflow():
@@ -41,23 +63,165 @@ def wanted(log_to_mlflow: bool) -> bool:
     return mlflow is not None and (log_to_mlflow or mlflow.active_run() is not None)
 
 
-def log_fit(settings, model, nested: bool) -> None:
-    """Log one fitted param map (``settings``: a ``FitSettings``) and its ``KerasModel``, if wanted."""
-    if not wanted(settings.log_to_mlflow):
+@dataclass(frozen=True)
+class TrackingTarget:
+    """The run a node logs its epochs into: the driver's tracking URI (made absolute) and run id."""
+
+    tracking_uri: str
+    run_id: str
+
+
+class EpochLogger:
+    """Logs each epoch's metrics into ``target``'s run, on the chief only (the chief's Keras
+    callback calls ``log_epoch`` as each epoch ends, ``training.run_callbacks``).
+
+    The first failure (MLflow missing on the node, a store out of reach) is logged once as a
+    warning and ends the logging: training never waits on, or fails for, the tracking store.
+    """
+
+    def __init__(self, target: TrackingTarget, chief: bool):
+        self.target = target
+        self.chief = chief
+        self.logged_epochs: list[int] = []  #: the epochs this logger logged, in order
+        self._client = None
+        self._failed = False
+
+    def log_epoch(self, epoch: int, logs: dict | None) -> None:
+        """Log ``logs``' numbers with ``step=epoch`` (a non-chief, or after a failure: nothing)."""
+        if not self.chief or self._failed:
+            return
+        metrics = numbers(logs)
+        if not metrics:
+            return
+        try:
+            from mlflow.entities import Metric
+
+            if self._client is None:
+                from mlflow.tracking import MlflowClient
+
+                self._client = MlflowClient(self.target.tracking_uri)
+            now = int(time.time() * 1000)
+            batch = [Metric(name, value, now, epoch) for name, value in metrics.items()]
+            self._client.log_batch(self.target.run_id, metrics=batch)
+        except Exception as exc:  # noqa: BLE001 - any failure of the store: training goes on
+            self._failed = True
+            logger.warning(
+                "sparkdl KerasEstimator: MLflow run %s at %s is out of this chief's reach (%s: %s); no further "
+                "epochs are logged from here, the driver logs the history after the fit",
+                self.target.run_id, self.target.tracking_uri, type(exc).__name__, exc,
+            )  # fmt: skip
+            return
+        self.logged_epochs.append(epoch)
+
+
+def numbers(logs: dict | None) -> dict[str, float]:
+    """An epoch's Keras logs as MLflow metrics: the finite numbers, by name."""
+    metrics = {}
+    for name, value in (logs or {}).items():
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            metrics[str(name)] = number
+    return metrics
+
+
+def reachable_uri(uri: str) -> str:
+    """``uri`` as a node (another process, another working directory) must read it: a local
+    path or ``file:`` URI made absolute; every other URI as it is."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file") and not parsed.netloc:
+        return "file:" + os.path.abspath(parsed.path or uri)
+    if parsed.scheme == "sqlite" and not parsed.netloc and not parsed.path.startswith("//"):
+        return "sqlite:///" + os.path.abspath(parsed.path[1:])  # sqlite:///mlflow.db is relative
+    return uri
+
+
+def node_environment() -> dict[str, str]:
+    """The driver's MLflow switches a node's client needs to open the same store (MLflow 3 opens a
+    ``file:`` store only with ``MLFLOW_ALLOW_FILE_STORE=true``); credentials are not carried."""
+    return {name: os.environ[name] for name in NODE_SWITCHES if name in os.environ}
+
+
+class FitRuns:
+    """The MLflow runs of one group of param maps (``fitting.fit_group``), from before training
+    to after it; a context manager that ends the runs it opened (FAILED if the fit raised)."""
+
+    def __init__(self, indexes: list[int], log_to_mlflow: bool):
+        self._indexes = list(indexes)
+        self._enabled = wanted(log_to_mlflow)
+        self._runs: dict[int, str] = {}
+        self._nested: set[int] = set()
+        self._owned_parent = False
+        self._uri = ""
+
+    def __enter__(self) -> "FitRuns":
+        if not self._enabled:
+            return self
+        mlflow = _mlflow()
+        parent = mlflow.active_run()
+        if parent is None:
+            parent = mlflow.start_run()
+            self._owned_parent = True
+        self._uri = reachable_uri(mlflow.get_tracking_uri())
+        if len(self._indexes) == 1:
+            self._runs[self._indexes[0]] = parent.info.run_id
+            return self
+        client = mlflow.tracking.MlflowClient()
+        for index in self._indexes:
+            tags = {PARENT_RUN_TAG: parent.info.run_id}
+            run = client.create_run(parent.info.experiment_id, tags=tags, run_name=f"param map {index}")
+            self._runs[index] = run.info.run_id
+            self._nested.add(index)
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        if not self._enabled:
+            return
+        mlflow = _mlflow()
+        status = "FINISHED" if kind is None else "FAILED"
+        client = mlflow.tracking.MlflowClient()
+        for index in self._nested:  # those log_fit did not end (the fit failed before)
+            if client.get_run(self._runs[index]).info.status == "RUNNING":
+                client.set_terminated(self._runs[index], status)
+        if self._owned_parent:
+            mlflow.end_run(status)
+
+    def target(self, index: int) -> TrackingTarget | None:
+        """The run param map ``index``'s chief logs its epochs into (None when not tracking)."""
+        return TrackingTarget(self._uri, self._runs[index]) if index in self._runs else None
+
+    def log_fit(self, index: int, settings, model, info) -> None:
+        """After training: param map ``index``'s Params (``settings``: a ``FitSettings``), the epochs
+        of ``model.history`` its run lacks, and ``model`` (a ``KerasModel`` of a model ``info``
+        describes: a ``shipping.ModelInfo``) as an MLflow model."""
+        if index not in self._runs:
+            return
+        from mlflow.entities import Param
+
+        mlflow = _mlflow()
+        run_id = self._runs[index]
+        client = mlflow.tracking.MlflowClient()
+        client.log_batch(run_id, params=[Param(name, value) for name, value in params_of(settings).items()])
+        missing = missing_epochs(model.history, _logged_steps(client, run_id, model.history))
+        if missing:
+            client.log_batch(run_id, metrics=missing)
+        with _active(mlflow, run_id):
+            log_model(model, info)
+        logger.info("sparkdl KerasEstimator: logged to MLflow run %s", run_id)
+
+
+@contextlib.contextmanager
+def _active(mlflow, run_id: str):
+    """``run_id`` as the active run (MLflow's model logging logs into the active run); a run
+    resumed here ends when the block does."""
+    active = mlflow.active_run()
+    if active is not None and active.info.run_id == run_id:
+        yield
         return
-    mlflow = _mlflow()
-    own_run = nested or mlflow.active_run() is None
-    run = mlflow.start_run(nested=nested and mlflow.active_run() is not None) if own_run else mlflow.active_run()
-    try:
-        mlflow.log_params(params_of(settings))
-        for epoch, metrics in enumerate(_epochs(model.history)):
-            if metrics:
-                mlflow.log_metrics(metrics, step=epoch)
-        _log_model_file(mlflow, model)
-        logger.info("sparkdl KerasEstimator: logged to MLflow run %s", run.info.run_id)
-    finally:
-        if own_run:
-            mlflow.end_run()
+    with mlflow.start_run(run_id=run_id, nested=active is not None):
+        yield
 
 
 def params_of(settings) -> dict[str, str]:
@@ -70,23 +234,93 @@ def params_of(settings) -> dict[str, str]:
     return logged
 
 
-def _epochs(history: dict[str, list[float]]) -> list[dict[str, float]]:
-    """``history`` per epoch (NaN entries, for metrics an epoch did not report, left out)."""
-    count = max((len(values) for values in history.values()), default=0)
+def _logged_steps(client, run_id: str, history: dict) -> dict[str, set[int]]:
+    return {name: {m.step for m in client.get_metric_history(run_id, name)} for name in history}
+
+
+def missing_epochs(history: dict[str, list[float]], logged: dict[str, set[int]]) -> list:
+    """The ``Metric``s of ``history`` (finite values, ``step`` = epoch) whose step ``logged`` lacks."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
     return [
-        {name: v for name, values in history.items() if epoch < len(values) and not math.isnan(v := values[epoch])}
-        for epoch in range(count)
+        Metric(name, value, now, epoch)
+        for name, values in history.items()
+        for epoch, value in enumerate(values)
+        if math.isfinite(value) and epoch not in logged.get(name, set())
     ]
 
 
-def _log_model_file(mlflow: Any, model) -> None:
-    from pyspark.sql import SparkSession
+def signature(info):
+    """The MLflow signature of a model ``info`` describes (a ``shipping.ModelInfo``): float32
+    tensors, a batch of any size, named by the model's inputs and outputs where it has several
+    (a DataFrame column of that name, of arrays, feeds each input)."""
+    import numpy as np
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import Schema, TensorSpec
 
-    sc = SparkSession.active().sparkContext
+    def schema(tensors) -> Any:
+        named = len(tensors) > 1
+        return Schema(
+            [
+                TensorSpec(np.dtype(np.float32), (-1, *(-1 if d is None else d for d in t.shape or ())),
+                           t.name if named else None)
+                for t in tensors
+            ]
+        )  # fmt: skip
+
+    return ModelSignature(schema(info.inputs), schema(info.outputs))
+
+
+def log_model(model, info) -> None:
+    """``model`` (a ``KerasModel``) into the active run as an MLflow model named ``MODEL_NAME``:
+    MLflow's ``keras`` flavor for Keras 3, its ``tensorflow`` flavor for tf-keras (where the driver's
+    ``tf.keras`` is tf-keras, ``TF_USE_LEGACY_KERAS=1``), loaded from the file the driver copied
+    (``KerasModel.keras_model``). MLflow links the run's metrics of the last epoch to the logged
+    model (a second entry of that step, with the model's id, in the run's metric history). A
+    tf-keras model the driver's TensorFlow does not see as Keras is logged as its ``.keras`` file
+    instead, saying why."""
+    import mlflow
+
+    from .shipping import KERAS3, flavour_of
+
+    keras_model = model.keras_model
+    last = max(0, max(map(len, model.history.values()), default=0) - 1)  # the epoch the model's weights are from
+    if flavour_of(keras_model) == KERAS3:
+        import mlflow.keras
+
+        requirements = [*mlflow.keras.get_default_pip_requirements(), *_backend_requirements()]
+        mlflow.keras.log_model(
+            keras_model, name=MODEL_NAME, signature=signature(info), pip_requirements=requirements, step=last
+        )
+        return
+    import tensorflow as tf
+
+    if isinstance(keras_model, tf.keras.Model):
+        import mlflow.tensorflow
+
+        requirements = mlflow.tensorflow.get_default_pip_requirements()
+        mlflow.tensorflow.log_model(
+            keras_model, name=MODEL_NAME, signature=signature(info), pip_requirements=requirements, step=last
+        )
+        return
+    logger.warning(
+        "sparkdl KerasEstimator: a tf-keras model is logged as an MLflow model only where the driver's tf.keras is "
+        "tf-keras (TF_USE_LEGACY_KERAS=1 before TensorFlow is imported); logged as the file model/model.keras"
+    )
     scratch = tempfile.mkdtemp(prefix="sparkdl-mlflow-")
     try:
         local = os.path.join(scratch, "model.keras")
-        hadoop_files.copy_to_local(sc, hadoop_files.from_tensorflow(model.getModelPath()), local)
-        mlflow.log_artifact(local, artifact_path="model")
+        save_keras_file(keras_model, local)
+        mlflow.log_artifact(local, artifact_path=MODEL_NAME)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _backend_requirements() -> list[str]:
+    """Keras 3's backend for pyfunc's environment: the installed TensorFlow distribution, pinned
+    (given here, MLflow skips inferring requirements in a subprocess that loads the model: ~10 s)."""
+    from importlib import metadata
+
+    names = metadata.packages_distributions().get("tensorflow", [])
+    return [f"{name}=={metadata.version(name)}" for name in sorted(set(names))[:1]]

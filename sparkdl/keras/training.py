@@ -3,9 +3,11 @@
 ``run_callbacks`` gives ``model.fit`` its callbacks in the order that keeps resuming exact: Keras'
 ``BackupAndRestore`` (when the run keeps a backup) saves the epoch first, then ``RunHistory``
 records the epoch's logs and, on the chief, writes ``state.json`` (so the state never claims an
-epoch the backup lacks), then ``ModelCheckpoint`` keeps the best epoch (``monitor``), then the
-user's callbacks. ``RunHistory`` holds the run's whole history: the epochs earlier fits of a
-resumed run completed (from ``state.json``) and those this fit trains.
+epoch the backup lacks), then, when the fit is tracked, ``EpochMetrics`` logs the epoch into the
+driver's MLflow run (on the chief only: ``tracking.EpochLogger``), then ``ModelCheckpoint`` keeps
+the best epoch (``monitor``), then the user's callbacks. ``RunHistory`` holds the run's whole
+history: the epochs earlier fits of a resumed run completed (from ``state.json``) and those this
+fit trains.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import run_store
+from . import run_store, tracking
 from .spec import RunSpec
 
 
@@ -24,6 +26,8 @@ def run_callbacks(keras: Any, run: RunSpec, chief: bool) -> tuple[Any, list]:
         callbacks.append(keras.callbacks.BackupAndRestore(run.paths.backup_dir, delete_checkpoint=False))
     keeper = _history_keeper(keras, run, chief)
     callbacks.append(keeper)
+    if run.tracking is not None:
+        callbacks.append(_epoch_metrics(keras, tracking.EpochLogger(run.tracking, chief)))
     if run.monitor:
         best = run.paths.best_path
         callbacks.append(keras.callbacks.ModelCheckpoint(best, monitor=run.monitor, mode=run.mode, save_best_only=True))
@@ -70,6 +74,20 @@ def _history_keeper(keras: Any, run: RunSpec, chief: bool):
                 )
 
     return RunHistory()
+
+
+def _epoch_metrics(keras: Any, epoch_logger: tracking.EpochLogger):
+    class EpochMetrics(keras.callbacks.Callback):
+        """Each epoch's metrics to MLflow as the epoch ends (``tracking.EpochLogger``: the chief only)."""
+
+        def __init__(self):
+            super().__init__()
+            self.epoch_logger = epoch_logger
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epoch_logger.log_epoch(epoch, logs)
+
+    return EpochMetrics()
 
 
 def finish(run: RunSpec, keeper: Any, chief: bool) -> dict:

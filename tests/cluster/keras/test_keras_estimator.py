@@ -4,6 +4,7 @@ CrossValidator (fitMultiple on one cluster per fold); several inputs, outputs an
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -48,6 +49,7 @@ def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_sa
     import mlflow
     from pyspark.ml import PipelineModel
     from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+    from pyspark.ml.functions import vector_to_array
 
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     mlflow.set_tracking_uri(f"file:{tmp_path / 'mlruns'}")
@@ -110,8 +112,21 @@ def test_pipeline_on_two_nodes_and_in_local_mode_saves_loads_and_predicts_the_sa
     client = mlflow.tracking.MlflowClient()
     logged = client.get_run(run.info.run_id).data
     assert logged.params["epochs"] == str(epochs) and logged.params["validation"] == "0.2"
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "val_loss")] == list(range(epochs))
-    assert [a.path for a in client.list_artifacts(run.info.run_id, "model")] == ["model/model.keras"]
+    # one value per epoch, then MLflow's copy of the last epoch's, which log_model links to the logged model
+    val_loss = client.get_metric_history(run.info.run_id, "val_loss")
+    assert [m.step for m in val_loss] == [*range(epochs), epochs - 1]
+    # logged by the chief as each epoch ended: every epoch's loss before the chief saved the model, after fit
+    saved_ms = os.path.getmtime(model.getModelPath()) * 1000
+    stamps = [m.timestamp for m in client.get_metric_history(run.info.run_id, "loss")][:epochs]
+    assert len(stamps) == epochs and stamps == sorted(stamps) and stamps[-1] <= saved_ms, (stamps, saved_ms)
+    # the model is an MLflow model (Keras 3 flavor) with its signature, and spark_udf scores as transform does
+    uri = f"runs:/{run.info.run_id}/model"
+    logged_model = mlflow.models.get_model_info(uri)
+    assert "keras" in logged_model.flavors and logged_model.signature.inputs.inputs[0].shape == (-1, len(kf.PIXELS))
+    udf = mlflow.pyfunc.spark_udf(spark, uri, result_type="array<float>")
+    arrays = fitted.stages[1].transform(fitted.stages[0].transform(test)).select("id", vector_to_array("features"))
+    udf_scored = arrays.select("id", udf(arrays.columns[1]).alias("p")).toPandas().sort_values("id")
+    np.testing.assert_allclose(np.stack(udf_scored["p"]), probabilities, atol=1e-5)
 
 
 def test_cross_validation_with_default_evaluator_trains_every_param_map_on_one_cluster_and_early_stops(spark, tmp_path):

@@ -183,7 +183,7 @@ def collect() -> tuple[list[tuple[str, str]], list[str]]:
     if tensorflow is None:
         notes.append(
             "TensorFlow is not installed here: fine for a driver-only install, but executors need "
-            "it (pip install 'sparkdl-tf[cpu]' or 'sparkdl-tf[gpu]')"
+            "it (sparkdl-tf's cpu or gpu extra, e.g. pip install -e '.[cpu]' in a clone)"
         )
     else:
         tf_minor = _minor(tensorflow.split(",")[0].split()[-1])

@@ -1,16 +1,18 @@
 """Every exception sparkdl raises, in one place, and the structured facts about failed nodes.
 
 Every error for users to catch derives from :class:`SparkDLError`; those that are also a
-``ValueError``, ``TypeError`` or ``ConnectionError`` keep that base too::
+``ValueError``, ``TypeError`` or ``ConnectionError`` keep that base too:
 
-    SparkDLError
-    ├── ClusterError ── NodeStalled        a node failed (each in .failures: NodeFailure)
-    ├── ReservationTimeout, ShutdownTimeout, PreflightError (ValueError)
-    ├── ClusterStateError, InputModeError (ValueError)   a call the cluster cannot take now, or in its mode
-    ├── ChannelError (ConnectionError) ── AuthenticationError, ChannelTimeout, ProtocolError
-    ├── FeedError ── NodeGone, StreamEnded; FeedDataError (ValueError); ResultsError (TypeError)
-    ├── InferenceInputError (ValueError), ModelLoadError, ModelVersionError (ValueError)
-    └── GPUSelectionError
+```text
+SparkDLError
+├── ClusterError ── NodeStalled        a node failed (each in .failures: NodeFailure)
+├── ReservationTimeout, ShutdownTimeout, PreflightError (ValueError)
+├── ClusterStateError, InputModeError (ValueError)   a call the cluster cannot take now, or in its mode
+├── ChannelError (ConnectionError) ── AuthenticationError, ChannelTimeout, ProtocolError
+├── FeedError ── NodeGone, StreamEnded; FeedDataError (ValueError); ResultsError (TypeError)
+├── InferenceInputError (ValueError), ModelLoadError, ModelVersionError (ValueError)
+└── GPUSelectionError
+```
 
 The modules that raise them import them from here (and re-export them where users have imported
 them from: ``sparkdl.feed.feeder.FeedError``, ``sparkdl.common.gpus.GPUSelectionError``, ...). Two

@@ -3,14 +3,16 @@
 Three forms over one engine:
 
 - :func:`map_in_pandas` (or :class:`Predictor`) returns the iterator function and output schema
-  for ``DataFrame.mapInPandas``; chosen input columns (an id) are kept next to the predictions::
+  for ``DataFrame.mapInPandas``; chosen input columns (an id) are kept next to the predictions:
 
-      from sparkdl.inference import map_in_pandas
+    ```python
+    from sparkdl.inference import map_in_pandas
 
-      fn, schema = map_in_pandas(df, "/models/digits.keras", input_mapping={"pixels": "image"},
-                                 output_mapping={"probs": "probabilities"}, keep_columns=["id"],
-                                 batch_size=1024)
-      scored = df.mapInPandas(fn, schema)
+    fn, schema = map_in_pandas(df, "/models/digits.keras", input_mapping={"pixels": "image"},
+                               output_mapping={"probs": "probabilities"}, keep_columns=["id"],
+                               batch_size=1024)
+    scored = df.mapInPandas(fn, schema)
+    ```
 
 - :func:`map_in_arrow`: the same for ``DataFrame.mapInArrow`` (no pandas in between);
   ``Predictor(...).with_predictions(df)`` keeps every column and appends the predictions.

@@ -278,11 +278,13 @@ def map_in_pandas(df, model: str | ModelVersions | None = None, **options) -> tu
     """The iterator function and output schema to score ``df`` with ``df.mapInPandas``.
 
     ``options`` are :class:`Predictor`'s (``input_mapping``, ``output_mapping``,
-    ``keep_columns``, ``batch_size``, ...)::
+    ``keep_columns``, ``batch_size``, ...):
 
-        fn, schema = map_in_pandas(df, "/models/digits.keras", input_mapping={"pixels": "image"},
-                                   keep_columns=["id"], batch_size=1024)
-        scored = df.mapInPandas(fn, schema)
+    ```python
+    fn, schema = map_in_pandas(df, "/models/digits.keras", input_mapping={"pixels": "image"},
+                               keep_columns=["id"], batch_size=1024)
+    scored = df.mapInPandas(fn, schema)
+    ```
     """
     return Predictor(model, **options).map_in_pandas_fn(df)
 
@@ -320,10 +322,12 @@ def predict_batch_udf(
     ``input_names``). ``safe_mode=False`` loads model files that run code of their own (see
     ``Predictor``); ``model=ModelVersions(base, refresh_seconds)`` scores with the newest version
     in a versioned directory (a version column needs ``Predictor``). Several outputs come back as
-    one struct column (``select("preds.*")``)::
+    one struct column (``select("preds.*")``):
 
-        udf = predict_batch_udf(model="/models/digits.keras", batch_size=1024)
-        df.withColumn("probabilities", udf("pixels"))
+    ```python
+    udf = predict_batch_udf(model="/models/digits.keras", batch_size=1024)
+    df.withColumn("probabilities", udf("pixels"))
+    ```
     """
     from pyspark.sql.functions import pandas_udf
     from pyspark.sql.types import StructType

@@ -1,12 +1,12 @@
 """Keras on Spark ML: ``KerasEstimator`` trains a Keras model on a DataFrame, ``KerasModel`` scores with it.
 
-::
+```python
+from sparkdl.keras import KerasEstimator      # also: from sparkdl.ml import KerasEstimator
 
-    from sparkdl.keras import KerasEstimator      # also: from sparkdl.ml import KerasEstimator
-
-    estimator = KerasEstimator(model=build_model, feature_cols=["features"], label_cols=["label"], epochs=10)
-    model = estimator.fit(train_df)               # one TF node per executor; num_workers=0: in the driver
-    model.transform(test_df)                      # + "prediction"; model.history, model.keras_model
+estimator = KerasEstimator(model=build_model, feature_cols=["features"], label_cols=["label"], epochs=10)
+model = estimator.fit(train_df)               # one TF node per executor; num_workers=0: in the driver
+model.transform(test_df)                      # + "prediction"; model.history, model.keras_model
+```
 
 The rooms, one job each: ``params.py`` and ``training_params.py`` (the Params), ``estimator.py``
 (the Estimator, ``fitMultiple``), ``fitting.py`` (one fit on the driver), ``checks.py`` (bad input,

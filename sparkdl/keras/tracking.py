@@ -59,7 +59,9 @@ def wanted(log_to_mlflow: bool) -> bool:
     """Whether to log: asked for (ImportError without MLflow), or an MLflow run is active."""
     mlflow = _mlflow()
     if log_to_mlflow and mlflow is None:
-        raise ImportError("log_to_mlflow=True needs MLflow: pip install 'sparkdl-tf[mlflow]' (mlflow-skinny)")
+        raise ImportError(
+            "log_to_mlflow=True needs MLflow: sparkdl-tf's mlflow extra (pip install 'mlflow-skinny>=3,<4')"
+        )
     return mlflow is not None and (log_to_mlflow or mlflow.active_run() is not None)
 
 

@@ -133,6 +133,28 @@ def test_wheel_metadata_has_the_single_source_version_and_the_console_script(art
     assert re.search(r"^sparkdl = sparkdl\.__main__:main$", entry_points, re.M), entry_points
 
 
+def test_the_wheel_carries_py_typed_the_license_and_the_project_links(artifacts):
+    """PEP 561's marker (type checkers read the package's hints), the Apache-2.0 text the metadata
+    declares, and the project's links and classifiers for the index page."""
+    sdist, wheel = artifacts
+    with zipfile.ZipFile(wheel) as archive:
+        wheel_files = set(archive.namelist())
+        (license_path,) = [n for n in wheel_files if re.fullmatch(r"sparkdl_tf-[^/]+\.dist-info/licenses/LICENSE", n)]
+        license_text = archive.read(license_path).decode()
+    with tarfile.open(sdist) as archive:
+        sdist_files = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert "sparkdl/py.typed" in wheel_files and "sparkdl/py.typed" in sdist_files
+    assert "LICENSE" in sdist_files
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    assert license_text == (ROOT / "LICENSE").read_text()
+    metadata = _wheel_metadata(wheel)
+    assert re.search(r"^License-Expression: Apache-2\.0$", metadata, re.M), metadata[:800]
+    assert re.search(r"^License-File: LICENSE$", metadata, re.M), metadata[:800]
+    links = dict(re.findall(r"^Project-URL: ([^,]+), (\S+)$", metadata, re.M))
+    assert set(links) == {"Homepage", "Documentation", "Source", "Issues", "Changelog"}, links
+    assert re.search(r"^Classifier: Typing :: Typed$", metadata, re.M), metadata[:800]
+
+
 @pytest.fixture(scope="module")
 def venv(artifacts, tmp_path_factory) -> Path:
     """A fresh virtual environment with the wheel installed (``--no-deps``, see

@@ -105,5 +105,8 @@ def test_without_mlflow_nothing_is_logged_and_asking_for_it_says_what_to_install
 
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if the mlflow extra were not installed
     assert tracking.wanted(False) is False
-    with pytest.raises(ImportError, match=r"log_to_mlflow=True needs MLflow: pip install 'sparkdl-tf\[mlflow\]'"):
+    with pytest.raises(
+        ImportError,
+        match=r"log_to_mlflow=True needs MLflow: sparkdl-tf's mlflow extra \(pip install 'mlflow-skinny>=3,<4'\)",
+    ):
         tracking.wanted(True)

@@ -198,3 +198,19 @@ def test_readme_links_every_document():
     links = set(_links(ROOT / "README.md"))
     for doc in ("docs/architecture.md", "docs/api.md", "docs/migration.md", "docs/deployment.md"):
         assert doc in links, f"README.md does not link {doc}"
+    # the lobby's way on: the site, contributors' page, examples, notebooks, changelog, license
+    for doc in ("docs/index.md", "docs/contributing.md", "examples/README.md", "notebooks/README.md", "CHANGELOG.md"):
+        assert doc in links, f"README.md does not link {doc}"
+    assert "LICENSE" in links
+
+
+def test_no_docstring_in_the_reference_uses_restructuredtext_literal_blocks(package):
+    """Docstrings are Markdown (mkdocstrings renders them so): a paragraph ending in ``::`` before
+    indented code renders as a stray ``::`` and a plain paragraph; write a fenced code block."""
+    stray = []
+    for path, obj in _documented(package).items():
+        target = obj.final_target if obj.is_alias else obj
+        text = target.docstring.value if target.docstring else ""
+        if re.search(r"::\s*$", text, re.M):
+            stray.append(path)
+    assert not stray, f"docstrings with a reStructuredText '::' block (use a ```python fence): {stray}"

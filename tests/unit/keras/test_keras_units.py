@@ -11,10 +11,11 @@ import pytest
 from pyspark.ml.linalg import VectorUDT
 from pyspark.sql import types as T
 
+from sparkdl.inference.model import TensorInfo
 from sparkdl.keras import KerasEstimator, KerasInputError, KerasModel, checks, run_store, tracking
 from sparkdl.keras.fitting import FitSettings
 from sparkdl.keras.layout import plan_layout
-from sparkdl.keras.shipping import ModelInfo, TensorInfo
+from sparkdl.keras.shipping import ModelInfo
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -27,8 +28,8 @@ def settings(**changes) -> FitSettings:
 def info(inputs, outputs, compiled=True) -> ModelInfo:
     return ModelInfo(
         "tf_keras",
-        tuple(TensorInfo(n, s) for n, s in inputs),
-        tuple(TensorInfo(n, s) for n, s in outputs),
+        tuple(TensorInfo(n, shape=s) for n, s in inputs),
+        tuple(TensorInfo(n, shape=s) for n, s in outputs),
         compiled,
         compiled,
     )

@@ -24,16 +24,27 @@ GPU_MODES = ("spark", "visible", "none")  #: the ``gpus=`` choices (see :mod:`.w
 class TensorInfo:
     """A model input or output: name, numpy dtype name and per-row shape (batch axis dropped).
 
+    ``dtype`` is None where it is not known (``sparkdl.keras`` describes a model by names and
+    shapes), ``shape`` None where the rank is not, a dimension None where its size is not.
     ``batch`` is the fixed batch size when the model only accepts one (else None); ``form`` is
     ``"dense"``, ``"sparse"`` (a Keras ``Input(sparse=True)``: ``tf.SparseTensor``) or ``"ragged"``
     (``Input(ragged=True)``: ``tf.RaggedTensor``).
     """
 
     name: str
-    dtype: str | None
-    shape: tuple[int | None, ...] | None
+    dtype: str | None = None
+    shape: tuple[int | None, ...] | None = None
     batch: int | None = None
     form: str = "dense"
+
+    def width(self) -> int | None:
+        """Values per row (the product of the shape), None when a dimension is unknown."""
+        if self.shape is None or any(d is None for d in self.shape):
+            return None
+        size = 1
+        for dim in self.shape:
+            size *= dim
+        return size
 
     def as_dict(self) -> dict:
         """JSON-friendly form (for the driver's signature probe)."""

@@ -30,110 +30,28 @@ from pyspark.ml import Estimator
 
 from .fitting import FitSettings, fit_group
 from .model import KerasModel
-from .params import (
-    HasFeatureCols,
-    HasLabelCols,
-    HasLearningRate,
-    HasLoss,
-    HasMetrics,
-    HasModel,
-    HasOptimizer,
-    HasPredictionCols,
-    HasSampleWeightCol,
-    HasValidation,
-    spark_ml_names,
-)
-from .training_params import (
-    DEFAULT_SEED,
-    HasBatchSize,
-    HasCallbacks,
-    HasEpochs,
-    HasLogToMlflow,
-    HasMaxRestarts,
-    HasModelDir,
-    HasNumGPUs,
-    HasNumWorkers,
-    HasRunStore,
-    HasSeed,
-    HasShuffle,
-    HasVerbose,
-)
+from .params import KerasEstimatorParams, spark_ml_names
 
 logger = logging.getLogger(__name__)
 
 
-class KerasEstimator(
-    Estimator,
-    HasModel,
-    HasOptimizer,
-    HasLearningRate,
-    HasLoss,
-    HasMetrics,
-    HasFeatureCols,
-    HasLabelCols,
-    HasSampleWeightCol,
-    HasValidation,
-    HasPredictionCols,
-    HasBatchSize,
-    HasEpochs,
-    HasShuffle,
-    HasSeed,
-    HasNumWorkers,
-    HasNumGPUs,
-    HasCallbacks,
-    HasMaxRestarts,
-    HasRunStore,
-    HasModelDir,
-    HasVerbose,
-    HasLogToMlflow,
-):
+class KerasEstimator(Estimator, KerasEstimatorParams):
     """Train a Keras model on a Spark DataFrame, on one TF node per executor (see the module docstring).
 
-    Every Param can be given as a keyword (``KerasEstimator(model=..., epochs=5)``), set with its
-    setter (``setEpochs(5)``) or varied by a param map (``ParamGridBuilder().addGrid(
-    estimator.learning_rate, [0.01, 0.001])``). ``batch_size`` is **per worker**: each step trains
-    ``batch_size * num_workers`` rows in all. The model is Keras 3 (``import keras``) or tf-keras, an
-    object or a function building it; the nodes train with the model's Keras. ``transform`` writes
-    Spark ML's output columns (``prediction``, ``probability``, ``rawPrediction``; ``outputs.py``),
-    and Spark ML's camel-case names of those Params (``predictionCol``...) are accepted too.
-    Raises ``KerasInputError`` (a ``ValueError``) naming the Param and column for bad input, before
-    any node starts; ``ClusterError`` with the node's traceback when training fails.
+    Every Param (each with its default in ``docs/params.md``) can be given as a keyword
+    (``KerasEstimator(model=..., epochs=5)``), set with its setter (``setEpochs(5)``) or varied by a
+    param map (``ParamGridBuilder().addGrid(estimator.learning_rate, [0.01, 0.001])``).
+    ``batch_size`` is **per worker**: each step trains ``batch_size * num_workers`` rows in all. The
+    model is Keras 3 (``import keras``) or tf-keras, an object or a function building it; the nodes
+    train with the model's Keras. ``transform`` writes Spark ML's output columns (``prediction``,
+    ``probability``, ``rawPrediction``; ``outputs.py``), and Spark ML's camel-case names of those
+    Params (``predictionCol``...) are accepted too. Raises ``KerasInputError`` (a ``ValueError``)
+    naming the Param and column for bad input, before any node starts; ``ClusterError`` with the
+    node's traceback when training fails.
     """
 
     def __init__(self, **params: Any):
         super().__init__()
-        self._setDefault(
-            model=None,
-            optimizer=None,
-            learning_rate=None,
-            loss=None,
-            metrics=None,
-            feature_cols=[],
-            label_cols=[],
-            sample_weight_col=None,
-            validation=None,
-            prediction_col="prediction",
-            probability_col="probability",
-            raw_prediction_col="rawPrediction",
-            output_kind=None,
-            predicted_class_col=None,
-            predict_batch_size=1024,
-            batch_size=32,
-            epochs=1,
-            shuffle=True,
-            seed=DEFAULT_SEED,
-            num_workers=None,
-            num_gpus=None,
-            callbacks=[],
-            max_restarts=0,
-            checkpoint_dir=None,
-            run_id=None,
-            monitor=None,
-            mode="auto",
-            model_dir=None,
-            verbose=0,
-            log_to_mlflow=False,
-        )
         if params:
             self._set(**spark_ml_names(params))
 

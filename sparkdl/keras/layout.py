@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..inference.model import TensorInfo
 from .checks import KerasInputError
-from .shipping import ModelInfo, TensorInfo
+from .shipping import ModelInfo
 
 
 @dataclass(frozen=True)

@@ -25,23 +25,14 @@ from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable
 
 from ..common import hadoop_files
 from . import outputs
-from .params import (
-    HasFeatureCols,
-    HasLabelCols,
-    HasModelPath,
-    HasModelStructure,
-    HasPredictionCols,
-    spark_ml_names,
-)
+from .params import KerasModelParams, spark_ml_names
 
 MODEL_FILE = "model/model.keras"  #: where ``write()`` keeps the model file inside the saved directory
 _INPUT = "__sparkdl_input_"
 _OUTPUT = "__sparkdl_output"
 
 
-class KerasModel(
-    Model, HasFeatureCols, HasLabelCols, HasPredictionCols, HasModelPath, HasModelStructure, MLReadable, MLWritable
-):
+class KerasModel(Model, KerasModelParams, MLReadable, MLWritable):
     """A trained Keras model as a Spark ML ``Model`` (see the module docstring).
 
     Made by ``KerasEstimator.fit``; also usable on its own for any ``.keras`` file:
@@ -52,19 +43,6 @@ class KerasModel(
 
     def __init__(self, **params: Any):
         super().__init__()
-        self._setDefault(
-            feature_cols=[],
-            label_cols=[],
-            prediction_col="prediction",
-            probability_col="probability",
-            raw_prediction_col="rawPrediction",
-            output_kind=None,
-            predicted_class_col=None,
-            predict_batch_size=1024,
-            model_path=None,
-            input_cols=None,
-            output_names=None,
-        )
         self._history: dict[str, list[float]] = {}
         self._keras_model = None
         self._output_kind: str | None = None  # output_kind read from the model file, once

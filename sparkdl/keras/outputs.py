@@ -32,14 +32,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-REGRESSION, SOFTMAX, SOFTMAX_LOGITS, SIGMOID, SIGMOID_LOGITS = (
-    "regression",
-    "softmax",
-    "softmax_logits",
-    "sigmoid",
-    "sigmoid_logits",
-)
-KINDS = (REGRESSION, SOFTMAX, SOFTMAX_LOGITS, SIGMOID, SIGMOID_LOGITS)
+from ..spark_ml.param_table import OUTPUT_KINDS
+
+KINDS = OUTPUT_KINDS  #: the kinds, defined with the ``output_kind`` Param that accepts them (the Params table)
+REGRESSION, SOFTMAX, SOFTMAX_LOGITS, SIGMOID, SIGMOID_LOGITS = KINDS
 
 _CATEGORICAL_LOSSES = {"categorical_crossentropy", "sparse_categorical_crossentropy", "categorical_focal_crossentropy"}
 _BINARY_LOSSES = {"binary_crossentropy", "binary_focal_crossentropy"}

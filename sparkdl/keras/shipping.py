@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..common.tf_compat import save_keras_file
+from ..inference.model import TensorInfo
 
 TF_KERAS, KERAS3 = "tf_keras", "keras"
 FLAVOUR_NAMES = {TF_KERAS: "tf-keras", KERAS3: "Keras 3"}
@@ -59,23 +60,6 @@ def keep_tf_keras_saves_zipped(flavour: str) -> None:
     flag = getattr(saving_lib, "_SAVING_V3_ENABLED", None)
     if flag is not None:
         flag.value = True
-
-
-@dataclass(frozen=True)
-class TensorInfo:
-    """One input or output of a model: its name and per-row shape (None for unknown dimensions)."""
-
-    name: str
-    shape: tuple[int | None, ...] | None
-
-    def width(self) -> int | None:
-        """Values per row (the product of the shape), None when a dimension is unknown."""
-        if self.shape is None or any(d is None for d in self.shape):
-            return None
-        size = 1
-        for dim in self.shape:
-            size *= dim
-        return size
 
 
 @dataclass(frozen=True)
@@ -130,8 +114,8 @@ def describe(model: Any) -> ModelInfo:
     loss = getattr(model, "loss", None) if compiled else None
     return ModelInfo(
         flavour=flavour,
-        inputs=tuple(TensorInfo(name, _row_shape(t.shape)) for name, t in zip(input_names, inputs)),
-        outputs=tuple(TensorInfo(name, _row_shape(t.shape)) for name, t in zip(output_names, outputs)),
+        inputs=tuple(TensorInfo(name, shape=_row_shape(t.shape)) for name, t in zip(input_names, inputs)),
+        outputs=tuple(TensorInfo(name, shape=_row_shape(t.shape)) for name, t in zip(output_names, outputs)),
         compiled=compiled,
         has_loss=loss is not None,
     )

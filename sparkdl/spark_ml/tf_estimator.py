@@ -3,7 +3,8 @@
 The Params keep TensorFlowOnSpark's names (``input_mapping``, ``output_mapping``,
 ``cluster_size``, ``num_ps``, ``batch_size``, ``epochs``, ``model_dir``, ``export_dir``,
 ``signature_def_key``, ``tag_set``, ...), with TensorFlowOnSpark's camel-case setters and getters
-(``setInputMapping``, ``getBatchSize``...), built from the ``Has*`` mixins of ``sparkdl.params``,
+(``setInputMapping``, ``getBatchSize``...), built from the ``Has*`` mixins of ``sparkdl.params``
+(their defaults: ``docs/params.md``, both from the Params table ``param_table.py``),
 so pipelines port with a change of import::
 
     from sparkdl.ml import TFEstimator, TFModel      # or, as before: from sparkdl.pipeline import ...
@@ -31,47 +32,14 @@ from typing import Any, Callable
 from pyspark.ml import Estimator, Model
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
-from ..common.timeouts import FEED_TIMEOUT_S
 from ..inference import ModelVersions, Predictor
-from .params import (
-    HasBatchSize,
-    HasClusterSize,
-    HasEpochs,
-    HasExportDir,
-    HasFeedTimeout,
-    HasGraceSecs,
-    HasInputMapping,
-    HasInputMode,
-    HasMasterNode,
-    HasMaxRestarts,
-    HasModelDir,
-    HasModelVersions,
-    HasNumGPUs,
-    HasNumPS,
-    HasOutputMapping,
-    HasProtocol,
-    HasReaders,
-    HasSignatureDefKey,
-    HasStallTimeout,
-    HasSteps,
-    HasTagSet,
-    HasTensorboard,
-    HasTFRecordDir,
-    HasValidationIndicatorCol,
-    Namespace,
-    TFParams,
-)
+from .params import Namespace, TFParams
+from .shared_params import TFEstimatorParams, TFModelParams
 
 logger = logging.getLogger(__name__)
 
 
-class _SharedParams(TFParams, HasInputMapping, HasOutputMapping, HasBatchSize, HasModelDir, HasExportDir):
-    """Params of both stages (a fitted TFEstimator copies them to its TFModel)."""
-
-
-class TFModel(
-    Model, _SharedParams, HasSignatureDefKey, HasTagSet, HasModelVersions, DefaultParamsReadable, DefaultParamsWritable
-):
+class TFModel(Model, TFParams, TFModelParams, DefaultParamsReadable, DefaultParamsWritable):
     """A Spark ML Model scoring DataFrames with an exported TensorFlow model.
 
     ``export_dir`` (else ``model_dir``) names a SavedModel directory or a ``.keras`` file readable
@@ -91,17 +59,6 @@ class TFModel(
         super().__init__()
         self.args = tf_args
         self.argv = tf_argv
-        self._setDefault(
-            input_mapping={},
-            output_mapping={},
-            batch_size=100,
-            model_dir=None,
-            export_dir=None,
-            signature_def_key=None,
-            tag_set=None,
-            refresh_seconds=None,
-            version_column=None,
-        )
         if params:
             self._set(**params)
 
@@ -129,26 +86,7 @@ class TFModel(
         return self.predictor().with_predictions(dataset)
 
 
-class TFEstimator(
-    Estimator,
-    _SharedParams,
-    HasClusterSize,
-    HasNumPS,
-    HasInputMode,
-    HasMasterNode,
-    HasProtocol,
-    HasGraceSecs,
-    HasTensorboard,
-    HasTFRecordDir,
-    HasEpochs,
-    HasReaders,
-    HasSteps,
-    HasFeedTimeout,
-    HasStallTimeout,
-    HasMaxRestarts,
-    HasNumGPUs,
-    HasValidationIndicatorCol,
-):
+class TFEstimator(Estimator, TFParams, TFEstimatorParams):
     """A Spark ML Estimator that trains ``train_fn(args, ctx)`` on a TFCluster.
 
     ``fit(df)`` starts ``cluster_size`` nodes (``num_ps`` of them parameter servers) with
@@ -184,32 +122,6 @@ class TFEstimator(
         self.export_fn = export_fn
         self.args = tf_args
         self.argv = tf_argv
-        from ..driver.arguments import InputMode
-
-        self._setDefault(
-            input_mapping={},
-            output_mapping={},
-            cluster_size=1,
-            num_ps=0,
-            input_mode=InputMode.SPARK,
-            protocol="grpc",
-            tensorboard=False,
-            model_dir=None,
-            export_dir=None,
-            tfrecord_dir=None,
-            batch_size=100,
-            epochs=1,
-            readers=1,
-            steps=1000,
-            validation_indicator_col=None,
-            master_node="chief",
-            driver_ps_nodes=False,
-            grace_secs=0.0,
-            feed_timeout=FEED_TIMEOUT_S,
-            stall_timeout=None,
-            max_restarts=0,
-            num_gpus=None,
-        )
         if params:
             self._set(**params)
 

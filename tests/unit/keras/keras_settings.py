@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sparkdl.inference.model import TensorInfo
 from sparkdl.keras import KerasEstimator
 from sparkdl.keras.fitting import FitSettings
-from sparkdl.keras.shipping import ModelInfo, TensorInfo
+from sparkdl.keras.shipping import ModelInfo
 
 
 def settings(**changes) -> FitSettings:
@@ -17,8 +18,8 @@ def settings(**changes) -> FitSettings:
 def info(inputs, outputs, compiled=True) -> ModelInfo:
     return ModelInfo(
         "tf_keras",
-        tuple(TensorInfo(n, s) for n, s in inputs),
-        tuple(TensorInfo(n, s) for n, s in outputs),
+        tuple(TensorInfo(n, shape=s) for n, s in inputs),
+        tuple(TensorInfo(n, shape=s) for n, s in outputs),
         compiled,
         compiled,
     )

@@ -8,11 +8,12 @@ from dataclasses import replace
 
 import pytest
 
+from sparkdl.inference.model import TensorInfo
 from sparkdl.keras import KerasEstimator, fitting
 from sparkdl.keras.compiling import CompileSpec
 from sparkdl.keras.fitting import FitSettings
 from sparkdl.keras.run_store import RunPaths
-from sparkdl.keras.shipping import KERAS3, ModelInfo, TensorInfo
+from sparkdl.keras.shipping import KERAS3, ModelInfo
 
 from keras_settings import settings
 
@@ -51,7 +52,7 @@ def test_the_compile_spec_is_json_like_and_names_a_param_that_cannot_travel():
 
 
 def test_a_run_store_records_the_settings_that_must_match_to_resume():
-    info = ModelInfo(KERAS3, (TensorInfo("x", (2,)),), (TensorInfo("y", (1,)),), True, True)
+    info = ModelInfo(KERAS3, (TensorInfo("x", shape=(2,)),), (TensorInfo("y", shape=(1,)),), True, True)
     config = fitting._config(settings(batch_size=16, validation=0.25), CompileSpec(loss="mse"), info)
     assert json.loads(json.dumps(config)) == config  # what state.json holds, as it reads back
     assert config["batch_size"] == 16 and config["validation"] == 0.25 and config["compile"]["loss"] == "mse"
@@ -60,7 +61,9 @@ def test_a_run_store_records_the_settings_that_must_match_to_resume():
 
 
 def test_the_fitted_model_gets_the_run_s_file_and_the_estimator_s_output_params():
-    info = ModelInfo(KERAS3, (TensorInfo("a", (1,)), TensorInfo("b", (1,))), (TensorInfo("y", (1,)),), True, True)
+    info = ModelInfo(
+        KERAS3, (TensorInfo("a", shape=(1,)), TensorInfo("b", shape=(1,))), (TensorInfo("y", shape=(1,)),), True, True
+    )
     paths = RunPaths("/runs/r1")
     model = fitting._model(settings(monitor="val_loss", prediction_col="p"), paths, {"loss": [2, 1]}, info)
     assert model.getModelPath() == "/runs/r1/model.keras" and model.best_model_path == "/runs/r1/best.keras"

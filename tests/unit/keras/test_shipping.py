@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
+from sparkdl.inference.model import TensorInfo
 from sparkdl.keras import shipping
-from sparkdl.keras.shipping import KERAS3, TF_KERAS, ModelInfo, ModelPayload, TensorInfo
+from sparkdl.keras.shipping import KERAS3, TF_KERAS, ModelInfo, ModelPayload
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -40,13 +41,15 @@ def test_the_flavour_is_read_from_the_class_or_its_bases():
 
 
 def test_a_tensor_s_width_is_its_values_per_row():
-    assert TensorInfo("x", (28, 28, 1)).width() == 784
-    assert TensorInfo("x", ()).width() == 1  # a scalar per row
-    assert TensorInfo("x", (None, 3)).width() is None and TensorInfo("x", None).width() is None
+    assert TensorInfo("x", shape=(28, 28, 1)).width() == 784
+    assert TensorInfo("x", shape=()).width() == 1  # a scalar per row
+    assert TensorInfo("x", shape=(None, 3)).width() is None and TensorInfo("x", shape=None).width() is None
 
 
 def test_a_model_s_fingerprint_names_its_inputs_and_outputs():
-    model = ModelInfo(KERAS3, (TensorInfo("a", (3,)), TensorInfo("b", None)), (TensorInfo("y", (1,)),), True, True)
+    model = ModelInfo(
+        KERAS3, (TensorInfo("a", shape=(3,)), TensorInfo("b", shape=None)), (TensorInfo("y", shape=(1,)),), True, True
+    )
     assert model.fingerprint() == {"inputs": [["a", [3]], ["b", []]], "outputs": [["y", [1]]]}
 
 
@@ -65,8 +68,8 @@ def test_describe_reads_names_row_shapes_and_the_compile_state():
     )()
     assert shipping.describe(model) == ModelInfo(
         KERAS3,
-        (TensorInfo("pixels", (28, 28)), TensorInfo("input_1", (4,))),
-        (TensorInfo("output_0", (10,)),),
+        (TensorInfo("pixels", shape=(28, 28)), TensorInfo("input_1", shape=(4,))),
+        (TensorInfo("output_0", shape=(10,)),),
         compiled=True,
         has_loss=True,
     )

@@ -12,8 +12,9 @@ import os
 import numpy as np
 import pytest
 
+from sparkdl.inference.model import TensorInfo
 from sparkdl.keras import tracking
-from sparkdl.keras.shipping import ModelInfo, TensorInfo
+from sparkdl.keras.shipping import ModelInfo
 
 from keras_settings import settings
 
@@ -85,10 +86,16 @@ def test_the_driver_fills_in_only_the_epochs_the_run_lacks():
 
 
 def test_the_signature_names_tensors_only_where_the_model_has_several():
-    one = ModelInfo("keras", (TensorInfo("x", (8, 8)),), (TensorInfo("y", (10,)),), True, True)
+    one = ModelInfo("keras", (TensorInfo("x", shape=(8, 8)),), (TensorInfo("y", shape=(10,)),), True, True)
     schema = tracking.signature(one).to_dict()
     assert '"shape": [-1, 8, 8]' in schema["inputs"] and '"name"' not in schema["inputs"]
-    two = ModelInfo("keras", (TensorInfo("a", (3,)), TensorInfo("b", (None,))), (TensorInfo("y", (1,)),), True, True)
+    two = ModelInfo(
+        "keras",
+        (TensorInfo("a", shape=(3,)), TensorInfo("b", shape=(None,))),
+        (TensorInfo("y", shape=(1,)),),
+        True,
+        True,
+    )
     inputs = tracking.signature(two).inputs
     assert inputs.input_names() == ["a", "b"] and [t.shape for t in inputs.inputs] == [(-1, 3), (-1, -1)]
 

@@ -291,6 +291,6 @@ def _model(s: FitSettings, paths: RunPaths, history: dict, info) -> KerasModel:
         predicted_class_col=s.predicted_class_col,
         predict_batch_size=s.predict_batch_size,
     )
-    model._set_history(history)
+    model.set_history(history)
     model.best_model_path = paths.best_path if s.monitor else None
     return model

@@ -55,8 +55,10 @@ class KerasModel(Model, KerasModelParams, MLReadable, MLWritable):
         """The fit's metrics per epoch, Keras' ``History.history`` shape (``{"loss": [...], "val_loss": [...]}``)."""
         return {name: list(values) for name, values in self._history.items()}
 
-    def _set_history(self, history: dict) -> None:
+    def set_history(self, history: dict) -> KerasModel:
+        """Record the fit's per-epoch metrics (the fit and ``load`` call it); returns this model."""
         self._history = {str(name): [float(v) for v in values] for name, values in (history or {}).items()}
+        return self
 
     @property
     def keras_model(self):
@@ -198,5 +200,5 @@ class _KerasModelReader(MLReader):
         DefaultParamsReader.getAndSetParams(model, metadata, skipParams=["model_path"])
         model._resetUid(metadata["uid"])
         model._set(model_path=hadoop_files.tensorflow_path(sc, f"{path.rstrip('/')}/{metadata['model_file']}"))
-        model._set_history(metadata.get("history", {}))
+        model.set_history(metadata.get("history", {}))
         return model

@@ -20,7 +20,7 @@ def test_defaults_and_spark_ml_s_names():
 
 def test_the_history_is_floats_and_a_copy():
     model = KerasModel()
-    model._set_history({"loss": [2, 1], "val_loss": (3,)})
+    model.set_history({"loss": [2, 1], "val_loss": (3,)})
     history = model.history
     assert history == {"loss": [2.0, 1.0], "val_loss": [3.0]} and all(type(v) is float for v in history["loss"])
     history["loss"].append(0.0)

@@ -44,7 +44,7 @@ class Listeners:
 
     on_log: Callable | None = None  # (node, lines): the node's output, for the driver's console
     on_inferred: Callable | None = None  # (node, Inferred): an inference partition answered in full
-    on_epoch_end: Callable | None = None  # (node, metrics): an epoch-end progress report
+    on_epoch_end: Callable | None = None  # (node, metrics): an epoch-end (or fit-end) progress report
 
 
 @dataclass
@@ -238,7 +238,8 @@ class Coordinator:
         with self._state_change():
             node.last_progress = time.monotonic()
             node.metrics.update(message.metrics)
-        if message.metrics.get("epoch_end") and self.listeners.on_epoch_end is not None:
+        ends = message.metrics.get("epoch_end") or message.metrics.get("fit_end")
+        if ends and self.listeners.on_epoch_end is not None:
             self.listeners.on_epoch_end(node, message.metrics)
 
     def _on_tensorboard(self, node: NodeState, message: protocol.TensorBoard) -> None:

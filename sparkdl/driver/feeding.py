@@ -149,6 +149,7 @@ class ClusterFeeder:
 
     def _train(self, plan: protocol.TrainingPlan, data, validation_data, watch: tuple) -> int:
         show_progress, history, history_reports = watch
+        reports_before = history.reports if history is not None else 0
         nodes = self.data_nodes()
         splits = self._count_splits(data, validation_data, len(nodes), empty_ok=plan.batch_id is not None)
         if not splits:
@@ -171,7 +172,7 @@ class ClusterFeeder:
                 return shares.total_rows
             self._await_read(nodes, plan.qname, plan.session)
             if history is not None:
-                self._await_epoch_reports(history, history_reports, nodes[0])
+                self._await_epoch_reports(history, history_reports, reports_before, nodes[0])
         return shares.total_rows
 
     def _count_splits(self, data, validation_data, num_nodes: int, empty_ok: bool) -> list[FedSplit]:
@@ -299,14 +300,15 @@ class ClusterFeeder:
             )
 
     @staticmethod
-    def _await_epoch_reports(history: TrainingHistory, reports: int, chief: NodeState) -> None:
+    def _await_epoch_reports(history: TrainingHistory, reports: int, reports_before: int, chief: NodeState) -> None:
         """Give the chief's last epoch report (sent after its last validation) a moment to arrive,
-        when ``map_fun`` reports epochs at all (``ctx.progress_callback()``)."""
+        when ``map_fun`` reports epochs at all (``ctx.progress_callback()``); a fit that stopped
+        early (it reports its end) or a chief that finished ends the wait at once."""
         if not history.as_dict():
             return
         deadline = Deadline(LAST_EPOCH_WAIT_S, "waiting for the chief's last epoch report")
         while not deadline.expired() and not chief.finished:
-            if history.wait_for_reports(reports, 0.5):
+            if history.wait_for_reports(reports, 0.5, since=reports_before):
                 return
 
     def _check_skipped(self, nodes: list[NodeState], skipped_mask: int, description: str) -> bool:

@@ -12,7 +12,7 @@ import math
 import threading
 
 #: Keys of a progress report that are sparkdl's bookkeeping, not Keras metrics.
-BOOKKEEPING_KEYS = frozenset({"epoch", "epoch_end", "step", "rows_read", "rows_received"})
+BOOKKEEPING_KEYS = frozenset({"epoch", "epoch_end", "fit_end", "step", "rows_read", "rows_received"})
 
 
 class TrainingHistory:
@@ -21,10 +21,17 @@ class TrainingHistory:
     def __init__(self):
         self._epochs: dict[int, dict[str, float]] = {}
         self._reports = 0  # epoch-end reports recorded, re-runs included
+        self._reports_at_fit_end = -1  # epoch-end reports recorded when the chief's latest fit ended
         self._cond = threading.Condition()
 
     def record(self, metrics: dict) -> None:
-        """Keep the logs of one epoch-end report (its ``epoch``), replacing any earlier report of it."""
+        """Keep the logs of one epoch-end report (its ``epoch``), replacing any earlier report of it;
+        a ``fit_end`` report (the chief's ``model.fit`` returned) only marks that no more will come."""
+        if metrics.get("fit_end"):
+            with self._cond:
+                self._reports_at_fit_end = self._reports
+                self._cond.notify_all()
+            return
         if metrics.get("epoch") is None:
             return
         logs = {}
@@ -73,7 +80,15 @@ class TrainingHistory:
         with self._cond:
             return self._reports
 
-    def wait_for_reports(self, n: int, timeout: float | None) -> bool:
-        """Block until ``n`` epoch-end reports were recorded in all, or ``timeout`` seconds."""
+    def wait_for_reports(self, n: int, timeout: float | None, since: int | None = None) -> bool:
+        """Block until ``n`` epoch-end reports were recorded in all, or ``timeout`` seconds.
+
+        With ``since`` (the reports recorded when the ``train`` call began), also return once the
+        chief's fit ended after reporting at least one epoch more: an early-stopped fit reports no
+        further epochs. A node's reports arrive in order, so the end of an earlier fit, recorded
+        before this call's first epoch report, does not count.
+        """
         with self._cond:
-            return self._cond.wait_for(lambda: self._reports >= n, timeout)
+            return self._cond.wait_for(
+                lambda: self._reports >= n or (since is not None and self._reports_at_fit_end > since), timeout
+            )

@@ -172,6 +172,9 @@ class NodeContext:
                     ctx._feed_server.epoch_ended(epoch)
 
             def on_train_end(self, logs=None):
+                # The driver waits for the last epoch's report; a fit that stopped early (EarlyStopping)
+                # sends no more, and says so here.
+                ctx.report_progress(force=True, step=self.step, epoch=self.epoch, fit_end=True)
                 if ctx._feed_server is not None:  # validation epochs Keras skipped hold no train() call
                     ctx._feed_server.fit_ended()
 

@@ -81,7 +81,13 @@ def fit_from_feed(args, ctx):
         def on_train_batch_end(self, batch, logs=None):
             CountBatches.seen += 1
 
+    class StopAfter(tf.keras.callbacks.Callback):  # as EarlyStopping would, after epoch args["stop_after_epoch"]
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch >= args["stop_after_epoch"]:
+                self.model.stop_training = True
+
     callbacks = [CountBatches()] + ([ctx.progress_callback()] if args.get("progress_callback") else [])
+    callbacks += [StopAfter()] if args.get("stop_after_epoch") is not None else []
     fit_steps = feed.keras_steps_per_epoch(args["batch"], strategy) if all_epochs else None
     history = model.fit(
         dataset,
@@ -92,6 +98,9 @@ def fit_from_feed(args, ctx):
         verbose=0,
         callbacks=callbacks,
     )
+    if args.get("stop_after_epoch") is not None:  # read the rows the early stop left, so train() can end
+        while feed.next_batch(256):
+            pass
     np.savez(Path(args["out"]) / f"weights{ctx.executor_id}.npz", *model.get_weights())
     # Stay up until cluster.train has returned, when asked: its return must not wait for map_fun's.
     train_returned = wait_for_file(args["train_returned"], 120) if args.get("train_returned") else None

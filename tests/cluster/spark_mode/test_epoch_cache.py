@@ -159,6 +159,36 @@ def fit_with_validation_data(sc, tmp_path, executors: int, all_epochs: bool, val
     assert chief["keras_steps"] == chief["steps_per_epoch"] * executors * epochs
 
 
+def test_a_fit_stopped_early_lets_train_return_without_waiting_for_the_epochs_it_skipped(sc2, tmp_path, monkeypatch):
+    """EarlyStopping after epoch 1 of 3: the chief's progress callback reports the fit's end, so
+    train() returns once the rows are read instead of waiting LAST_EPOCH_WAIT_S for epoch reports
+    that never come (30 s per train call before; a KerasEstimator tuning run paid it per param
+    map). Made longer here than map_fun's own wait, the old wait would end only after map_fun did."""
+    from pyspark.sql import SparkSession
+
+    from sparkdl.driver import feeding
+
+    monkeypatch.setattr(feeding, "LAST_EPOCH_WAIT_S", 3600.0)
+    spark = SparkSession.builder.getOrCreate()
+    frame = spark.createDataFrame(labelled_rdd(sc2, [200, 56]), "x array<float>, y double")
+    flag = tmp_path / "train-returned"
+    args = {
+        "out": str(tmp_path),
+        "batch": 32,
+        "epochs": 3,
+        "progress_callback": True,
+        "stop_after_epoch": 0,
+        "train_returned": str(flag),
+    }
+    cluster = TFCluster.run(sc2, feed_fns.fit_from_feed, args, 2, input_mode=SPARK, executor_wait_timeout=120)
+    history = cluster.train(frame, num_epochs=3)
+    flag.touch()
+    cluster.shutdown(timeout=200)
+    nodes = read_json_files(tmp_path)
+    assert [node["train_returned_first"] for node in nodes.values()] == [True, True]
+    assert len(history["loss"]) == 1 and [len(node["loss"]) for node in nodes.values()] == [1, 1]
+
+
 def test_validation_epochs_keras_skips_never_hold_up_the_feed_cache_on_or_off(sc2, spark, tmp_path):
     """validation_freq=2 over 3 epochs with a node's validation share several times its feed queue:
     Keras reads no validation rows in epochs 1 and 3. Those rows once blocked their feeding tasks on

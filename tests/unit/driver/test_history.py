@@ -88,6 +88,24 @@ def test_reports_count_every_epoch_end_also_when_a_later_fit_numbers_from_zero()
     assert history.wait_for_reports(5, timeout=0) and not history.wait_for_reports(6, timeout=0.05)
 
 
+def test_an_early_stopped_fit_ends_the_wait_for_its_epochs_but_an_earlier_fit_s_end_does_not():
+    """A fit that stops early (EarlyStopping) reports its end instead of the epochs it skipped: the
+    wait for the last epoch report ends there, not after LAST_EPOCH_WAIT_S. The end of the previous
+    train call's fit, arriving late, must not end the next call's wait."""
+    history = TrainingHistory()
+    history.record(_report(0, loss=1.0))
+    before = history.reports  # a train call of 3 epochs starts here; the previous fit has not said it ended
+    history.record({"step": 10, "epoch": 0, "fit_end": True})  # the previous fit's end, arriving late
+    assert not history.wait_for_reports(before + 3, timeout=0.05, since=before)
+    history.record(_report(0, loss=0.8))
+    history.record(_report(1, loss=0.7))  # EarlyStopping: no epoch 2
+    assert not history.wait_for_reports(before + 3, timeout=0.05, since=before)
+    history.record({"step": 20, "epoch": 1, "fit_end": True})
+    assert history.wait_for_reports(before + 3, timeout=0, since=before)
+    assert not history.wait_for_reports(before + 3, timeout=0), "without since, only the epoch count ends it"
+    assert history.as_dict() == {"loss": [0.8, 0.7]}, "a fit-end report holds no epoch logs"
+
+
 def test_epoch_lines():
     history = TrainingHistory()
     history.record(_report(0, loss=0.41234, accuracy=0.881, val_loss=0.39012, val_accuracy=0.89))

@@ -7,6 +7,8 @@ import contextlib
 import socket
 import threading
 
+import pytest
+
 from sparkdl.transport import channel as ch
 
 HELLO_BYTES = len(ch.MAGIC) + ch.NONCE_BYTES
@@ -82,3 +84,24 @@ def closed_by_peer(sock, timeout=5.0):
         return True
     except socket.timeout:
         return False
+
+
+@pytest.fixture
+def server():
+    """A ChannelServer whose handler echoes one message, then holds its channel until the test
+    ends; yields (server, secret, the ChannelErrors its handlers raised)."""
+    secret = ch.new_secret()
+    errors, release = [], threading.Event()
+
+    def hold(channel):
+        try:
+            channel.send({"echo": channel.recv(timeout=10)})
+            release.wait(10)
+        except ch.ChannelError as exc:
+            errors.append(exc)
+            raise
+
+    srv = ch.ChannelServer(secret, hold, endpoint=ch.Endpoint("test", "node0", "hold"))
+    yield srv, secret, errors
+    release.set()
+    srv.close()

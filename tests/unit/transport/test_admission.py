@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import threading
 import time
 
 import pytest
@@ -15,28 +14,9 @@ import pytest
 from sparkdl.transport import channel as ch
 from sparkdl.transport.channel import ChannelError, ChannelServer, Endpoint, connect, new_secret
 
-from raw_peers import HELLO_BYTES, Relay, closed_by_peer, read_hello
+from raw_peers import HELLO_BYTES, Relay, closed_by_peer, read_hello, server  # noqa: F401 - server: a fixture
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-def server():
-    secret = new_secret()
-    errors, release = [], threading.Event()
-
-    def hold(channel):
-        try:
-            channel.send({"echo": channel.recv(timeout=10)})
-            release.wait(10)
-        except ChannelError as exc:
-            errors.append(exc)
-            raise
-
-    srv = ChannelServer(secret, hold, endpoint=Endpoint("test", "node0", "hold"))
-    yield srv, secret, errors
-    release.set()
-    srv.close()
 
 
 def test_channels_beyond_the_cap_are_refused(server, monkeypatch):

@@ -26,7 +26,7 @@ from sparkdl.transport.channel import (
     new_secret,
 )
 
-from raw_peers import closed_by_peer, read_hello
+from raw_peers import closed_by_peer, read_hello, server  # noqa: F401 - server: a fixture
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -447,25 +447,6 @@ def test_a_descriptor_exhausting_flood_does_not_stop_the_server(tmp_path):
     assert out[out.index("ANSWER") + 1 : out.index("FLOOD")] == ["{'echo':", "{'x':", "1}}"], run.stdout
     # One line for the first refusal, then summaries at most every REJECTION_LOG_S: not one per connection.
     assert int(out[out.index("WARNINGS") + 1]) <= 4, run.stdout
-
-
-@pytest.fixture
-def server():
-    secret = new_secret()
-    errors, release = [], threading.Event()
-
-    def hold(channel):
-        try:
-            channel.send({"echo": channel.recv(timeout=10)})
-            release.wait(10)
-        except ChannelError as exc:
-            errors.append(exc)
-            raise
-
-    srv = ChannelServer(secret, hold, endpoint=Endpoint("test", "node0", "hold"))
-    yield srv, secret, errors
-    release.set()
-    srv.close()
 
 
 @pytest.mark.timeout(120)

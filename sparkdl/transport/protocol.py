@@ -113,7 +113,7 @@ class Exited(Message):
 
 @dataclass(frozen=True)
 class Progress(Message):
-    """A heartbeat with the node's latest metrics (step, epoch, loss, rows_read, epoch_end, ...)."""
+    """A heartbeat with the node's latest metrics (step, epoch, loss, rows_read, epoch_end, fit_end, ...)."""
 
     TYPE: ClassVar[str] = "progress"
     metrics: dict

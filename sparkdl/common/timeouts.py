@@ -1,9 +1,10 @@
 """sparkdl's time limits: each named for what it bounds, each default defined once, and
 ``Deadline``, the time budget of one call.
 
-Every duration sparkdl waits, polls or pauses for by default (in seconds) is a constant here,
-grouped by the room that waits on it; the modules import it by name (so a test may still patch
-the module's own binding). Sizes and counts stay beside the code that uses them.
+Every module-level duration constant (in seconds) is here, grouped by the room that waits on it
+(``tests/unit/project/test_time_limits.py`` refuses one anywhere else); the modules import it by
+name (so a test may still patch the module's own binding). Sizes and counts stay beside the code
+that uses them, and so do a few short literal waits inside single calls (a join, a poll).
 
 The public arguments keep TensorFlowOnSpark's names (``feed_timeout``, ``reservation_timeout``,
 ``timeout``); what one ``feed_timeout`` bounds is spelt out by :class:`FeedLimits`.

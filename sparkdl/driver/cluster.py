@@ -453,7 +453,9 @@ class TFCluster:
 
     def start(self) -> None:
         """Launch the current attempt and wait until every node has registered (aborting it on any
-        error). ``run()`` calls it once, a relaunch again; a started cluster refuses it (RuntimeError)."""
+        error). ``run()`` calls it once, a relaunch again; a started cluster refuses it."""
+        if self.state not in (ClusterState.STARTING, ClusterState.RESTARTING):
+            raise ClusterStateError(f"sparkdl cluster {self.cluster_id} is {self.state.value}: it was started already")
         self._lifecycle.move(ClusterState.STARTING)
         self._attempt.start()
         try:

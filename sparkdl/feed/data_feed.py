@@ -66,6 +66,10 @@ class DataFeed:
         """Each wait for the driver's plan, for rows, or for a feeding task to take results (``feed_timeout``)."""
         return self._reader.read_timeout
 
+    @read_timeout.setter
+    def read_timeout(self, seconds: float) -> None:
+        self._reader.read_timeout = seconds
+
     # -- TensorFlowOnSpark API --
 
     def next_batch(self, batch_size: int):

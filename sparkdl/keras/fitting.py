@@ -102,7 +102,8 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
     for _, settings in group:
         checks.check_settings(settings)
     first = group[0][1]
-    tracking.wanted(first.log_to_mlflow)  # log_to_mlflow without MLflow fails now, not after training
+    log_to_mlflow = any(settings.log_to_mlflow for _, settings in group)  # log_to_mlflow is not in shared_key
+    tracking.wanted(log_to_mlflow)  # log_to_mlflow without MLflow fails now, not after training
     sc = _spark_context(dataset)
     kinds = checks.column_kinds(dataset.schema, first)
     payload, info = ship(first.model)
@@ -113,7 +114,7 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
     pickled = {index: checks.pickled_callbacks(settings.callbacks, info.flavour) for index, settings in group}
     store = use_run_store and first.run_id is not None
     base = _base_dir(sc, first, store)
-    with tracking.FitRuns([index for index, _ in group], first.log_to_mlflow) as tracked:  # opened before training
+    with tracking.FitRuns([index for index, _ in group], log_to_mlflow) as tracked:  # opened before training
         runs, done, models = _plan_runs(sc, group, specs, info, pickled, store, base, tracked)
         if runs:
             outcomes = _train(dataset, sc, first, kinds, payload, info, runs, done, nodes, base)

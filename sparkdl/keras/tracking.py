@@ -209,8 +209,19 @@ class FitRuns:
         missing = missing_epochs(model.history, _logged_steps(client, run_id, model.history))
         if missing:
             client.log_batch(run_id, metrics=missing)
-        with _active(mlflow, run_id):
-            log_model(model, info)
+        try:
+            with _active(mlflow, run_id):
+                log_model(model, info)
+        except Exception as exc:  # the fit succeeded: a model MLflow cannot take must not undo it
+            logger.warning(
+                "sparkdl KerasEstimator: MLflow run %s has the Params and metrics but not the model (%s: %s); "
+                "the trained model is at %s",
+                run_id,
+                type(exc).__name__,
+                exc,
+                model.getModelPath(),
+            )
+            return
         logger.info("sparkdl KerasEstimator: logged to MLflow run %s", run_id)
 
 

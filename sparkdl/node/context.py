@@ -172,9 +172,11 @@ class NodeContext:
                     ctx._feed_server.epoch_ended(epoch)
 
             def on_train_end(self, logs=None):
-                # The driver waits for the last epoch's report; a fit that stopped early (EarlyStopping)
-                # sends no more, and says so here.
-                ctx.report_progress(force=True, step=self.step, epoch=self.epoch, fit_end=True)
+                # The driver waits for the last epoch's report; a fit that stopped early (EarlyStopping,
+                # TerminateOnNaN) sends no more, and says so here. (Only then: a map_fun may call fit
+                # several times per train call, and an earlier fit's end must not end the wait.)
+                if getattr(self.model, "stop_training", False):
+                    ctx.report_progress(force=True, step=self.step, epoch=self.epoch, fit_end=True)
                 if ctx._feed_server is not None:  # validation epochs Keras skipped hold no train() call
                     ctx._feed_server.fit_ended()
 

@@ -117,3 +117,24 @@ def test_without_mlflow_nothing_is_logged_and_asking_for_it_says_what_to_install
         match=r"log_to_mlflow=True needs MLflow: sparkdl-tf's mlflow extra \(pip install 'mlflow-skinny>=3,<4'\)",
     ):
         tracking.wanted(True)
+
+
+def test_a_model_mlflow_cannot_log_leaves_the_fit_standing(store, tmp_path, monkeypatch, caplog):
+    """The fit trained: a model file the driver cannot load (here not a .keras archive at all) costs
+    the run its model, with a warning naming where the model is, not the fit."""
+    from sparkdl.keras import KerasModel
+
+    uri, client = store
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    broken = tmp_path / "model.keras"
+    broken.write_text("not a zip archive")
+    model = KerasModel(model_path=str(broken), feature_cols=["x"]).set_history({"loss": [1.0, 0.5]})
+    info = ModelInfo("keras", (TensorInfo("x", shape=(8,)),), (TensorInfo("y", shape=(1,)),), True, True)
+    with caplog.at_level(logging.WARNING, logger="sparkdl.keras.tracking"):
+        with tracking.FitRuns([0], log_to_mlflow=True) as runs:
+            runs.log_fit(0, settings(), model, info)
+            run_id = runs.target(0).run_id
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.params["feature_cols"] == '["x"]'
+    assert [m.value for m in client.get_metric_history(run_id, "loss")] == [1.0, 0.5]
+    assert "not the model" in caplog.text and str(broken) in caplog.text

@@ -40,6 +40,7 @@ class NodeFailure:
     hint: str = ""
     cause: str = ""  # why sparkdl ended the node, e.g. "made no progress for 30 s"
     stalled: bool = False  # ended by the stall/feed timeout
+    executor_lost: bool = False  # its Spark executor (or host) went away: the node did not fail by itself
 
     def headline(self) -> str:
         """Which node, where, and how it ended, in one line."""

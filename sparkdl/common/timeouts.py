@@ -40,6 +40,11 @@ STALL_CHECK_S = 0.5
 STALL_REPORT_S = 5.0
 #: How long a failed Spark job (launch or feed) waits for the node report that explains it.
 CAUSE_WAIT_S = 10.0
+#: Default ``elastic_wait`` of ``TFCluster.run``: how long an elastic cluster (``min_executors``)
+#: waits for Spark to replace a lost executor before it goes on with fewer nodes.
+ELASTIC_WAIT_S = 30.0
+#: How long an elastic cluster's chief waits at an epoch boundary for the driver's word (grow or go on).
+ELASTIC_GATE_WAIT_S = 60.0
 #: How long ``train()`` waits for the chief's report of its last epoch once every row was read.
 LAST_EPOCH_WAIT_S = 30.0
 #: How often ``shutdown(ssc)`` asks Spark whether the StreamingContext stopped (TFoS: each second);

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numbers
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..common.roles import ClusterLayout
 from ..common.timeouts import RESERVATION_TIMEOUT_S, check_feed_timeout
 from ..transport.protocol import TrainingPlan
+from .lifecycle import NodeRange
 
 #: A queue name as it may appear in the nodes' file names: no path separator, no leading dot.
 _QNAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
@@ -62,6 +63,24 @@ def check_run(map_fun, input_mode: int, layout: ClusterLayout, limits: RunLimits
         )
     if limits.max_restarts and layout.driver_ps_nodes:
         raise ValueError("max_restarts cannot relaunch ps nodes hosted by the driver (driver_ps_nodes=True)")
+
+
+def node_range(layout: ClusterLayout, min_executors: int | None) -> NodeRange:
+    """``TFCluster.run``'s node range: ``min_executors`` (None: ``num_executors``, a fixed cluster)
+    up to ``num_executors``; ValueError naming ``min_executors`` when the smallest cluster would
+    lack a role, or when its nodes could not be relaunched (ps nodes on the driver)."""
+    if min_executors is None:
+        return NodeRange(layout.num_executors, layout.num_executors)
+    if not isinstance(min_executors, int) or isinstance(min_executors, bool):
+        raise ValueError(f"min_executors must be an integer or None, got {min_executors!r}")
+    nodes = NodeRange(min_executors, layout.num_executors)
+    try:
+        replace(layout, num_executors=min_executors)
+    except ValueError as exc:
+        raise ValueError(f"min_executors={min_executors} is too few: {exc}") from None
+    if nodes.elastic and layout.driver_ps_nodes:
+        raise ValueError("min_executors cannot relaunch ps nodes hosted by the driver (driver_ps_nodes=True)")
+    return nodes
 
 
 #: Whose ``map_fun`` return value reaches the driver (``TFCluster.run(return_results=...)``).

@@ -10,10 +10,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ..common.errors import ReservationTimeout
+from ..common.roles import ClusterLayout
 from ..common.timeouts import ABORT_WAIT_S
 from ..node.config import LaunchSpec, NodeSettings
 from ..node.launch import launch_node, spark_partition_launcher
@@ -38,11 +39,24 @@ class ClusterRequest:
     use_barrier: bool
     stall_timeout: float | None
     launch_profile: Any = None  # the launch stage's ResourceProfile (driver/scheduling.py), None: default
+    layout: ClusterLayout | None = None  # which nodes: an elastic cluster relaunches it resized
+
+    @property
+    def nodes(self) -> int:
+        """How many nodes the cluster has, driver-hosted ps nodes included."""
+        return len(self.settings.roles)
 
     @property
     def spark_nodes(self) -> int:
         """How many nodes the Spark launch job starts."""
-        return len(self.settings.roles) - self.first_spark_node
+        return self.nodes - self.first_spark_node
+
+    def resized(self, nodes: int) -> "ClusterRequest":
+        """The same request for ``nodes`` nodes (fewer or more workers; the other roles stay)."""
+        if self.layout is None:
+            raise ValueError("this cluster request has no layout to resize")
+        layout = replace(self.layout, num_executors=nodes)
+        return replace(self, layout=layout, settings=replace(self.settings, roles=tuple(layout.roles)))
 
 
 class ClusterAttempt:

@@ -11,14 +11,16 @@ object, so a failed cluster leaves nothing behind for the next one.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 import uuid
 from dataclasses import replace
 from typing import Any
 
 from ..columns.specs import check_bad_rows
 from ..common import roles as roles_mod
-from ..common.errors import ClusterError, ClusterStateError, InputModeError, ShutdownTimeout
-from ..common.timeouts import CAUSE_WAIT_S, FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S, STOP_WAIT_S
+from ..common.errors import ClusterError, ClusterStateError, FeedError, InputModeError, ShutdownTimeout
+from ..common.timeouts import CAUSE_WAIT_S, ELASTIC_WAIT_S, FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S, STOP_WAIT_S
 from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
 from . import dstreams
 from .arguments import InputMode, check_feed_arguments
@@ -27,7 +29,7 @@ from .cluster_handle import ClusterHandle
 from .console import NodeOutputPrinter
 from .coordinator import Listeners
 from .history import TrainingHistory
-from .lifecycle import ClusterState, FailureDecision, FailurePolicy, Lifecycle
+from .lifecycle import ClusterState, Decision, FailureDecision, FailurePolicy, Lifecycle, NodeRange
 from .progress import InferenceProgress, progress_enabled
 from .spark_access import SparkAccess
 from .streaming import StreamingTraining, start_stream_training
@@ -50,6 +52,9 @@ class TFCluster:
         input_mode: int,
         max_restarts: int = 0,
         progress: bool | None = None,
+        node_range: NodeRange | None = None,
+        elastic_wait: float = ELASTIC_WAIT_S,
+        nodes_per_executor: int = 1,
     ):
         self.spark = spark  #: how this cluster reaches Spark (classic or Connect)
         self.sc = spark.sc  #: the SparkContext (TFoS's attribute); None under Spark Connect
@@ -60,7 +65,15 @@ class TFCluster:
         self._lifecycle = Lifecycle(cluster_id)
         # A relaunch resumes a cluster.train call (SPARK) or the nodes' own run, awaited by shutdown().
         resumes_in = ClusterState.FEEDING if input_mode == InputMode.SPARK else ClusterState.STOPPING
-        self._policy = FailurePolicy(max_restarts, resumes_in)
+        self._policy = FailurePolicy(max_restarts, resumes_in, node_range, cluster_id)
+        self._elastic_wait = elastic_wait  # how long a lost executor's replacement is waited for
+        self._nodes_per_executor = nodes_per_executor  # 1 in InputMode.SPARK: a node takes a whole executor
+        self._resizes: list[dict] = []  # each change of the node count: from, to, why, when, seconds
+        self._relaunches = 0  # attempts started after the first (restarts and resizes)
+        # A growth decided at an epoch boundary, carried out by the cluster.train call it interrupts.
+        self._growth: Decision | None = None
+        self._growth_lock = threading.Lock()
+        self._feeding_epochs: tuple[int, int] | None = None  # (reports before, epochs) of the train call
         self._inference_progress = InferenceProgress() if self.progress else None
         self._request = request
         self._printer = NodeOutputPrinter() if request.settings.stream_logs else None
@@ -77,10 +90,53 @@ class TFCluster:
         return ClusterAttempt(self.spark, self._request, self.cluster_id, number, self._listeners)
 
     def _chief_epoch_end(self, node, report) -> None:
-        """Only the chief's epoch logs make the history."""
+        """Only the chief's epoch logs make the history (with the node count, on an elastic
+        cluster); at an epoch boundary an elastic cluster may grow."""
         spec = self._coordinator.cluster_spec or {}
-        if roles_mod.is_chief(spec, node.role.job_name, node.role.task_index):
-            self._history.record(report)
+        if not roles_mod.is_chief(spec, node.role.job_name, node.role.task_index):
+            return
+        if self._policy.elastic and not report.get("fit_end"):
+            report = {**report, "nodes": self._request.nodes}
+        self._history.record(report)
+        if self._policy.elastic and not report.get("fit_end"):
+            # The chief waits at this epoch boundary for the word: grow now, or go on.
+            if not self._maybe_grow():
+                self._attempt.feeder.epoch_gate(node, int(report.get("epoch", 0)))
+
+    def _maybe_grow(self) -> bool:
+        """At an epoch boundary of a cluster.train call with epochs left, the chief waiting: when Spark
+        can host more nodes, stop this attempt (the call relaunches the cluster larger and feeds the
+        epochs left). Whether it did."""
+        with self._growth_lock:
+            if self._feeding_epochs is None or self._growth is not None:
+                return False
+            reports_before, epochs = self._feeding_epochs
+            if self._history.reports - reports_before >= epochs:
+                return False  # the last epoch: nothing left to grow for
+            decision = self._policy.grow(self._request.nodes, self._capacity())
+            if decision is None:
+                return False
+            self._growth = decision
+        self._coordinator.abort(f"growing to {decision.nodes} nodes at an epoch boundary")
+        return True
+
+    def _take_growth(self) -> Decision | None:
+        """The growth decided during the feeding call that just ended (its nodes were stopped), if any;
+        no growth can be decided until the next call."""
+        with self._growth_lock:
+            growth, self._growth, self._feeding_epochs = self._growth, None, None
+            return growth
+
+    def _capacity(self, want: int = 0, wait_s: float = 0.0) -> int:
+        """How many nodes Spark can host now: the driver-hosted ps nodes plus the active executors,
+        waiting up to ``wait_s`` seconds for ``want`` of them (a lost executor's replacement)."""
+        first = self._request.first_spark_node
+        deadline = time.monotonic() + wait_s
+        while True:
+            nodes = first + (self.spark.active_executors() or 0) * self._nodes_per_executor
+            if nodes >= want or time.monotonic() >= deadline:
+                return nodes
+            time.sleep(0.5)  # polling the JVM's executor list; no event is exposed to Python
 
     @property
     def state(self) -> ClusterState:
@@ -95,8 +151,21 @@ class TFCluster:
 
     @property
     def failures_survived(self) -> list[ClusterError]:
-        """The failures that caused the relaunches, in order."""
+        """The failures that caused the relaunches counted against ``max_restarts``, in order."""
         return list(self._policy.survived)
+
+    @property
+    def num_nodes(self) -> int:
+        """How many nodes the cluster runs on now (it changes with ``min_executors``)."""
+        return self._request.nodes
+
+    @property
+    def resizes(self) -> list[dict]:
+        """Each change of an elastic cluster's node count (``TFCluster.run(min_executors=...)``), in
+        order: ``{"from_nodes", "to_nodes", "reason", "epochs_done", "seconds"}``, where
+        ``epochs_done`` counts the chief's epoch reports before it and ``seconds`` is how long the
+        relaunch took (stopping the nodes, starting the new ones)."""
+        return [dict(r) for r in self._resizes]
 
     @property
     def _closed(self) -> bool:
@@ -265,6 +334,8 @@ class TFCluster:
         )
         reports_before = self._history.reports
         while True:
+            with self._growth_lock:
+                self._feeding_epochs = (reports_before, num_epochs)
             try:
                 with self._lifecycle.feeding():
                     self._attempt.feeder.train(
@@ -275,18 +346,30 @@ class TFCluster:
                         history=self._history,
                         history_reports=reports_before + num_epochs,
                     )
-                break
-            except ClusterError as error:
-                # Nothing of a failed cluster may linger: without a relaunch, stop it all now
-                # (shutdown() is then a no-op).
-                self._recover_or_raise(error, "a node failed during cluster.train")
-                # The relaunched nodes resume from their last completed epoch: feed only the rest.
-                done = self._history.reports - reports_before
-                done = min(max(0, done), num_epochs - 1)
-                plan = replace(plan, epochs=num_epochs - done, first_epoch=done)
-                logger.info(
-                    "sparkdl cluster %s: feeding the %d epoch(s) not yet completed", self.cluster_id, plan.epochs
-                )
+                growth = self._take_growth()
+                if growth is None:
+                    break
+                self._relaunch(growth, "Spark added executors")  # decided as the call ended
+            except (ClusterError, FeedError) as error:
+                growth = self._take_growth()
+                if growth is not None:  # this attempt was stopped to grow the cluster
+                    self._relaunch(growth, "Spark added executors")
+                elif isinstance(error, ClusterError):
+                    # Nothing of a failed cluster may linger: without a relaunch, stop it all now
+                    # (shutdown() is then a no-op).
+                    self._recover_or_raise(error, "a node failed during cluster.train")
+                else:
+                    raise
+            # The relaunched nodes resume from their last completed epoch: feed only the rest.
+            done = self._history.reports - reports_before
+            done = min(max(0, done), num_epochs - 1)
+            plan = replace(plan, epochs=num_epochs - done, first_epoch=done)
+            logger.info(
+                "sparkdl cluster %s: feeding the %d epoch(s) not yet completed to %d nodes",
+                self.cluster_id,
+                plan.epochs,
+                self._request.nodes,
+            )
         if self._printer is not None:
             self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
         return self.history
@@ -433,23 +516,52 @@ class TFCluster:
 
     def _recover_or_raise(self, error: ClusterError, abort_reason: str | None = None) -> None:
         """Carry out the failure policy's decision on ``error`` (raised from the state the cluster
-        is in): relaunch the cluster, or re-raise ``error`` (after stopping everything, with an
-        ``abort_reason``). Call it from an ``except`` block."""
-        if self._policy.decide(error, self.state) is FailureDecision.RAISE:
+        is in): relaunch the cluster (as large, or resized within its node range), or re-raise
+        ``error`` (after stopping everything, with an ``abort_reason``). Call it from an ``except``
+        block."""
+        want = self._policy.node_range.max_nodes if self._policy.node_range else self._request.nodes
+        capacity = lambda: self._capacity(want, self._elastic_wait)  # noqa: E731 - asked only when elastic
+        decision = self._policy.decide(error, self.state, self._request.nodes, capacity)
+        if decision.action is FailureDecision.RAISE:
             if abort_reason:
                 self._abort(abort_reason)
             raise error
+        self._relaunch(decision, error.failures[0].summary())
+
+    def _relaunch(self, decision: Decision, cause: str) -> None:
+        """Stop the current attempt and start the next one on ``decision.nodes`` nodes."""
         self._lifecycle.move(ClusterState.RESTARTING)
+        began, before = time.monotonic(), self._request.nodes
         logger.warning(
-            "sparkdl cluster %s: relaunching (restart %d of %d) after: %s",
+            "sparkdl cluster %s: relaunching on %d nodes (%s) after: %s",
             self.cluster_id,
-            self.restarts,
-            self.max_restarts,
-            error.failures[0].summary(),
+            decision.nodes,
+            decision.reason,
+            cause,
         )
-        self._attempt.abort("relaunching after a failure")
-        self._attempt = self._new_attempt(self.restarts)
+        self._attempt.abort(f"relaunching: {decision.reason}")
+        if decision.nodes != before:
+            self._request = self._request.resized(decision.nodes)
+        self._relaunches += 1
+        self._attempt = self._new_attempt(self._relaunches)
         self.start()
+        if decision.nodes != before:
+            record = {
+                "from_nodes": before,
+                "to_nodes": decision.nodes,
+                "reason": decision.reason,
+                "epochs_done": self._history.reports,
+                "seconds": round(time.monotonic() - began, 3),
+            }
+            self._resizes.append(record)
+            logger.warning(
+                "sparkdl cluster %s resized from %d to %d nodes in %.1f s: %s",
+                self.cluster_id,
+                before,
+                decision.nodes,
+                record["seconds"],
+                decision.reason,
+            )
 
     def start(self) -> None:
         """Launch the current attempt and wait until every node has registered (aborting it on any

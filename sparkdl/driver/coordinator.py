@@ -193,6 +193,7 @@ class Coordinator:
                     node.describe_failure(
                         cause=f"lost contact with its supervisor ({exc}): its Spark executor or host was lost",
                         log_tail="\n".join(node.recent_lines),
+                        executor_lost=True,
                     ),
                 )
 

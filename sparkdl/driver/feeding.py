@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 
 from ..common.errors import ClusterError, FeedDataError, FeedError
 from ..common.roles import COLLECTIVE_ROLES
-from ..common.timeouts import CAUSE_WAIT_S, LAST_EPOCH_WAIT_S, Deadline, FeedLimits
+from ..common.timeouts import CAUSE_WAIT_S, CONTROL_CALL_MAX_S, LAST_EPOCH_WAIT_S, Deadline, FeedLimits
 from ..feed.columns import check_same_columns, check_spark_schema
 from ..feed.feeder import FeedTarget
 from ..feed.shares import RowShares, balanced_shares
@@ -356,6 +356,16 @@ class ClusterFeeder:
         if result_schema is not None:
             raise TypeError("result_schema is for DataFrame input; an RDD input gives an RDD of results")
         return infer_rdd(data, target, count).setName(f"sparkdl inference (cluster {self._cluster_id})")
+
+    def epoch_gate(self, node: NodeState, epoch: int, go_on: bool = True) -> None:
+        """Tell an elastic cluster's chief, waiting at the end of ``epoch``, whether to go on (best
+        effort: a chief that hears nothing goes on after ``ELASTIC_GATE_WAIT_S``)."""
+        if not node.feed_port or node.finished:
+            return
+        try:
+            self._client(node).epoch_gate(epoch, go_on, CONTROL_CALL_MAX_S)
+        except (OSError, ChannelError) as exc:
+            logger.warning("sparkdl: could not tell %s to go on after epoch %d: %s", node.role.label, epoch + 1, exc)
 
     def end(self, timeout: float = 30.0) -> None:
         """Tell every node the feed is over (shutdown): ``should_stop()`` turns True once drained."""

@@ -4,7 +4,7 @@
 
     STARTING ──► RUNNING ◄──► FEEDING                 (cluster.train and its kin feed the nodes)
        ▲            │  ▲          │
-       │            ▼  │          ▼
+       │            ▼  │          ▼                   (RUNNING → RESTARTING: an elastic cluster grows)
        └──── RESTARTING ◄──── STOPPING ──► STOPPED     (shutdown waits for the nodes, stops servers)
                     │             │
                     └─────────────┴──────► FAILED      (from any state but STOPPED: raised, or aborted)
@@ -12,10 +12,13 @@
 ``TFCluster`` holds one :class:`Lifecycle`; every change of state goes through
 :meth:`Lifecycle.move`, which refuses a transition the diagram does not have. A failure goes to
 the :class:`FailurePolicy` (as Ray Train's ``FailurePolicy``): RESTART relaunches the cluster
-(a fresh attempt, resuming the work the failure cut short), RAISE ends it. Both input modes use
-the same rule, which reads the state the failure happened in: a relaunch can resume a
-``cluster.train`` call (InputMode.SPARK: the failure came while FEEDING) or the nodes' own run
-(InputMode.TENSORFLOW: while STOPPING, that is, while shutdown waits for them), nothing else.
+(a fresh attempt, resuming the work the failure cut short), RESIZE relaunches it on another
+node count within its :class:`NodeRange` (an elastic cluster whose executor was lost, or to which
+Spark added executors: it grows at an epoch boundary, RUNNING or FEEDING → RESTARTING), RAISE
+ends it; each decision is logged with its reason. Both input modes use the same rule, which
+reads the state the failure happened in: a relaunch can resume a ``cluster.train`` call
+(InputMode.SPARK: the failure came while FEEDING) or the nodes' own run (InputMode.TENSORFLOW:
+while STOPPING, that is, while shutdown waits for them), nothing else.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from dataclasses import dataclass
 from enum import Enum
+from typing import Callable
 
 from ..common.errors import ClusterError, ClusterStateError
 
@@ -36,7 +41,7 @@ class ClusterState(str, Enum):
     STARTING = "starting"  #: an attempt launches: its nodes register (and start their feed servers)
     RUNNING = "running"  #: every node is up; map_fun runs
     FEEDING = "feeding"  #: cluster.train (a DStream's RDD included) feeds the data nodes
-    RESTARTING = "restarting"  #: a node failed and the failure policy relaunches the cluster
+    RESTARTING = "restarting"  #: a node failed (or Spark added executors): the cluster is relaunched
     STOPPING = "stopping"  #: shutdown(): waiting for the training nodes, then stopping the servers
     STOPPED = "stopped"  #: shut down, every node ended well
     FAILED = "failed"  #: ended by a failure (raised to the caller) or stopped at once (abort)
@@ -51,7 +56,7 @@ S = ClusterState
 #: The legal moves; FAILED is reachable from every state that has not ended.
 TRANSITIONS: dict[ClusterState, frozenset[ClusterState]] = {
     S.STARTING: frozenset({S.RUNNING, S.FAILED}),
-    S.RUNNING: frozenset({S.FEEDING, S.STOPPING, S.FAILED}),
+    S.RUNNING: frozenset({S.FEEDING, S.RESTARTING, S.STOPPING, S.FAILED}),
     S.FEEDING: frozenset({S.RUNNING, S.RESTARTING, S.STOPPING, S.FAILED}),
     S.RESTARTING: frozenset({S.STARTING, S.FAILED}),
     S.STOPPING: frozenset({S.STOPPED, S.RESTARTING, S.FAILED}),
@@ -120,31 +125,119 @@ class Lifecycle:
 class FailureDecision(str, Enum):
     """What the failure policy decided."""
 
-    RESTART = "restart"  #: relaunch the cluster and resume the interrupted work
+    RESTART = "restart"  #: relaunch the cluster with as many nodes and resume the interrupted work
+    RESIZE = "resize"  #: relaunch it with another node count (within its NodeRange) and resume
     RAISE = "raise"  #: end the cluster and raise the failure
 
 
-class FailurePolicy:
-    """Decides what a node failure does, the same way in both input modes (see the module docstring).
+@dataclass(frozen=True)
+class NodeRange:
+    """How many nodes a cluster may run on: ``TFCluster.run(min_executors=..., num_executors=...)``.
 
-    ``max_restarts`` bounds the relaunches over the cluster's life; each one keeps the failure that
-    caused it in :attr:`survived`.
+    ``min_nodes == max_nodes`` (the default) is a fixed cluster; below ``max_nodes`` the cluster is
+    elastic: it goes on with fewer nodes when executors are lost, and grows back when Spark adds some.
     """
 
-    def __init__(self, max_restarts: int, resumes_in: ClusterState):
+    min_nodes: int
+    max_nodes: int
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_nodes <= self.max_nodes:
+            raise ValueError(
+                f"min_executors must be between 1 and num_executors={self.max_nodes}, got {self.min_nodes!r}"
+            )
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the node count may change during the cluster's life."""
+        return self.min_nodes < self.max_nodes
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision of the failure policy, with the node count of the next attempt and why."""
+
+    action: FailureDecision
+    nodes: int  #: nodes of the next attempt (RESTART, RESIZE); the current count for RAISE
+    reason: str
+
+
+class FailurePolicy:
+    """Decides what a node failure (or Spark adding executors) does, the same way in both input
+    modes (see the module docstring), and logs every decision with its reason.
+
+    ``max_restarts`` bounds the relaunches that follow a node's own failure; each one keeps the
+    failure that caused it in :attr:`survived`. With an elastic ``node_range``, a node whose Spark
+    executor was lost is not its own failure: the cluster is relaunched on as many nodes as Spark
+    can host (``capacity``, after a bounded wait for a replacement), down to ``min_nodes``, without
+    counting against ``max_restarts``; below that the failure is raised.
+    """
+
+    def __init__(
+        self, max_restarts: int, resumes_in: ClusterState, node_range: NodeRange | None = None, cluster_id: str = ""
+    ):
         self.max_restarts = max_restarts
         self.resumes_in = resumes_in  #: the state whose work a relaunch resumes (FEEDING or STOPPING)
-        self.survived: list[ClusterError] = []  #: the failures that caused a relaunch, in order
+        self.node_range = node_range
+        self.cluster_id = cluster_id
+        self.survived: list[ClusterError] = []  #: the failures that caused a counted relaunch, in order
+        self.decisions: list[Decision] = []  #: every decision, in order (a resize's reason included)
 
     @property
     def restarts(self) -> int:
-        """Relaunches so far."""
+        """Relaunches counted against ``max_restarts`` so far."""
         return len(self.survived)
 
-    def decide(self, error: ClusterError, state: ClusterState) -> FailureDecision:
-        """RESTART when ``error`` names failed nodes, came while in the state whose work a relaunch
-        resumes, and relaunches are left (it is then counted); RAISE otherwise."""
-        if state is not self.resumes_in or not error.failures or self.restarts >= self.max_restarts:
-            return FailureDecision.RAISE
+    @property
+    def elastic(self) -> bool:
+        """Whether the cluster may change its node count."""
+        return self.node_range is not None and self.node_range.elastic
+
+    def decide(
+        self, error: ClusterError, state: ClusterState, nodes: int, capacity: Callable[[], int] = lambda: 0
+    ) -> Decision:
+        """What to do about ``error``, raised while in ``state`` on a cluster of ``nodes`` nodes.
+
+        ``capacity()`` (asked only when an executor was lost on an elastic cluster) says how many
+        nodes Spark can host, after waiting (bounded) for a replacement executor.
+        """
+        failed = ", ".join(f.label for f in error.failures) or "the cluster"
+        if state is not self.resumes_in or not error.failures:
+            return self._log(FailureDecision.RAISE, nodes, f"{failed} failed while {state.value}: nothing to resume")
+        if self.elastic and any(f.executor_lost for f in error.failures):
+            assert self.node_range is not None
+            available = min(capacity(), self.node_range.max_nodes)
+            if available < self.node_range.min_nodes:
+                why = (
+                    f"{failed} lost its Spark executor and Spark can host {available} node(s), "
+                    f"fewer than min_executors={self.node_range.min_nodes}"
+                )
+                return self._log(FailureDecision.RAISE, nodes, why)
+            action = FailureDecision.RESTART if available == nodes else FailureDecision.RESIZE
+            why = f"{failed} lost its Spark executor; Spark can host {available} node(s)"
+            return self._log(action, available, why)
+        if self.restarts >= self.max_restarts:
+            why = f"{failed} failed and max_restarts={self.max_restarts} relaunch(es) are used up"
+            return self._log(FailureDecision.RAISE, nodes, why)
         self.survived.append(error)
-        return FailureDecision.RESTART
+        why = f"{failed} failed: relaunch {self.restarts} of max_restarts={self.max_restarts}"
+        return self._log(FailureDecision.RESTART, nodes, why)
+
+    def grow(self, nodes: int, capacity: int) -> Decision | None:
+        """At an epoch boundary: RESIZE up to ``capacity`` nodes (at most ``max_nodes``) when the
+        cluster is elastic, below its maximum and Spark can host more nodes; None otherwise."""
+        if not self.elastic or capacity <= nodes:
+            return None
+        assert self.node_range is not None
+        target = min(capacity, self.node_range.max_nodes)
+        if target <= nodes:
+            return None
+        why = f"Spark can host {capacity} node(s): growing at the epoch boundary"
+        return self._log(FailureDecision.RESIZE, target, why)
+
+    def _log(self, action: FailureDecision, nodes: int, reason: str) -> Decision:
+        decision = Decision(action, nodes, reason)
+        self.decisions.append(decision)
+        level = logging.ERROR if action is FailureDecision.RAISE else logging.WARNING
+        logger.log(level, "sparkdl cluster %s: %s (%d nodes): %s", self.cluster_id, action.value, nodes, reason)
+        return decision

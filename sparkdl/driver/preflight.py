@@ -53,6 +53,13 @@ def slot_layout(master: str, conf: Callable[[str], str | None]) -> SlotLayout:
     return SlotLayout(int(instances) if instances else None, int(cores) // task_cpus if cores else None)
 
 
+def dynamic_allocation(conf: Callable[[str], str | None]) -> bool:
+    """Whether ``spark.dynamicAllocation.enabled`` (Spark itself refuses it at start without shuffle
+    tracking or an external shuffle service): the nodes then launch without barrier mode, each
+    launch task holding its executor for its node's life (``driver/run.py``)."""
+    return (conf("spark.dynamicAllocation.enabled") or "false").lower() == "true"
+
+
 def check_configuration(
     master: str, conf: Callable[[str], str | None], num_executors: int, nodes_param: str = "num_executors"
 ) -> SlotLayout:
@@ -62,13 +69,10 @@ def check_configuration(
     Whether nodes that must each own an executor (InputMode.SPARK) can share one is
     ``scheduling.py``'s question: it gives their launch stage a whole executor per task.
     """
-    if (conf("spark.dynamicAllocation.enabled") or "false").lower() == "true":
-        raise PreflightError(
-            "spark.dynamicAllocation.enabled=true: a TensorFlow cluster needs a fixed set of executors "
-            "that stay for its whole life. Set spark.dynamicAllocation.enabled=false and "
-            f"spark.executor.instances={num_executors} (or more)."
-        )
+    dynamic = dynamic_allocation(conf)
     layout = slot_layout(master, conf)
+    if dynamic:  # Spark asks for executors as the launch stage needs them: the count is not fixed
+        layout = SlotLayout(None, layout.slots_per_executor)
     if (
         layout.expected_executors is not None
         and layout.expected_executors == 1
@@ -96,9 +100,13 @@ def wait_for_executors(
     wait_s: float,
     one_node_per_executor: bool = False,
     nodes_param: str = "num_executors",
+    at_least: int | None = None,
 ) -> int:
     """Wait (bounded) until ``num_executors`` task slots are registered; raise if they never are
-    (PreflightError naming the node count as ``nodes_param``).
+    (PreflightError naming the node count as ``nodes_param``). Returns the executors registered.
+
+    ``at_least`` (an elastic cluster's smallest size) is enough once the wait is over: the
+    cluster starts on what Spark has and grows later.
 
     With ``one_node_per_executor`` (InputMode.SPARK: each node takes a whole executor) each
     executor counts as one slot. Executors register a few seconds after the SparkContext
@@ -112,6 +120,8 @@ def wait_for_executors(
         if executors * slots_each >= num_executors:
             return executors
         if time.monotonic() >= deadline:
+            if at_least is not None and executors * slots_each >= at_least:
+                return executors
             need, have = (
                 (f"{num_executors} executors (one each)", f"{executors} executor(s)")
                 if one_node_per_executor

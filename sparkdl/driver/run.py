@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import replace
 from typing import Any, Callable
 
+from ..common.errors import PreflightError
 from ..common.roles import ClusterLayout
-from ..common.timeouts import RESERVATION_TIMEOUT_S
+from ..common.timeouts import ELASTIC_WAIT_S, RESERVATION_TIMEOUT_S
 from ..node import keras_policy
 from ..node.config import NodeSettings
 from . import preflight, scheduling
-from .arguments import InputMode, RunLimits, check_run, verbose_logs
+from .arguments import InputMode, RunLimits, check_run, node_range, verbose_logs
 from .attempt import ClusterRequest
 from .cluster import TFCluster
 from .spark_access import spark_access
@@ -52,6 +54,9 @@ def run(
     keep_node_files_days: float | None = 7,
     return_results: str = "chief",
     nodes_param: str = "num_executors",
+    min_executors: int | None = None,
+    elastic_wait: float = ELASTIC_WAIT_S,
+    min_nodes_param: str = "min_executors",
 ) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
@@ -103,6 +108,18 @@ def run(
     node number; by default (``"chief"``) only the chief sends it. A value that cannot travel
     fails its node with a message naming its type.
 
+    Elastic training: ``min_executors`` (default: ``num_executors``, a fixed cluster) lets the
+    cluster run on fewer nodes. It starts on as many executors as Spark has within
+    ``executor_wait_timeout`` (at least ``min_executors``); when a node's executor is lost and Spark
+    gives no replacement within ``elastic_wait`` seconds, it goes on with the survivors (a fresh
+    MultiWorkerMirroredStrategy, new TF_CONFIG, the epochs not yet completed fed again, shared out
+    over the new node count); when Spark adds executors it grows back, at the next epoch boundary
+    of a ``cluster.train`` call, up to ``num_executors``. Losing an executor is then not counted
+    against ``max_restarts``. ``cluster.resizes`` and ``cluster.history["nodes"]`` say when and
+    why; docs/reliability.md says what it guarantees. With ``spark.dynamicAllocation.enabled``
+    the nodes launch without barrier mode and each launch task holds its executor for the node's
+    life, so Spark never releases a node's executor as idle.
+
     Returns once every node has registered; raises PreflightError or ReservationTimeout
     (naming the missing nodes) otherwise. ``nodes_param``: what the caller's own users call the
     node count, named by the PreflightError (``KerasEstimator`` passes ``"num_workers"``).
@@ -123,19 +140,36 @@ def run(
         num_gpus=num_gpus,
     )
     check_run(map_fun, input_mode, layout, limits, return_results=return_results)
-    spark_nodes = num_executors - layout.first_spark_node
+    nodes = node_range(layout, min_executors)
+    if not elastic_wait or elastic_wait < 0:
+        raise ValueError(f"elastic_wait must be positive seconds, got {elastic_wait!r}")
     feeds = input_mode == InputMode.SPARK
     spark = spark_access(sc)
-    slots = preflight.check_configuration(spark.master, spark.conf, spark_nodes, nodes_param)
+    if nodes.elastic and spark.connect:
+        raise PreflightError(
+            f"{min_nodes_param} needs a classic SparkContext: a Spark Connect client cannot see the executors "
+            "an elastic cluster sizes itself by"
+        )
+    first = layout.first_spark_node
+    # How many nodes one executor hosts: in InputMode.SPARK a node takes a whole executor.
+    per_executor = 1 if feeds else max(1, preflight.slot_layout(spark.master, spark.conf).slots_per_executor or 1)
+    dynamic = preflight.dynamic_allocation(spark.conf)
+    slots = preflight.check_configuration(
+        spark.master, spark.conf, nodes.min_nodes - first, nodes_param if not nodes.elastic else min_nodes_param
+    )
     if not spark.connect:  # a Connect client cannot count executors: Spark's barrier check waits for slots
-        preflight.wait_for_executors(
+        executors = preflight.wait_for_executors(
             spark.count_executors,
-            spark_nodes,
+            num_executors - first,
             slots,
             executor_wait_timeout,
             one_node_per_executor=feeds,
             nodes_param=nodes_param,
+            at_least=nodes.min_nodes - first,
         )
+        if nodes.elastic and first + executors * per_executor < num_executors:  # start on what Spark has
+            layout = replace(layout, num_executors=first + executors * per_executor)
+    spark_nodes = layout.num_executors - first
     # A SPARK-mode node outlives its launch task, so its launch stage asks for a whole executor.
     launch_plan = scheduling.plan_launch(spark, spark_nodes, num_gpus) if feeds else None
 
@@ -157,14 +191,29 @@ def run(
         env=keras_policy.cluster_env(env or {}, os.environ),
         keep_node_files_days=limits.keep_node_files_days,
         return_results=return_results,
+        hold_executor=dynamic,
+        elastic=nodes.elastic,
     )
     request = ClusterRequest(
         settings=settings,
-        first_spark_node=layout.first_spark_node,
-        use_barrier=use_barrier,
+        first_spark_node=first,
+        # Spark refuses barrier stages under dynamic allocation; the nodes still form a cluster only
+        # once every one registered (each launch task holds its executor until then).
+        use_barrier=use_barrier and not dynamic,
         stall_timeout=limits.stall_timeout,
         launch_profile=launch_plan.profile if launch_plan else None,
+        layout=layout,
     )
-    cluster = TFCluster(spark, request, uuid.uuid4().hex[:12], input_mode, limits.max_restarts, progress)
+    cluster = TFCluster(
+        spark,
+        request,
+        uuid.uuid4().hex[:12],
+        input_mode,
+        limits.max_restarts,
+        progress,
+        node_range=nodes,
+        elastic_wait=float(elastic_wait),
+        nodes_per_executor=per_executor,
+    )
     cluster.start()
     return cluster

@@ -71,6 +71,7 @@ class FeedServer:
         self._runs: dict[tuple[str, int], RunState] = {}
         self._ledger = DeliveryLedger()  # which rows of each fed partition this node accepted (exactly once)
         self._ended = False
+        self._epoch_gates: dict[int, bool] = {}  # an elastic cluster's word on each epoch boundary
         self._warned: set[str] = set()  # the notices this node gave the driver (each said once)
         self._cond = threading.Condition()
         self._inference_turn = threading.Lock()  # one inference partition at a time per node
@@ -80,6 +81,7 @@ class FeedServer:
             protocol.CacheSeal: self._on_cache_seal,
             protocol.CacheUse: self._on_cache_use,
             protocol.End: self._on_end,
+            protocol.EpochGate: self._on_epoch_gate,
             protocol.Train: self._on_train,
             protocol.Infer: self._on_infer,
         }
@@ -316,6 +318,24 @@ class FeedServer:
     def _on_cache_use(self, channel: Channel, message: protocol.CacheUse, timeout: float) -> None:
         self._decide(message.qname, message.session, message.use)
         channel.send(protocol.Ack().wire())
+
+    def _on_epoch_gate(self, channel: Channel, message: protocol.EpochGate, timeout: float) -> None:
+        with self._cond:
+            self._epoch_gates[message.epoch] = message.go_on
+            self._cond.notify_all()
+        channel.send(protocol.Ack().wire())
+
+    def await_epoch_gate(self, epoch: int, timeout: float) -> bool:
+        """An elastic cluster's chief at the end of ``epoch``: wait (bounded) for the driver's word.
+        True: go on. False: the driver relaunches the cluster on another node count and stops this
+        node, so this waits for that (bounded) and the next epoch never starts here. A word that does
+        not come within ``timeout`` counts as going on."""
+        with self._cond:
+            self._cond.wait_for(lambda: epoch in self._epoch_gates or self._ended, timeout)
+            go_on = self._epoch_gates.pop(epoch, True)
+            if not go_on:
+                self._cond.wait_for(lambda: self._ended, timeout)
+            return go_on
 
     def _on_end(self, channel: Channel, message: protocol.End, timeout: float) -> None:
         with self._cond:

@@ -43,6 +43,10 @@ class NodeSettings:
     env: dict[str, str] = field(default_factory=dict)  # extra environment of the TF processes
     keep_node_files_days: float | None = 7  # see launch.prune_old_clusters
     return_results: str = "chief"  # whose map_fun return value goes to the driver: the chief's, or "all"
+    # InputMode.SPARK under dynamic allocation: the launch task waits for its node, so that Spark
+    # never releases the node's executor as idle (a running task keeps it).
+    hold_executor: bool = False
+    elastic: bool = False  # TFCluster.run(min_executors=...): the node count may change between attempts
 
 
 @dataclass(frozen=True)

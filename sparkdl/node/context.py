@@ -17,7 +17,7 @@ from typing import Any
 
 from ..common import paths, roles
 from ..common.errors import InputModeError
-from ..common.timeouts import FEED_TIMEOUT_S
+from ..common.timeouts import ELASTIC_GATE_WAIT_S, FEED_TIMEOUT_S
 from ..transport import protocol
 
 
@@ -56,6 +56,7 @@ class NodeContext:
         attempt: int = 0,
         status_writer=None,
         feed_server=None,
+        elastic: bool = False,
     ):
         self.node_number = node_number
         self.executor_id = self.worker_num = node_number  # TFoS's names for the node number
@@ -75,6 +76,7 @@ class NodeContext:
         self.mgr = feed_server  # TFoS code passes ctx.mgr to TFNode.DataFeed; here it is the feed server
         self._status_writer = status_writer
         self._feed_server = feed_server
+        self._elastic = elastic  # TFCluster.run(min_executors=...): the chief waits at each epoch boundary
         self._last_progress: dict[frozenset, float] = {}  # per kind of report, so none starves another
 
     @classmethod
@@ -97,6 +99,7 @@ class NodeContext:
             attempt=launch.attempt,
             status_writer=status_writer,
             feed_server=feed_server,
+            elastic=launch.settings.elastic,
         )
 
     def absolute_path(self, path: str) -> str:
@@ -170,6 +173,8 @@ class NodeContext:
                 ctx.report_progress(force=True, step=self.step, epoch=epoch, epoch_end=True, **_scalars(logs))
                 if ctx._feed_server is not None:  # validation rows of an epoch Keras did not validate are dropped
                     ctx._feed_server.epoch_ended(epoch)
+                    if ctx._elastic and ctx.is_chief:  # the driver may resize the cluster here, before epoch + 1
+                        ctx._feed_server.await_epoch_gate(epoch, ELASTIC_GATE_WAIT_S)
 
             def on_train_end(self, logs=None):
                 # The driver waits for the last epoch's report; a fit that stopped early (EarlyStopping,

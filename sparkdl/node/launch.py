@@ -241,7 +241,7 @@ def launch_node(
         "gpus": asdict(assignment),
         "supervisor_pid": supervisor.pid,
     }
-    if not settings.feeds:
+    if not settings.feeds or settings.hold_executor:
         record["supervisor_exit"] = supervisor.wait()
     return record
 

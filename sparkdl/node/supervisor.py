@@ -65,6 +65,7 @@ class Supervisor:
         self.channel: Channel | None = None
         self.stop_requested = threading.Event()
         self.failure_cause: str | None = None  # why this supervisor killed the node, if it was a failure
+        self.executor_lost = False  # the node's anchor (its executor JVM or Spark task) went away
         self.stalled = False
         self.reported = False  # the end was reported to the driver
         self.lost_driver = False  # the driver went away before that
@@ -290,6 +291,7 @@ class Supervisor:
     def on_anchor_exit(self) -> None:
         """The Spark task or executor JVM that hosted this node is gone: end the node as failed."""
         what = "Spark executor JVM" if self.cfg.settings.feeds else "Spark task process"
+        self.executor_lost = True
         self.kill_child(
             f"its {what} (pid {self.cfg.anchor_pid}) exited: the executor was lost or the task was killed",
             failure=True,
@@ -407,6 +409,7 @@ class Supervisor:
             cause=self.failure_cause or "",
             stalled=self.stalled,
             log_path=str(self.log_path),
+            executor_lost=self.executor_lost and failed,
             **failure,
         )
         self.reported = True

@@ -17,7 +17,7 @@ Control plane: the node's supervisor and the driver's coordinator (one channel p
 Data plane: the driver or a feeding task and a node's feed server (one channel per stream;
 the first message names the stream; data frames in between are Arrow IPC bytes)::
 
-    driver -> node      Plan -> Ack; CacheSeal -> CacheStatus; CacheUse -> Ack; End -> Ack
+    driver -> node      Plan -> Ack; CacheSeal -> CacheStatus; CacheUse -> Ack; EpochGate -> Ack; End -> Ack
     feeder -> node      Train, data frames, Done -> Ack(rows) | Terminated | Rejected
                         Infer, data frames, Done; node -> feeder: result frames, then Complete
     node -> feeder      Dropped: the node gave up on a stream that passed its timeout
@@ -106,6 +106,7 @@ class Exited(Message):
     traceback: str = ""
     log_tail: str = ""
     hint: str = ""  # what to change (keras_policy.failure_hint)
+    executor_lost: bool = False  # the Spark executor (or task) hosting the node went away
 
 
 # -- node events: written by the TF process, relayed by its supervisor --
@@ -347,6 +348,17 @@ class CacheUse(Message):
 
 
 @dataclass(frozen=True)
+class EpochGate(Message):
+    """The driver's word on an elastic cluster's epoch boundary, which its chief waits for: go on
+    with the next epoch, or not (the driver relaunches the cluster on another node count)."""
+
+    TYPE: ClassVar[str] = "epoch_gate"
+    epoch: int
+    go_on: bool = True
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
 class End(Message):
     """No more data will come (shutdown)."""
 
@@ -434,6 +446,7 @@ MESSAGES: types.MappingProxyType = types.MappingProxyType(
             Infer,
             CacheSeal,
             CacheUse,
+            EpochGate,
             End,
             Done,
             Ack,

@@ -15,6 +15,7 @@ from sparkdl.driver.lifecycle import (
     FailureDecision,
     FailurePolicy,
     Lifecycle,
+    NodeRange,
 )
 
 pytestmark = pytest.mark.timeout(60)
@@ -85,17 +86,17 @@ def test_a_cluster_that_does_not_run_refuses_to_be_fed_with_a_sparkdl_error(stat
 )
 def test_one_failure_policy_for_both_input_modes(resumes_in, failed_in, decision):
     policy = FailurePolicy(max_restarts=1, resumes_in=resumes_in)
-    assert policy.decide(_failure(), failed_in) is decision
+    assert policy.decide(_failure(), failed_in, nodes=2).action is decision
     assert policy.restarts == (1 if decision is FailureDecision.RESTART else 0)
 
 
 def test_the_policy_counts_restarts_and_raises_once_they_are_spent_or_no_node_failed():
     policy = FailurePolicy(max_restarts=2, resumes_in=S.FEEDING)
     first, second = _failure(), _failure()
-    assert policy.decide(first, S.FEEDING) is FailureDecision.RESTART
-    assert policy.decide(ClusterError([], "the launch job failed"), S.FEEDING) is FailureDecision.RAISE
-    assert policy.decide(second, S.FEEDING) is FailureDecision.RESTART
-    assert policy.decide(_failure(), S.FEEDING) is FailureDecision.RAISE
+    assert policy.decide(first, S.FEEDING, 2).action is FailureDecision.RESTART
+    assert policy.decide(ClusterError([], "the launch job failed"), S.FEEDING, 2).action is FailureDecision.RAISE
+    assert policy.decide(second, S.FEEDING, 2).action is FailureDecision.RESTART
+    assert policy.decide(_failure(), S.FEEDING, 2).action is FailureDecision.RAISE
     assert policy.survived == [first, second] and policy.restarts == 2
 
 
@@ -116,3 +117,70 @@ def test_concurrent_feeding_calls_leave_the_state_consistent():
     for thread in threads:
         thread.join(30)
     assert seen == {S.FEEDING} and life.state is S.RUNNING
+
+
+def _executor_lost(label: str = "worker:1") -> ClusterError:
+    return ClusterError([NodeFailure(label, 2, "host", signal="SIGKILL", executor_lost=True)], "a node was lost")
+
+
+def _elastic(max_restarts: int = 0) -> FailurePolicy:
+    return FailurePolicy(max_restarts, S.FEEDING, NodeRange(2, 3), cluster_id="e1")
+
+
+def test_an_elastic_cluster_goes_on_with_the_executors_spark_has_left_without_counting_a_restart(caplog):
+    policy = _elastic()
+    with caplog.at_level("WARNING", logger="sparkdl.driver.lifecycle"):
+        decision = policy.decide(_executor_lost(), S.FEEDING, nodes=3, capacity=lambda: 2)
+    assert (decision.action, decision.nodes) == (FailureDecision.RESIZE, 2)
+    assert policy.restarts == 0 and policy.decisions == [decision]
+    assert "worker:1 lost its Spark executor; Spark can host 2 node(s)" in caplog.text  # the decision is logged
+
+
+def test_a_replacement_executor_relaunches_at_full_size_and_capacity_is_capped_at_num_executors():
+    decision = _elastic().decide(_executor_lost(), S.FEEDING, nodes=3, capacity=lambda: 5)
+    assert (decision.action, decision.nodes) == (FailureDecision.RESTART, 3)
+
+
+def test_fewer_executors_than_min_executors_raise_naming_it(caplog):
+    policy = _elastic(max_restarts=5)
+    with caplog.at_level("ERROR", logger="sparkdl.driver.lifecycle"):
+        decision = policy.decide(_executor_lost(), S.FEEDING, nodes=2, capacity=lambda: 1)
+    assert decision.action is FailureDecision.RAISE
+    assert "fewer than min_executors=2" in decision.reason and "min_executors=2" in caplog.text
+
+
+def test_a_node_that_fails_by_itself_on_an_elastic_cluster_spends_max_restarts():
+    policy = _elastic(max_restarts=1)
+    asked = []
+    capacity = lambda: asked.append(1) or 3  # noqa: E731
+    assert policy.decide(_failure(), S.FEEDING, 3, capacity).action is FailureDecision.RESTART
+    assert policy.decide(_failure(), S.FEEDING, 3, capacity).action is FailureDecision.RAISE
+    assert asked == [] and policy.restarts == 1  # its executor is fine: no resize is considered
+
+
+def test_a_fixed_cluster_treats_a_lost_executor_as_before():
+    policy = FailurePolicy(1, S.FEEDING, NodeRange(3, 3))
+    assert policy.decide(_executor_lost(), S.FEEDING, 3, lambda: 2).action is FailureDecision.RESTART
+    assert policy.restarts == 1
+
+
+def test_growth_only_below_num_executors_and_only_when_spark_has_more():
+    policy = _elastic()
+    assert policy.grow(nodes=2, capacity=2) is None
+    assert policy.grow(nodes=3, capacity=4) is None
+    grow = policy.grow(nodes=2, capacity=4)
+    assert (grow.action, grow.nodes) == (FailureDecision.RESIZE, 3) and "growing" in grow.reason
+    assert FailurePolicy(0, S.FEEDING, NodeRange(3, 3)).grow(nodes=2, capacity=3) is None
+
+
+def test_a_growing_cluster_may_relaunch_from_running():
+    life = Lifecycle("c4")
+    for state in (S.RUNNING, S.RESTARTING, S.STARTING, S.RUNNING):
+        life.move(state)
+    assert life.state is S.RUNNING
+
+
+@pytest.mark.parametrize("low, high", [(0, 3), (4, 3), (-1, 2)])
+def test_a_node_range_refuses_what_cannot_be(low, high):
+    with pytest.raises(ValueError, match="min_executors must be between 1 and num_executors"):
+        NodeRange(low, high)

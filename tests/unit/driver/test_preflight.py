@@ -5,7 +5,13 @@ import time
 import pytest
 
 from sparkdl.common.errors import PreflightError
-from sparkdl.driver.preflight import SlotLayout, check_configuration, slot_layout, wait_for_executors
+from sparkdl.driver.preflight import (
+    SlotLayout,
+    check_configuration,
+    dynamic_allocation,
+    slot_layout,
+    wait_for_executors,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -41,10 +47,10 @@ def test_slot_layout(master, settings, expected):
 
 
 @pytest.mark.parametrize("value", ["true", "TRUE", "True"])
-def test_dynamic_allocation_is_refused(value):
-    with pytest.raises(PreflightError, match="spark.dynamicAllocation.enabled") as info:
-        check_configuration("spark://h:7077", {"spark.dynamicAllocation.enabled": value}.get, 2)
-    assert "spark.executor.instances=2" in str(info.value)
+def test_dynamic_allocation_is_allowed_and_its_executor_count_is_not_fixed(value):
+    settings = {"spark.dynamicAllocation.enabled": value, "spark.executor.instances": "1"}
+    assert check_configuration("spark://h:7077", settings.get, 2) == SlotLayout(None, None)
+    assert dynamic_allocation(settings.get) and not dynamic_allocation({}.get)
 
 
 def test_single_local_executor_cannot_host_two_nodes():
@@ -128,3 +134,9 @@ def test_the_node_count_is_named_as_the_caller_named_it():
         wait_for_executors(lambda: 1, 2, SlotLayout(2, 1), 0.0, nodes_param="num_workers")
     assert "num_workers=2" in str(info.value) and "lower num_workers" in str(info.value)
     assert "num_executors" not in str(info.value)
+
+
+def test_an_elastic_cluster_starts_on_what_spark_has_once_the_wait_is_over():
+    assert wait_for_executors(lambda: 2, 3, SlotLayout(None, 1), 0.2, one_node_per_executor=True, at_least=2) == 2
+    with pytest.raises(PreflightError, match="only 1 executor"):
+        wait_for_executors(lambda: 1, 3, SlotLayout(None, 1), 0.2, one_node_per_executor=True, at_least=2)

@@ -107,9 +107,15 @@ def _values(column, kind: str) -> list:
         return arrow_values(column, python=kind == PYTHON)
     if kind == PYTHON:
         return column.tolist()
-    if column.ndim > 1 and not column.flags.writeable:
-        column = column.copy()  # a numpy element was writable in the RDD; Arrow's buffers are read-only
-    return list(column)
+    return list(_owned(column))
+
+
+def _owned(column: np.ndarray) -> np.ndarray:
+    """``column`` copied when its rows would be views: a numpy element was writable in the RDD and
+    its own. The column may be a read-only view of an Arrow frame, or a buffer the reader hands out
+    again (a cached epoch that fits one replay window serves the same window next epoch), where a
+    ``map_fun`` that scales its rows in place would change later epochs' rows. One copy per batch."""
+    return column.copy() if column.ndim > 1 else column
 
 
 def _vectors(column, kind: str) -> list:
@@ -119,7 +125,7 @@ def _vectors(column, kind: str) -> list:
     else:
         from pyspark.mllib.linalg import DenseVector, SparseVector
     if isinstance(column, np.ndarray):
-        return [DenseVector(row) for row in column]
+        return [DenseVector(row) for row in _owned(column)]
     rows, kinds = ar.vector_rows(column), column.field("type").to_numpy(zero_copy_only=False)
     pieces = zip(np.split(rows.columns, rows.splits[1:-1]), np.split(rows.values, rows.splits[1:-1]))
     return [

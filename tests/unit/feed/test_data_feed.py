@@ -350,3 +350,30 @@ def test_data_error_behind_a_full_queue_names_the_column(make_server, secret):
     assert len(feed.next_batch(3 * FRAME_ROWS)) == 3 * FRAME_ROWS  # the node now reads the bad frame
     with pytest.raises(FeedDataError, match=r"'i'.*null"):
         worker.outcome()
+
+
+def test_rows_edited_in_place_leave_later_cached_epochs_as_fed(server, secret):
+    """TFoS node code may scale next_batch's rows in place. Epochs 2..N replay the node's cache, and
+    an epoch that fits one replay window is served from the same buffer again: the rows handed out
+    must be their own, so every epoch reads the rows as fed (DataFrame rows: no element metadata)."""
+    rows = 20
+    plan = protocol.TrainingPlan(session=1, epochs=3, rows_per_epoch=rows, cache=True, shuffle=False)
+    driver_send(server, secret, protocol.Plan(plan).wire())
+    x = np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
+    frame = pa.RecordBatch.from_arrays(
+        [pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), 4), pa.array(np.arange(rows))], names=["x", "i"]
+    )
+    assert feeder.feed_training_partition(target(secret, server), 1, 0, 0, balanced_shares([rows], 1), [frame]) == (
+        rows,
+        0,
+    )
+    client = FeedClient(server.address, secret, server.endpoint, "chief:0")
+    assert client.seal_cache("input", 1, 10) is None
+    client.use_cache("input", 1, True, 10)
+    feed = DataFeed(server, feed_timeout=10)
+    for epoch in range(3):
+        batch = feed.next_batch(8) + feed.next_batch(8) + feed.next_batch(4)
+        assert [i for _, i in batch] == list(range(rows))
+        assert all(features.tolist() == x[i].tolist() for features, i in batch), f"epoch {epoch + 1} as fed"
+        for features, _ in batch:
+            features *= -1  # map_fun's in-place preprocessing

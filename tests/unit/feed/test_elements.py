@@ -113,3 +113,15 @@ def test_batches_without_metadata_read_as_tuples():
     batch = pa.RecordBatch.from_pydict({"x": pa.array([[1.0, 2.0]], pa.list_(pa.float32())), "y": [3]})
     rows = RowLayout.of(batch.schema).rows(batch_to_columns(batch))
     assert len(rows) == 1 and isinstance(rows[0], tuple) and rows[0][0].dtype == np.float32 and rows[0][1] == 3
+
+
+@pytest.mark.parametrize("layout", [RowLayout(("x", "y")), RowLayout(("x", "y"), kinds=("numpy", "python"))])
+def test_rows_own_their_arrays_even_from_a_writable_column(layout):
+    """A reader may hand the same writable buffer out again (a cached epoch replayed from one
+    window): rows edited in place by map_fun must not change it (DataFrame and RDD layouts)."""
+    column = np.arange(6, dtype=np.float32).reshape(3, 2)
+    rows = layout.rows({"x": column, "y": np.arange(3)})
+    for x, _ in rows:
+        x *= 10
+    assert column.tolist() == [[0, 1], [2, 3], [4, 5]]
+    assert [x.tolist() for x, _ in rows] == [[0, 10], [20, 30], [40, 50]]

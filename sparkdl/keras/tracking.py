@@ -41,7 +41,9 @@ logger = logging.getLogger(__name__)
 UNLOGGED = frozenset({"model", "callbacks"})
 #: Where the model is logged in its run: ``runs:/<run_id>/model``.
 MODEL_NAME = "model"
-#: MLflow environment switches the nodes get from the driver (``node_environment``).
+#: MLflow environment switches the nodes get from the driver (``node_environment``). A new one
+#: belongs in ``node/fork_server.py``'s ``PER_NODE_VARIABLES`` too, or a fit with it set starts
+#: fork servers of its own (each importing TensorFlow again).
 NODE_SWITCHES = ("MLFLOW_ALLOW_FILE_STORE",)
 #: MLflow's tag naming a nested run's parent.
 PARENT_RUN_TAG = "mlflow.parentRunId"

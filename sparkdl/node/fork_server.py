@@ -5,8 +5,9 @@ Like PySpark's own ``pyspark.daemon``, which forks Python workers for the execut
 server imports TensorFlow (and tf-keras when the node uses it) once, then forks one TF process
 per request; each starts with TensorFlow already in memory. One server serves one executor
 and one environment: its key is the Python interpreter, the working directory and the node's
-whole environment but ``TF_CONFIG`` (:data:`PER_NODE_VARIABLES`), since what a module reads
-from the environment at import time is fixed in the server. It leaves when it has had no node
+whole environment but ``TF_CONFIG`` and MLflow's switch (:data:`PER_NODE_VARIABLES`), since what
+a module reads from the environment at import time is fixed in the server (``TF_USE_LEGACY_KERAS``
+counts as TensorFlow reads it: on or off, :func:`server_key`). It leaves when it has had no node
 for :data:`IDLE_EXIT_S` seconds, or once its executor JVM exited and its last node ended (it
 forks no more from then on: running nodes are their supervisors' to end).
 
@@ -66,7 +67,10 @@ except ImportError:  # a platform without its wheel: forked nodes keep the serve
     setproctitle = None
 
 SWITCH = "SPARKDL_NODE_FORK_SERVER"  # "0" in the node's or executor's environment: spawn every node
-PER_NODE_VARIABLES = ("TF_CONFIG",)  # set in each forked node, not part of the server's key
+#: Set in each forked node from its request, not part of the server's key: each node's own
+#: ``TF_CONFIG``, and MLflow's switch a KerasEstimator passes to its nodes (``keras/tracking.py``),
+#: which only the node's own code reads, after it starts (none of :func:`_preload`'s modules).
+PER_NODE_VARIABLES = ("TF_CONFIG", "MLFLOW_ALLOW_FILE_STORE")
 MAX_PENDING = 64  # connections waiting for their request beyond which new ones are refused
 MAX_MESSAGE_BYTES = 1 << 20
 MAX_FDS = 8  # descriptors read with a request (one carries exactly 4)
@@ -81,9 +85,14 @@ def wanted(env: dict[str, str], gpus: str | None) -> bool:
 
 
 def server_key(env: dict[str, str], cwd: str) -> str:
-    """The key of the server that may fork a node with ``env`` in ``cwd`` (see the module docstring)."""
-    shared = sorted((name, value) for name, value in env.items() if name not in PER_NODE_VARIABLES)
-    blob = json.dumps([sys.executable, cwd, shared]).encode()
+    """The key of the server that may fork a node with ``env`` in ``cwd`` (see the module docstring).
+
+    ``TF_USE_LEGACY_KERAS`` counts by what TensorFlow makes of it at import, on or off: a node where
+    it is unset (``TFCluster.run``'s default) and one where it is ``0`` (a Keras 3 model's
+    ``KerasEstimator``) share a server, instead of each executor importing TensorFlow once more."""
+    legacy = keras_policy.LEGACY_KERAS_ENV
+    shared = sorted((name, value) for name, value in env.items() if name not in (*PER_NODE_VARIABLES, legacy))
+    blob = json.dumps([sys.executable, cwd, shared, keras_policy.legacy_keras_enabled(env)]).encode()
     return hashlib.sha256(blob).hexdigest()[:24]
 
 

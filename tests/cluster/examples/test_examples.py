@@ -74,7 +74,8 @@ def test_the_demo_trains_two_tf_nodes_exports_and_scores(spark2, tmp_path, capsy
 
 
 def test_mnist_spark_mode_example_trains_from_a_dataframe(spark2, tmp_path, capsys):
-    argv = ["--epochs", "8", "--export_dir", str(tmp_path / "export")]
+    # 3 epochs: epoch 1 from the feed, then the nodes' cache; past 0.9 held-out accuracy from epoch 1 (Adam(1e-2))
+    argv = ["--epochs", "3", "--export_dir", str(tmp_path / "export")]
     stdout = _run("examples/mnist/mnist_spark.py", argv, spark2, capsys)
     assert "from a 1437-row DataFrame" in stdout
     assert _accuracy(stdout) > 0.85
@@ -97,7 +98,8 @@ def test_tfparallel_example_prints_one_result_per_node_and_trial(spark2, tmp_pat
 
 
 def test_ps_strategy_example_trains_with_ps_chief_and_worker(spark3, tmp_path, capsys):
-    argv = ["--epochs", "5", "--export_dir", str(tmp_path / "export")]
+    # 2 epochs: Adam(1e-2) on the digits is past 0.9 held-out accuracy after one epoch (0.93-0.94 after two)
+    argv = ["--epochs", "2", "--export_dir", str(tmp_path / "export")]
     stdout = _run("examples/ps_strategy/ps_digits.py", argv, spark3, capsys)
     assert "trained with ParameterServerStrategy on ps:0, chief:0, worker:0" in stdout
     assert (tmp_path / "export" / "saved_model.pb").exists()

@@ -345,12 +345,25 @@ def test_nodes_with_gpus_or_the_switch_off_are_never_forked():
     assert not fork_server.wanted({fork_server.SWITCH: "0"}, None)
 
 
-def test_the_key_ignores_tf_config_and_nothing_else():
+def test_the_key_ignores_tf_config_and_mlflows_switch_and_nothing_else():
     env = {"PATH": "/bin", "TF_USE_LEGACY_KERAS": "1"}
     key = fork_server.server_key(env, "/work")
     assert fork_server.server_key({**env, "TF_CONFIG": '{"task": {}}'}, "/work") == key
+    assert fork_server.server_key({**env, "MLFLOW_ALLOW_FILE_STORE": "true"}, "/work") == key
     assert fork_server.server_key({**env, "TF_USE_LEGACY_KERAS": "0"}, "/work") != key
+    assert fork_server.server_key({**env, "TF_USE_LEGACY_KERAS": "True"}, "/work") == key  # on, as TF reads it
+    assert fork_server.server_key({**env, "PATH": "/usr/bin"}, "/work") != key
     assert fork_server.server_key(env, "/elsewhere") != key
+
+
+def test_keras_3_nodes_share_a_server_whether_tf_use_legacy_keras_is_unset_or_off():
+    """TFCluster.run's nodes (the variable unset) and a Keras 3 KerasEstimator's (``0``) import the
+    same TensorFlow: one server per executor serves both."""
+    env = {"PATH": "/bin"}
+    key = fork_server.server_key(env, "/work")
+    assert fork_server.server_key({**env, "TF_USE_LEGACY_KERAS": "0"}, "/work") == key
+    assert fork_server.server_key({**env, "TF_USE_LEGACY_KERAS": "false"}, "/work") == key
+    assert fork_server.server_key({**env, "TF_USE_LEGACY_KERAS": "1"}, "/work") != key
 
 
 def _minimal_request(**changes):
@@ -433,3 +446,9 @@ def test_forked_node_is_killed_when_its_server_goes_away(node_and_server_end):
     server_end.close()  # the server died without a report
     assert forked.wait(timeout=30) == -9 and forked.server_lost  # the supervisor names that as the cause
     assert node.wait(timeout=30) == -9, "nobody could reap or report it: its process group was killed"
+
+
+def test_every_mlflow_switch_a_keras_estimator_passes_its_nodes_stays_out_of_the_key():
+    from sparkdl.keras import tracking
+
+    assert set(tracking.NODE_SWITCHES) <= set(fork_server.PER_NODE_VARIABLES)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -319,7 +320,7 @@ def run_step(side: Side, step: Step, scratch: Path, timeout: float, where: str =
     tmpdir = Path(tempfile.mkdtemp(prefix=f"{side.name}-{step.name}-", dir=scratch))
     report = Path(step.command[-1])
     report.unlink(missing_ok=True)
-    shown = " ".join(step.command[:2] if step.command[1] == "-c" else step.command)
+    shown = shlex.join(step.command[:2] + ["SCAN_CODE", *step.command[3:]] if step.command[1] == "-c" else step.command)
     print(f"\n== limits: {where}{side.name}: {step.name}: {shown}", flush=True)
     started = time.perf_counter()
     try:

@@ -49,12 +49,18 @@ def start_local_spark(app_name: str):
     return spark
 
 
-def use_sparkdl_from(commit: str) -> None:
-    """Put sparkdl as of git ``commit`` first on this process's and its children's Python path."""
+def checkout_at(commit: str, *paths: str) -> Path:
+    """A new temporary directory holding ``paths`` (folders of this repository) as of git ``commit``."""
     root = Path(__file__).resolve().parents[1]
     target = Path(tempfile.mkdtemp(prefix=f"sparkdl-{commit}-"))
-    archive = subprocess.run(["git", "archive", commit, "sparkdl"], cwd=root, capture_output=True, check=True).stdout
+    archive = subprocess.run(["git", "archive", commit, *paths], cwd=root, capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True)
+    return target
+
+
+def use_sparkdl_from(commit: str) -> None:
+    """Put sparkdl as of git ``commit`` first on this process's and its children's Python path."""
+    target = checkout_at(commit, "sparkdl")
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH")]))
     sys.path.insert(0, str(target))
 

@@ -45,15 +45,16 @@ def software_stack() -> dict[str, str]:
     return stack
 
 
-def git_commit() -> str | None:
-    """The checkout's short commit, with ``+changes`` when the tree differs from it; None outside git."""
+def git_commit(root: Path = ROOT) -> str | None:
+    """The short commit of the checkout at ``root`` (this one by default), with ``+changes`` when the
+    tree differs from it; None outside git."""
     try:
         head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=30
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=30
         )
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
+            cwd=root,
             capture_output=True,
             text=True,
             timeout=30,

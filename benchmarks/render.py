@@ -159,8 +159,38 @@ def _inference_tables(records: list[dict], labelled: bool) -> list[str]:
     return lines
 
 
+def _limits_value(value, unit: str) -> str:
+    """A limits.py figure: a ratio bold, seconds with two decimals (epochs take tenths of one)."""
+    if unit == "ratio":
+        return format_ratio(value)
+    return "–" if value is None else f"{value:,.2f} s" if unit == "s" else format_value(value, unit)
+
+
+def _limits_tables(records: list[dict], labelled: bool) -> list[str]:
+    """limits.py's own layout: one row per figure, before and after side by side, and the target."""
+    if not all(record["report"].get("raw", {}).get("figures") for record in records):
+        return _generic_tables(records, labelled)
+    head = "| run " if labelled else ""
+    sep = "|---" if labelled else ""
+    lines = []
+    for record in records:
+        config = record["report"].get("config", {})
+        before, after = config.get("before_commit") or "?", config.get("after_commit") or "?"
+        lines += [
+            f"{head}| figure | before (`{before}`) | after (`{after}`) | target |",
+            f"{sep}|---|---:|---:|---|",
+        ]
+        run = f"| {_cell(record['label'])} " if labelled else ""
+        for row in record["report"]["raw"]["figures"]:
+            lines.append(
+                f"{run}| {_cell(row['figure'])} | {_limits_value(row.get('before'), row['unit'])} | "
+                f"{_limits_value(row.get('after'), row['unit'])} | {_cell(row.get('target') or '')} |"
+            )
+    return lines
+
+
 #: Scripts whose results read better in their own layout than as measurement and ratio lists.
-TABLES = {"inference_udf.py": _inference_tables}
+TABLES = {"inference_udf.py": _inference_tables, "limits.py": _limits_tables}
 
 
 def render_section(records: list[dict], source: str) -> str:

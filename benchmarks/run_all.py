@@ -166,6 +166,18 @@ SECTIONS = (
         "keras3_train",
         (Run("keras3_train", "keras3_train.py", (), ("--runs", "1", "--rows", "3000", "--epochs", "1")),),
     ),
+    Section(
+        "limits",
+        (
+            Run(
+                "limits",
+                "limits.py",
+                ("--before-commit", "7147caa"),
+                ("--before-commit", "7147caa", "--quick"),
+                "before (7147caa) and after",
+            ),
+        ),
+    ),
 )
 SECTIONS_BY_NAME = {section.name: section for section in SECTIONS}
 
@@ -230,12 +242,13 @@ def command_line(run: Run, args: tuple[str, ...]) -> str:
     return " ".join([shown, f"benchmarks/{run.script}", *args])
 
 
-def run_bounded(command: list[str], timeout: float) -> str | None:
-    """Run ``command`` in its own process group, output to this terminal; None, or why it failed.
+def run_bounded(command: list[str], timeout: float, cwd: Path = ROOT, env: dict | None = None) -> str | None:
+    """Run ``command`` (in ``cwd``, with ``env`` or this process's environment) in its own process
+    group, output to this terminal; None, or why it failed.
 
     On timeout or Ctrl-C the whole group (the script, its Spark JVMs, its TF nodes) is stopped.
     """
-    process = subprocess.Popen(command, cwd=ROOT, start_new_session=True)
+    process = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True)
     try:
         status = process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -25,6 +25,12 @@ Variants:
   the 784 pixels too, so it moves more data back than the others) and appends the predictions.
 - ``spark scan + transfer only``: a mapInPandas that touches the pixels and returns ids: what
   moving the data between the JVM and Python costs, before any model.
+- ``spark scan + transfer only, mapInArrow``: the same as a mapInArrow that only reads the
+  batches (a view of the pixels' value buffer): the bound Spark itself sets on ``mapInArrow``.
+- ``... packed binary``: the same frame written once with ``sparkdl.dfutil.pack_tensors`` (the
+  pixels as one ``binary`` value a row, 784 float32 little-endian), scanned alone and scored by
+  ``mapInArrow`` with ``columns={"pixels": Packed((28, 28, 1))}`` (sparkdl versions without
+  ``Packed`` skip these variants).
 - ``single process model.predict``: ``model.predict(x, batch_size=B)`` on the same rows as one
   numpy array already in memory, in this (driver) process, using both cores.
 
@@ -144,7 +150,47 @@ def transfer_only(batches):
         yield pd.DataFrame({"id": frame["id"], "checksum": stacked[:, 0]})
 
 
-def spark_variants(spark, df, path: str, batch_size: int) -> dict:
+def transfer_only_arrow(batches):
+    """Read every batch's pixels as numpy (a view of Arrow's buffer: list or packed binary) and
+    return the ids and one value a row."""
+    import pyarrow as pa
+
+    for batch in batches:
+        pixels = batch.column(1)
+        if pa.types.is_binary(pixels.type):
+            values = np.frombuffer(pixels.buffers()[2], dtype="<f4")
+        else:
+            values = pixels.flatten().to_numpy()
+        width = len(values) // max(1, batch.num_rows)
+        checksum = pa.array(values[::width][: batch.num_rows] if width else np.zeros(batch.num_rows, "float32"))
+        yield pa.RecordBatch.from_arrays([batch.column(0), checksum], ["id", "checksum"])
+
+
+def packed_variants(df_packed, path: str, batch_size: int) -> dict:
+    """The packed-binary variants, when this sparkdl has ``Packed``."""
+    try:
+        from sparkdl.columns import Packed
+    except ImportError:
+        return {}
+    from sparkdl.inference import Predictor
+
+    predictor = Predictor(
+        path,
+        input_mapping={"pixels": "image"},
+        output_mapping="prediction",
+        keep_columns=["id"],
+        batch_size=batch_size,
+        columns={"pixels": Packed(IMAGE_SHAPE)},
+    )
+    return {
+        "sparkdl mapInArrow, packed binary": predictor.transform(df_packed, arrow=True),
+        "spark scan + transfer only, mapInArrow, packed binary (no model)": df_packed.mapInArrow(
+            transfer_only_arrow, "id long, checksum float"
+        ),
+    }
+
+
+def spark_variants(spark, df, path: str, batch_size: int, df_packed=None) -> dict:
     """name -> DataFrame whose full evaluation is one timed run."""
     from pyspark.ml.functions import predict_batch_udf as pyspark_udf
     from pyspark.sql.types import ArrayType, FloatType
@@ -182,6 +228,10 @@ def spark_variants(spark, df, path: str, batch_size: int) -> dict:
         "pyspark predict_batch_udf + tf.function": df.select("id", theirs_traced("pixels").alias("prediction")),
         "sparkdl TFModel.transform (keeps pixels too)": tf_model.transform(df),
         "spark scan + transfer only (no model)": df.mapInPandas(transfer_only, "id long, checksum float"),
+        "spark scan + transfer only, mapInArrow (no model)": df.mapInArrow(
+            transfer_only_arrow, "id long, checksum float"
+        ),
+        **(packed_variants(df_packed, path, batch_size) if df_packed is not None else {}),
     }
 
 
@@ -250,12 +300,21 @@ def main(argv=None) -> list[dict]:
         flush=True,
     )
     df = spark.read.parquet(data_path)
+    df_packed = None
+    try:
+        from sparkdl.dfutil import pack_tensors
+    except ImportError:  # a sparkdl without packed columns
+        pack_tensors = None
+    if pack_tensors is not None:
+        packed_path = os.path.join(workdir, "digits-packed.parquet")
+        pack_tensors(df, "pixels").write.mode("overwrite").parquet(packed_path)
+        df_packed = spark.read.parquet(packed_path)
     images = digits_images(args.rows)  # same construction as the parquet's, for the single process
     results = []
     for kind in [m.strip() for m in args.models.split(",") if m.strip()]:
         path = os.path.join(workdir, f"{kind}.keras")
         build_model(kind).save(path)
-        variants = spark_variants(spark, df, path, args.batch_size)
+        variants = spark_variants(spark, df, path, args.batch_size, df_packed)
         if args.variants:
             keep = [v.strip() for v in args.variants.split(",")]
             variants = {k: v for k, v in variants.items() if any(s in k for s in keep)}

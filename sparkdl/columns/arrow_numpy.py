@@ -176,6 +176,54 @@ def arrow_to_numpy(array: pa.Array | pa.ChunkedArray, ref: ColumnRef) -> np.ndar
     return values.to_numpy(zero_copy_only=False).reshape(shape)
 
 
+def _packed_dtype(dtype: str) -> np.dtype:
+    return np.dtype(dtype).newbyteorder("<")
+
+
+def packed_error(ref: ColumnRef, lengths: np.ndarray, row_bytes: int, shape: tuple, dtype: str) -> Exception:
+    """The error for packed rows whose byte ``lengths`` are not ``row_bytes``."""
+    bad = int(np.flatnonzero(lengths != row_bytes)[0])
+    count = int((lengths != row_bytes).sum())
+    return ref.error(
+        f"{ref.describe()} is read as Packed({tuple(shape)}, {dtype!r}), {row_bytes} bytes a row, but batch row "
+        f"{bad} holds {int(lengths[bad])} bytes ({count} such row(s) in this batch of {len(lengths)}); "
+        "check the spec's shape and dtype against how the column was written"
+    )
+
+
+def packed_to_numpy(array: pa.Array | pa.ChunkedArray, shape: tuple, dtype: str, ref: ColumnRef) -> np.ndarray:
+    """A ``binary`` column of packed rows (:class:`~sparkdl.columns.specs.Packed`) as one
+    ``(rows, *shape)`` array viewing Arrow's data buffer (no copy when the rows are contiguous);
+    nulls and rows of another byte length raise naming the column."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
+        raise ref.error(f"{ref.describe()} is read as Packed(...), which takes a binary column, not {array.type}")
+    if array.null_count:
+        raise null_error(ref, np.flatnonzero(array.is_null().to_numpy(zero_copy_only=False)), len(array))
+    rows, kind = len(array), _packed_dtype(dtype)
+    row_bytes = int(np.prod(shape, dtype=np.int64)) * kind.itemsize
+    offset_type = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    _, offsets_buffer, data = array.buffers()
+    offsets = np.frombuffer(
+        offsets_buffer, dtype=offset_type, count=rows + 1, offset=array.offset * offset_type().itemsize
+    )
+    lengths = np.diff(offsets)
+    if rows and (lengths != row_bytes).any():
+        raise packed_error(ref, lengths, row_bytes, shape, dtype)
+    if not rows:
+        return np.empty((0, *shape), dtype=kind.newbyteorder("="))
+    start = int(offsets[0])
+    values = np.frombuffer(data, dtype=kind, count=rows * row_bytes // kind.itemsize, offset=start)
+    return values.astype(kind.newbyteorder("="), copy=False).reshape((rows, *shape))
+
+
+def packed_rows_to_numpy(values: np.ndarray, shape: tuple, dtype: str, ref: ColumnRef) -> np.ndarray:
+    """A 1-D object array of ``bytes`` (a pandas ``binary`` column) of packed rows as one
+    ``(rows, *shape)`` array: one join, one buffer view; nulls and wrong lengths raise."""
+    return packed_to_numpy(pa.array(values, type=pa.binary(), from_pandas=True), shape, dtype, ref)
+
+
 def _vectors_to_dense(array: pa.StructArray, ref: ColumnRef) -> np.ndarray:
     """pyspark.ml Vectors (dense type=1, sparse type=0) as a dense float64 matrix."""
     kinds = array.field("type").to_numpy(zero_copy_only=False)
@@ -218,6 +266,19 @@ def stack_rows(values: np.ndarray, ref: ColumnRef) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------
 # numpy -> Arrow
 # ---------------------------------------------------------------------------------------------
+
+
+def to_packed_array(values: np.ndarray) -> pa.BinaryArray:
+    """A ``(rows, ...)`` numeric array as an Arrow ``binary`` column of packed rows (each row's
+    values as little-endian bytes, C order: what :class:`~sparkdl.columns.specs.Packed` reads),
+    built on one buffer and computed offsets."""
+    values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
+    rows = len(values)
+    row_bytes = values.nbytes // rows if rows else 0
+    offsets = (
+        np.arange(0, rows * row_bytes + 1, row_bytes, dtype=np.int32) if row_bytes else np.zeros(rows + 1, np.int32)
+    )
+    return pa.BinaryArray.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
 
 
 def to_list_array(values: np.ndarray, list_type: pa.ListType) -> pa.ListArray:

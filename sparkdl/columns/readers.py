@@ -25,9 +25,9 @@ import numpy as np
 import pyarrow as pa
 
 from . import arrow_rows as ar
-from .arrow_numpy import ColumnRef, arrow_to_numpy
+from .arrow_numpy import ColumnRef, arrow_to_numpy, packed_to_numpy
 from .image_headers import BadImage, ImageHeader, read_header
-from .specs import Image, Padded, Ragged, Sparse
+from .specs import Image, Packed, Padded, Ragged, Sparse
 
 Column = "np.ndarray | pa.Array"
 
@@ -116,6 +116,39 @@ class DenseReader(ColumnReader):
         if values.dtype != self.dtype:
             values = values.astype(self.dtype)
         return {self.key(): values.reshape((-1, *self.shape))}
+
+
+@dataclass
+class PackedReader(DenseReader):
+    """A ``binary`` column of packed rows (:class:`~sparkdl.columns.specs.Packed`): dense
+    ``(rows, *shape)`` values viewing the column's one data buffer; a row of another byte
+    length is a bad row."""
+
+    spec: Packed = None
+
+    def problems(self, column) -> list[ar.Problem]:
+        if isinstance(column, np.ndarray):
+            return super().problems(column)
+        problems = ar.column_problems(column)
+        import pyarrow.compute as pc
+
+        lengths = pc.binary_length(column).fill_null(self.spec.row_bytes).to_numpy(zero_copy_only=False)
+        wrong = lengths != self.spec.row_bytes
+        if wrong.any():
+            got = int(lengths[np.flatnonzero(wrong)[0]])
+            problems.append(
+                ar.Problem(
+                    wrong,
+                    f"{got} bytes where Packed({self.spec.shape}, {self.spec.dtype!r}) rows hold {self.spec.row_bytes}",
+                )
+            )
+        return problems
+
+    def parts(self, column) -> dict[str, np.ndarray]:
+        if isinstance(column, np.ndarray):
+            return super().parts(column)
+        values = packed_to_numpy(column, self.spec.shape, self.spec.dtype, ColumnRef(self.name, ColumnSpecError))
+        return {self.key(): values}
 
 
 def _values_per_row(column: pa.Array) -> np.ndarray:
@@ -336,6 +369,10 @@ def reader_for(name: str, example, spec=None, shape: tuple[int, ...] | None = No
         return VectorReader(name, clean, size, spec is not None, dtype)
     if isinstance(spec, (Ragged, Padded)):
         return _ragged_reader(name, clean, spec)
+    if isinstance(spec, Packed):
+        if not (arrow and ar.is_bytes(clean.type) and not ar.is_text(clean.type)):
+            raise ColumnSpecError(f"column {name!r}: Packed() reads a binary column, not {_type_of(clean)}")
+        return PackedReader(name, clean, np.dtype(spec.dtype), tuple(spec.shape), spec)
     if arrow and ar.is_image(clean.type):
         return _image_reader(name, clean, Image())
     if arrow and ar.is_bytes(clean.type):

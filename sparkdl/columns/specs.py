@@ -13,6 +13,7 @@ numbers, booleans                  dense ``(batch,)``            ``shapes=`` res
 ``binary``, ``string``             ``tf.string`` ``(batch,)``    ``Image(...)`` decodes
 Spark's image struct               ``Image()``: HWC ``uint8``    ``Image(h, w, channels)``
 ``pyspark.ml`` Vector              dense ``float64``             ``Sparse()``: ``tf.SparseTensor``
+``binary`` of packed values        (bytes, as above)             ``Packed(shape, dtype)``: dense
 =================================  ============================  ===============================
 
 Plain frozen dataclasses, no TensorFlow: the driver can build them and they pickle.
@@ -122,8 +123,42 @@ class Padded:
         _positive(self.length, "length", "Padded")
 
 
+@dataclass(frozen=True)
+class Packed:
+    """Read a ``binary`` column whose every row holds one tensor's values as raw little-endian
+    bytes (numpy's ``tobytes()`` of a C-ordered ``shape`` array of ``dtype``), as a dense tensor
+    ``(batch, *shape)``. Spark moves such a column to Python as one buffer per batch, where an
+    ``array<float>`` column costs it a step per value (``sparkdl.dfutil.pack_tensors`` writes
+    one). A row of another byte length is a bad row, named with its column."""
+
+    shape: tuple
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        shape = (self.shape,) if isinstance(self.shape, int) else tuple(self.shape)
+        if any(not isinstance(d, int) or isinstance(d, bool) or d <= 0 for d in shape):
+            raise ValueError(f"Packed(shape=...) must be positive integers, got {self.shape!r}")
+        import numpy as np
+
+        try:
+            kind = np.dtype(self.dtype).kind
+        except TypeError:
+            kind = ""
+        if kind == "" or kind not in "biuf":
+            raise ValueError(f"Packed(dtype=...) must be a numeric numpy dtype, got {self.dtype!r}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", np.dtype(self.dtype).name)
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes each row holds."""
+        import numpy as np
+
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+
+
 #: The specs a ``columns=`` mapping may hold.
-SPECS = (Image, Sparse, Ragged, Padded)
+SPECS = (Image, Sparse, Ragged, Padded, Packed)
 
 
 def check_columns(columns, where: str) -> dict:
@@ -135,7 +170,7 @@ def check_columns(columns, where: str) -> dict:
     for name, spec in columns.items():
         if not isinstance(spec, SPECS):
             raise TypeError(
-                f"{where}(columns={{{name!r}: ...}}): a spec is one of Image, Sparse, Ragged, Padded "
+                f"{where}(columns={{{name!r}: ...}}): a spec is one of Image, Sparse, Ragged, Padded, Packed "
                 f"(sparkdl.columns.specs), got {spec!r}"
             )
     return {str(name): spec for name, spec in columns.items()}

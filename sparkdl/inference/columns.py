@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..columns import arrow_numpy, arrow_rows
 from ..columns.arrow_numpy import TEXT_DTYPES, ColumnRef, castable
 from ..columns.readers import ColumnSpecError, ImageReader, VectorReader, reader_for, take
-from ..columns.specs import Sparse
+from ..columns.specs import Packed, Sparse
 from ..common.errors import InferenceInputError as InferenceInputError  # re-exported: raised here
 
 __all__ = [
@@ -59,7 +59,7 @@ class InputPlan:
     source_dtype: str
     row_shape: tuple[int, ...] | None = None
     dtype: str | None = None
-    spec: Any = None  # a column spec (Image, Sparse, Ragged, Padded): the column goes through a reader
+    spec: Any = None  # a column spec (Image, Sparse, Ragged, Padded: through a reader; Packed: dense)
     vector: bool = False  # a pyspark.ml Vector column (dense unless spec is Sparse)
 
     @property
@@ -134,6 +134,10 @@ def _finish(plan: InputPlan, values: np.ndarray, rows: int) -> np.ndarray:
 def pandas_to_model_input(series: pd.Series, plan: InputPlan) -> np.ndarray:
     """One pandas column (as ``mapInPandas`` or a pandas UDF receives it) as a model-ready array."""
     rows = len(series)
+    if isinstance(plan.spec, Packed):
+        return _finish(
+            plan, arrow_numpy.packed_rows_to_numpy(series.to_numpy(), plan.spec.shape, plan.spec.dtype, plan.ref), rows
+        )
     if plan.depth == 0:
         if plan.source_dtype in ("str", "bytes"):
             values = series.to_numpy(dtype=object)
@@ -156,6 +160,10 @@ def pandas_to_model_input(series: pd.Series, plan: InputPlan) -> np.ndarray:
 
 def arrow_to_model_input(column: pa.Array | pa.ChunkedArray, plan: InputPlan) -> np.ndarray:
     """One Arrow column (as ``mapInArrow`` receives it) as a model-ready array, without row loops."""
+    if isinstance(plan.spec, Packed):
+        return _finish(
+            plan, arrow_numpy.packed_to_numpy(column, plan.spec.shape, plan.spec.dtype, plan.ref), len(column)
+        )
     return _finish(plan, arrow_numpy.arrow_to_numpy(column, plan.ref), len(column))
 
 
@@ -258,7 +266,7 @@ def spark_value_info(data_type: Any) -> tuple[int, str]:
 
 def needs_reader(plan: InputPlan) -> bool:
     """Whether ``plan``'s column goes through a column reader rather than the dense path."""
-    return plan.spec is not None or plan.vector
+    return (plan.spec is not None and not isinstance(plan.spec, Packed)) or plan.vector
 
 
 def pandas_to_arrow(values: Any) -> pa.Array:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..columns import arrow_numpy, arrow_rows
 from ..columns.arrow_numpy import spark_type
-from ..columns.specs import Image, Padded, Ragged, Sparse, check_columns
+from ..columns.specs import Image, Packed, Padded, Ragged, Sparse, check_columns
 from ..common.errors import PreflightError
 from . import columns as cols
 from .columns import InferenceInputError, InputPlan, OutputPlan
@@ -146,6 +146,8 @@ class _InputResolver:
         info = self.by_name.get(tensor)
         depth, source_dtype = self._value_info(column)
         row_shape = self._row_shape(column, tensor, info)
+        if isinstance(self.specs.get(column), Packed):
+            return self._packed_input(column, tensor, depth, source_dtype, row_shape, info)
         try:
             data_type = self.schema[column].dataType if self.schema is not None else None
             spec, vector = _reader_spec(data_type, self.specs.get(column), info)
@@ -176,6 +178,27 @@ class _InputResolver:
         if info is not None and info.shape is not None and None not in info.shape:
             return tuple(info.shape)
         return None
+
+    def _packed_input(self, column, tensor, depth, source_dtype, row_shape, info) -> InputPlan:
+        """A binary column of packed rows: the dense path, its values' dtype and shape the spec's."""
+        spec = self.specs[column]
+        if source_dtype is not None and source_dtype != "bytes":
+            raise InferenceInputError(f"{self.describe(column)}: Packed() reads a binary column, not {source_dtype}")
+        if row_shape is not None and int(np.prod(row_shape, dtype=np.int64)) != int(
+            np.prod(spec.shape, dtype=np.int64)
+        ):
+            raise InferenceInputError(
+                f"{self.describe(column)} is read as Packed({spec.shape}, {spec.dtype!r}), but model input "
+                f"{tensor!r} expects shape {row_shape}"
+            )
+        plan = InputPlan(
+            column, tensor, 1, spec.dtype, row_shape or spec.shape, info.dtype if info is not None else None, spec
+        )
+        try:
+            cols.check_dtype(plan)
+        except InferenceInputError as exc:
+            raise InferenceInputError(str(exc).replace(plan.describe(), self.describe(column), 1)) from None
+        return plan
 
     def _dense_input(self, column, tensor, depth, source_dtype, row_shape, info) -> InputPlan:
         """The plain dense path: a scalar column feeds only a one-value input; dtypes are checked."""

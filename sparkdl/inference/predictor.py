@@ -116,7 +116,9 @@ class Predictor:
         ``pyspark.ml`` Vectors feed a sparse model input (``Input(sparse=True)``) as
         ``tf.SparseTensor``, a dense one dense; arrays of varying length feed a ragged input
         (``Input(ragged=True)``) as ``tf.RaggedTensor``, or ``Padded(length)`` a dense one
-        (length None: the input's). Strings feed ``tf.string`` inputs as they are. A row that
+        (length None: the input's); ``Packed(shape, dtype)`` reads a binary column of packed rows
+        (``sparkdl.dfutil.pack_tensors``) as a dense input, cheaper for Spark to hand over than
+        ``array<float>``. Strings feed ``tf.string`` inputs as they are. A row that
         cannot become its input (a null, a corrupt image...) fails the task naming its column,
         Spark partition and row.
 

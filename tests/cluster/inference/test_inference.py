@@ -343,3 +343,21 @@ def test_the_example_scores_digits_accurately(spark, tmp_path):
     )
     assert accuracy > 0.85
     assert spark.read.parquet(str(tmp_path / "out.parquet")).columns == ["id", "label", "probabilities", "prediction"]
+
+
+@pytest.mark.timeout(180)
+def test_packed_pixels_score_as_their_arrays_and_a_wrong_shape_names_the_column(spark, models):
+    from sparkdl.columns import Packed
+    from sparkdl.dfutil import pack_tensors
+
+    df = pack_tensors(im.digits_frame(spark, 300), "pixels")
+    assert df.schema["pixels"].dataType.simpleString() == "binary"
+    images, _ = im.digits_28(300)
+    path = models["paths"]["mlp"]
+    packed = Predictor(path, input_mapping={"pixels": "image"}, keep_columns=["id"], columns={"pixels": Packed(784)})
+    for arrow in (True, False):
+        out = packed.transform(df, arrow=arrow).toPandas().sort_values("id")
+        np.testing.assert_allclose(_probs(out), _reference(models["mlp"], images), atol=ATOL)
+    wrong = Predictor(path, input_mapping={"pixels": "image"}, columns={"pixels": Packed((28, 28, 1), "float64")})
+    with pytest.raises(Exception, match=r"column 'pixels' \(model input 'image'\) is read as Packed"):
+        wrong.transform(df).collect()

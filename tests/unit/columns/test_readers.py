@@ -153,3 +153,22 @@ def test_a_gif_counts_every_frame_a_decoder_holds():
     ]
     with pytest.raises(BadImage, match="truncated GIF: its blocks run past"):
         read_header(gif[:40] + b";")
+
+
+def test_packed_reader_flags_rows_of_another_byte_length_and_views_the_rest():
+    from sparkdl.columns.arrow_numpy import to_packed_array
+    from sparkdl.columns.readers import PackedReader
+    from sparkdl.columns.specs import Packed
+
+    values = np.arange(12, dtype="float32").reshape(3, 2, 2)
+    column = to_packed_array(values)
+    reader = reader_for("x", column, Packed((2, 2)))
+    assert isinstance(reader, PackedReader)
+    assert reader.problems(column) == []
+    np.testing.assert_array_equal(reader.parts(column)["x"], values)
+    short = pa.array([values[0].tobytes(), b"\0" * 8, None], pa.binary())
+    problems = reader.problems(short)
+    assert [list(p.mask) for p in problems if "bytes" in p.reason] == [[False, True, False]]
+    assert any("8 bytes where Packed((2, 2), 'float32') rows hold 16" in p.reason for p in problems)
+    with pytest.raises(ColumnSpecError, match="Packed\\(\\) reads a binary column"):
+        reader_for("x", pa.array([[1.0]]), Packed((1,)))

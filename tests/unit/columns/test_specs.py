@@ -36,3 +36,13 @@ def test_max_pixels_and_decoding_parallelism_are_checked(monkeypatch):
     assert decode_parallelism(Image()) == 1, "not the machine's cores: executors share the machine"
     monkeypatch.setenv(NODE_CORES_ENV, "3")  # what the node's launch task was given (sparkdl/node/launch.py)
     assert decode_parallelism(Image()) == 3 and decode_parallelism(Image(parallel=5)) == 5
+
+
+def test_packed_declares_shape_and_dtype():
+    from sparkdl.columns import Packed
+
+    assert Packed(784).shape == (784,) and Packed([28, 28, 1]).row_bytes == 784 * 4
+    assert Packed((2,), "float64").row_bytes == 16
+    for bad in [dict(shape=(0,)), dict(shape=(2.5,)), dict(shape=(2,), dtype="str"), dict(shape=(2,), dtype="nope")]:
+        with pytest.raises(ValueError, match="Packed"):
+            Packed(**bad)

@@ -115,3 +115,20 @@ def test_scoring_refuses_a_decompression_bomb_before_decoding(monkeypatch):
     assert cols._decode_parallelism(reader) == 3
     monkeypatch.setattr(worker, "task_cpus", lambda: None)  # outside a task: one at a time
     assert cols._decode_parallelism(reader) == 1
+
+
+def test_packed_binary_columns_feed_dense_inputs_and_wrong_lengths_name_the_column():
+    from sparkdl.columns.arrow_numpy import to_packed_array
+    from sparkdl.columns.specs import Packed
+
+    values = np.random.default_rng(0).random((4, 784), dtype="float32")
+    plan = cols.InputPlan("pixels", "image", 1, "float32", (28, 28, 1), "float32", Packed((784,)))
+    assert not cols.needs_reader(plan)
+    from_arrow = cols.arrow_to_model_input(to_packed_array(values), plan)
+    from_pandas = cols.pandas_to_model_input(pd.Series([row.tobytes() for row in values]), plan)
+    for got in (from_arrow, from_pandas):
+        assert got.shape == (4, 28, 28, 1) and got.dtype == np.float32
+        np.testing.assert_array_equal(got.reshape(4, -1), values)
+    wrong = pa.array([values[0].tobytes(), values[1, :10].tobytes()], pa.binary())
+    with pytest.raises(InferenceInputError, match=r"column 'pixels' \(model input 'image'\) is read as Packed.*row 1"):
+        cols.arrow_to_model_input(wrong, plan)

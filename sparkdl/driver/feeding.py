@@ -265,12 +265,12 @@ class ClusterFeeder:
         problems = {}
         try:
             for node in live:
-                problem = self._client(node).seal_cache(qname, session, timeout)
+                problem = self._settle_call(node, qname, session, lambda c: c.seal_cache(qname, session, timeout))
                 if problem:
                     problems[node.role.label] = str(problem)
             use = not problems
             for node in live:
-                self._client(node).use_cache(qname, session, use, timeout)
+                self._settle_call(node, qname, session, lambda c: c.use_cache(qname, session, use, timeout))
         except (OSError, ChannelError) as exc:  # TimeoutError included
             if self._waits.failure(CAUSE_WAIT_S):
                 raise self._node_failed("settling the nodes' epoch caches") from exc
@@ -283,6 +283,18 @@ class ClusterFeeder:
                 "; ".join(f"{label}: {problem}" for label, problem in problems.items()),
             )
         return use
+
+    def _settle_call(self, node: NodeState, qname: str, session: int, call):
+        """``call(client)`` to ``node``'s feed server; None if the node is out of reach because it
+        already read the whole run (a node replays its cache once its share is in, without waiting
+        for the driver, and may be done, its process gone, before the driver asks)."""
+        try:
+            return call(self._client(node))
+        except (OSError, ChannelError):
+            self._waits.feeds_ended([node], CAUSE_WAIT_S)  # its FeedConsumed or its end may still be on the way
+            if node.has_read(qname, session):
+                return None
+            raise
 
     def _await_read(self, nodes: list[NodeState], qname: str, session: int) -> None:
         """Wait until every data node has read all its rows of ``session`` (or ended its feed).

@@ -3,12 +3,16 @@
 While the first epoch of a ``cluster.train`` call streams in, the node's feed server appends
 every Arrow IPC frame it receives to a file in the node's private cache directory, under Spark's
 local directory (``node/launch.py``; one file per split and Spark partition, so no two feeder
-threads share a file). If the driver then confirms that
-every node holds its whole share, epochs 2..N are served from these files instead of new Spark
-jobs: each file is memory-mapped (nothing is loaded), its frames decode zero-copy into numpy
-views, and rows are copied out a window (``WINDOW_BYTES``) at a time in file order. The pages a
-gather touched are dropped from the process (``MADV_DONTNEED``; they stay in the kernel's page
-cache), so a node serving from its cache holds about one window of it, not the whole share.
+threads share a file). Once the node holds its whole share of epoch 1 (every planned row of
+every split, each admitted once by the ledger), it seals and opens the cache at once, and the
+first window of the next epoch is read ahead, while the reader still drains epoch 1's queue:
+epoch 2 waits neither for Spark's feeding job to end nor for the driver's round trips. Epochs
+2..N are then served from these files instead of new Spark jobs: each file is memory-mapped
+(nothing is loaded), its frames decode zero-copy into numpy views (once, when the cache is
+opened), and rows are copied out a window (``WINDOW_BYTES``) at a time in file order, the next
+window gathered by a reader thread while the current one is consumed. The pages a gather
+touched are dropped from the process (``MADV_DONTNEED``; they stay in the kernel's page cache),
+so a node serving from its cache holds about two windows of it, not the whole share.
 
 Rows are numbered in a canonical order (partition, then arrival within the partition), which
 is the same run after run for the same data, so a seeded per-epoch permutation of that order is
@@ -29,8 +33,10 @@ import logging
 import mmap
 import shutil
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -49,8 +55,12 @@ logger = logging.getLogger(__name__)
 MIN_FREE_BYTES = 1 << 30
 #: Drop the mapped pages from the process after a gather went over about this many bytes.
 RELEASE_EVERY_BYTES = 16 << 20
-#: Rows are copied out of the cache about this many bytes at a time (a window of the epoch's order).
-WINDOW_BYTES = 32 << 20
+#: Rows are copied out of the cache about this many bytes at a time (a window of the epoch's order);
+#: the next window is gathered while this one is read, so a replay holds about two.
+WINDOW_BYTES = 16 << 20
+
+#: ``(split, epoch, rows)`` -> the permutation a cached epoch is read in (None: the cached order).
+EpochOrders = Callable[[str, int, int], "np.ndarray | None"]
 
 
 def free_bytes_floor(path: Path) -> int:
@@ -73,13 +83,24 @@ class RunCache:
     """The cached rows of one training run (one ``cluster.train`` call) on one node.
 
     Written by the feed server's receiving threads during epoch 1 (``append``), then either
-    dropped or opened for replay (``replay``) once the driver decides. Thread-safe.
+    dropped or opened for replay (``replay``): as soon as it holds ``rows_per_epoch`` of every
+    split, or when the driver decides. ``orders`` gives each cached epoch's permutation, so the
+    replay can read the next epoch's first window ahead. Thread-safe.
     """
 
-    def __init__(self, directory: Path, max_bytes: int | None, label: str):
+    def __init__(
+        self,
+        directory: Path,
+        max_bytes: int | None,
+        label: str,
+        rows_per_epoch: dict[str, int] | None = None,
+        orders: EpochOrders | None = None,
+    ):
         self.directory = directory
         self.max_bytes = max_bytes
         self.label = label  # names the run in log lines, e.g. "training run 2"
+        self.rows_per_epoch = {s: r for s, r in (rows_per_epoch or {}).items() if r}  # the node's share
+        self.orders = orders
         self.failure: str | None = None  # why this run is not cached (said once in the log)
         self.bytes = 0
         self.rows: dict[str, int] = {}
@@ -87,15 +108,16 @@ class RunCache:
         self._replays: dict[str, CacheReplay] = {}
         self._lock = threading.Lock()
 
-    def append(self, split: str, partition: int, frame, rows: int) -> None:
-        """Keep one received frame (the raw Arrow IPC bytes) of ``split`` from ``partition``."""
+    def append(self, split: str, partition: int, frame, rows: int) -> bool:
+        """Keep one received frame (the raw Arrow IPC bytes) of ``split`` from ``partition``;
+        whether it completed the share (``rows_per_epoch`` of every split: true for one append only)."""
         with self._lock:
             if self.failure is not None:
-                return
+                return False
             reason = self._refusal(len(frame))
             if reason:
                 self._fail(reason)
-                return
+                return False
             key = (split, partition)
             if key not in self._files:
                 self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -106,11 +128,13 @@ class RunCache:
                 part.handle.write(frame)
             except OSError as exc:  # a full or failing disk: fall back to Spark, never fail the feed
                 self._fail(f"writing {part.path} failed: {exc}")
-                return
+                return False
             part.frames.append((part.size, len(frame)))
             part.size += len(frame)
             self.bytes += len(frame)
             self.rows[split] = self.rows.get(split, 0) + rows
+            # each row is appended once (the ledger admits it once), so the counts reach the share exactly once
+            return split in self.rows_per_epoch and self.rows == self.rows_per_epoch
 
     def _refusal(self, incoming: int) -> str | None:
         if self.max_bytes is not None and self.bytes + incoming > self.max_bytes:
@@ -146,11 +170,14 @@ class RunCache:
             return self.failure
 
     def replay(self, split: str) -> "CacheReplay":
-        """The reader over ``split``'s cached rows (opened on first use)."""
+        """The reader over ``split``'s cached rows (opened on first use: the frames are indexed then)."""
         with self._lock:
             if split not in self._replays:
                 parts = sorted((p, f) for (s, p), f in self._files.items() if s == split)
-                self._replays[split] = CacheReplay([f for _, f in parts])
+                orders = None
+                if self.orders is not None:
+                    orders = lambda epoch, of=self.orders: of(split, epoch, self.rows.get(split, 0))  # noqa: E731
+                self._replays[split] = CacheReplay([f for _, f in parts], orders=orders)
             return self._replays[split]
 
     def drop(self) -> None:
@@ -186,6 +213,13 @@ def _frame_columns(batch: pa.RecordBatch, partition: int, first: int) -> dict:
     return batch_to_columns(batch, origin_values(partition, first + np.arange(batch.num_rows)))
 
 
+def _discard(future: Future) -> None:
+    """Let go of a window read ahead that is not wanted: cancel it, or wait for it to end (its
+    error, if any, is the next gather's too)."""
+    if not future.cancel():
+        wait([future])
+
+
 def _row_bytes(column) -> int:
     """Bytes of one row of a numpy or Arrow column."""
     if isinstance(column, np.ndarray):
@@ -194,17 +228,30 @@ def _row_bytes(column) -> int:
 
 
 class CacheReplay:
-    """Serves cached rows: ``take(order, start, count)`` gives rows ``order[start:start+count]``.
+    """Serves cached rows: ``take(order, start, count)`` gives rows ``order[start:start+count]``;
+    ``take_epoch(epoch, start, count)`` the same in epoch ``epoch``'s order (``orders``).
 
     The files are memory-mapped and every frame is decoded once into numpy views over the
     mapping (no copy). Rows are copied out a window at a time: the window's rows of ``order``
     are gathered in file order (sequential reads, so the kernel's read-ahead and fault-around
     work for us rather than against us) into one buffer of about ``window_bytes``, laid out in
-    ``order``'s order, and batches are slices of it. Mapped pages are dropped from the process
-    as the gather moves on, so a node holds about one window, not its whole share.
+    ``order``'s order, and batches are slices of it. While a window is read, a reader thread
+    gathers the next one (the next epoch's first, at an epoch's end, when ``take_epoch`` reads),
+    so TensorFlow seldom waits on a gather. Mapped pages are dropped from the process as the
+    gather moves on, so a node holds about two windows, not its whole share.
     """
 
-    def __init__(self, parts: list[_PartitionFile], window_bytes: int = WINDOW_BYTES):
+    def __init__(
+        self,
+        parts: list[_PartitionFile],
+        window_bytes: int = WINDOW_BYTES,
+        orders: Callable[[int], np.ndarray | None] | None = None,
+    ):
+        self._orders_of = orders or (lambda epoch: None)
+        self._orders: dict[int, np.ndarray | None] = {}  # this epoch's and the next one's
+        self._ahead: tuple[object, int, Future] | None = None  # (order, first row, the window being read)
+        self._following: tuple[object, int] | None = None  # (an epoch's order, the next epoch)
+        self._loader: ThreadPoolExecutor | None = None
         self._maps: list[mmap.mmap] = []
         self.columns: list[dict] = []  # per frame: numpy views, or Arrow arrays over the mapping
         self.names: list[str] = []
@@ -233,21 +280,69 @@ class CacheReplay:
         self._arrow = {n for frame in self.columns for n, c in frame.items() if not isinstance(c, np.ndarray)}
         self._window: tuple[object, int, dict] | None = None  # (order, first row, columns)
 
+    def order(self, epoch: int) -> np.ndarray | None:
+        """Epoch ``epoch``'s permutation of the cached rows (None: the cached order), made once."""
+        if epoch not in self._orders:
+            self._orders = {e: o for e, o in self._orders.items() if e > epoch - 2}
+            self._orders[epoch] = self._orders_of(epoch)
+        return self._orders[epoch]
+
+    def take_epoch(self, epoch: int, start: int, count: int) -> dict[str, np.ndarray]:
+        """Rows ``start..start+count`` of epoch ``epoch`` (in its order), as columns; at the epoch's
+        last window the next epoch's first is read ahead."""
+        order = self.order(epoch)
+        self._following = (order, epoch + 1)
+        return self.take(order, start, count)
+
+    def read_ahead(self, epoch: int) -> None:
+        """Start gathering epoch ``epoch``'s first window (before the epoch is read)."""
+        self._read_ahead(self.order(epoch), 0)
+
     def take(self, order: np.ndarray | None, start: int, count: int) -> dict[str, np.ndarray]:
         """Rows ``start..start+count`` of ``order`` (a permutation; None: the cached order), as columns."""
         pieces = []
         count = min(count, self.rows - start)
         while count > 0:
             first = start - start % self.window_rows
-            if self._window is None or self._window[0] is not order or self._window[1] != first:
-                self._window = (order, first, self._load(order, first))
-            window = self._window[2]
+            window = self._window_at(order, first)
             take = min(count, first + self.window_rows - start)
             pieces.append({n: c[start - first : start - first + take] for n, c in window.items()})
             start, count = start + take, count - take
         if len(pieces) == 1:
             return pieces[0]
         return {n: concatenate(n, [p[n] for p in pieces]) for n in pieces[0]}
+
+    def _window_at(self, order: np.ndarray | None, first: int) -> dict[str, np.ndarray]:
+        """The window of ``order`` from row ``first``: the current one, the one read ahead, or
+        gathered now; then the one after it is read ahead."""
+        if self._window is not None and self._window[0] is order and self._window[1] == first:
+            return self._window[2]
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] is order and ahead[1] == first:
+            columns = ahead[2].result()
+        else:
+            if ahead is not None:
+                _discard(ahead[2])  # never two gathers at once
+            self._window = None  # let the previous window go before this one fills
+            columns = self._load(order, first)
+        self._window = (order, first, columns)
+        if first + self.window_rows < self.rows:
+            self._read_ahead(order, first + self.window_rows)
+        elif self._following is not None and self._following[0] is order:
+            self._read_ahead(self.order(self._following[1]), 0)
+        return columns
+
+    def _read_ahead(self, order: np.ndarray | None, first: int) -> None:
+        """Gather the window of ``order`` from ``first`` in the reader thread (unless it is there)."""
+        if not self.columns or (self._ahead is not None and self._ahead[0] is order and self._ahead[1] == first):
+            return
+        if self._window is not None and self._window[0] is order and self._window[1] == first:
+            return
+        if self._ahead is not None:
+            _discard(self._ahead[2])
+        if self._loader is None:
+            self._loader = ThreadPoolExecutor(1, thread_name_prefix="sparkdl-cache-read")
+        self._ahead = (order, first, self._loader.submit(self._load, order, first))
 
     def _load(self, order: np.ndarray | None, first: int) -> dict[str, np.ndarray]:
         """The window of rows ``order[first:first + window_rows]``, gathered in file order."""
@@ -264,7 +359,6 @@ class CacheReplay:
             if n not in self._arrow
         }
         gathered: dict[str, list] = {n: [] for n in self._arrow}
-        self._window = None  # let the previous window go before this one fills
         traversed = 0
         for frame, columns in enumerate(self.columns):
             low, high = bounds[frame], bounds[frame + 1]
@@ -297,8 +391,11 @@ class CacheReplay:
 
     def close(self) -> None:
         """Forget the views and unmap (mappings still referenced by a batch stay until it goes)."""
+        if self._loader is not None:  # a gather in flight reads the mappings: let it end first
+            self._loader.shutdown(wait=True, cancel_futures=True)
+            self._loader = None
         self.columns = []
-        self._window = None
+        self._window = self._ahead = None
         for mapped in self._maps:
             try:
                 mapped.close()
@@ -310,3 +407,14 @@ class CacheReplay:
 def epoch_order(rows: int, seed: int, node: int, epoch: int) -> np.ndarray:
     """The row permutation of one epoch on one node: the same for the same seed, run after run."""
     return np.random.default_rng([seed, node, epoch]).permutation(rows)
+
+
+def run_orders(shuffle: bool, seed: int, node: int, shuffled_split: str) -> EpochOrders:
+    """How a run reads its cached epochs: with ``shuffle``, ``shuffled_split`` in a fresh
+    permutation each epoch (``epoch_order``); every other split, and every split without it, in
+    the cached order."""
+
+    def order(split: str, epoch: int, rows: int) -> np.ndarray | None:
+        return epoch_order(rows, seed, node, epoch) if shuffle and split == shuffled_split else None
+
+    return order

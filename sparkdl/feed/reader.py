@@ -2,7 +2,7 @@
 
 One reader per ``DataFeed`` (one queue name). It holds what reading has reached: the training run
 being read (``session``), the chunk being read per split, whether the feed has ended, the runs
-released, the current epoch's permutation. ``DataFeed`` (TensorFlowOnSpark's API),
+released. ``DataFeed`` (TensorFlowOnSpark's API),
 ``dataset.py`` (``as_dataset``) and ``micro_batches.py`` (``feed.micro_batches()``) all read
 through its public methods, so none of them reaches into another's state.
 
@@ -20,7 +20,6 @@ import logging
 import numpy as np
 
 from ..transport import protocol
-from .cache import epoch_order
 from .elements import RowLayout
 from .queues import END, END_PARTITION, Chunk, Columns, join_columns, join_slices
 from .server import FeedServer
@@ -44,7 +43,6 @@ class FeedReader:
         self._chunks: dict[str, Chunk | None] = {}  # the queued chunk being read, per split
         self._stopped = False
         self._session = 1  # the training run (cluster.train call) being read, or next
-        self._order: tuple[tuple, np.ndarray] | None = None  # the current epoch's permutation
         self._released = 0  # training runs up to this one were released (read no more)
 
     # -- the feed server, for this queue --
@@ -241,8 +239,7 @@ class FeedReader:
         from_cache = (epoch or plan.deterministic) and plan.cache
         if from_cache and self._server.replay_decision(self.qname, plan.session, self.read_timeout):
             replay = self._server.run_cache(self.qname, plan.session).replay(split)
-            order = self._epoch_order(plan, split, epoch, replay.rows)
-            return replay.take(order, offset, wanted), replay.layout, wanted
+            return replay.take_epoch(epoch, offset, wanted), replay.layout, wanted
         return self._from_queue(plan.session, split, wanted, epoch)
 
     def _count_read(self, session: int, split: str, count: int) -> None:
@@ -261,15 +258,6 @@ class FeedReader:
         done = self.rows_read(session) // plan.rows_per_epoch
         if done:
             self._server.skip_validation(self.qname, session, done)
-
-    def _epoch_order(self, plan: protocol.TrainingPlan, split: str, epoch: int, rows: int) -> np.ndarray | None:
-        """The permutation of a cached epoch (None: the cached order, without ``shuffle``)."""
-        if not plan.shuffle or split != TRAIN_SPLIT:
-            return None
-        key = (plan.session, split, epoch)
-        if self._order is None or self._order[0] != key:
-            self._order = (key, epoch_order(rows, plan.seed, plan.node, epoch))
-        return self._order[1]
 
     def _from_queue(
         self, session: int, split: str, max_rows: int, epoch: int = 0

@@ -27,7 +27,7 @@ from ..columns.arrow_rows import origin_values
 from ..common.timeouts import FIRST_MESSAGE_TIMEOUT_S
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
-from .cache import RunCache
+from .cache import RunCache, run_orders
 from .columns import FeedDataError, batch_to_columns, check_rows, data_names
 from .elements import RowLayout
 from .ledger import DeliveryConflict, DeliveryLedger, frame_digest
@@ -266,7 +266,8 @@ class FeedServer:
             run.cache.drop()
 
     def replay_decision(self, qname: str, session: int, timeout: float | None) -> bool:
-        """Whether epochs 2..N of ``session`` come from the node's cache (waits for the driver)."""
+        """Whether epochs 2..N of ``session`` come from the node's cache: yes once the node holds
+        its whole share (``_cache_complete``), else as the driver decides (waits for either)."""
         with self._cond:
             run = self._runs[(qname, session)]
             if not run.plan.cache:
@@ -402,7 +403,13 @@ class FeedServer:
         qname, cache = plan.qname, None
         if plan.cache and (plan.epochs > 1 or plan.deterministic):
             label = f"training run {plan.session}" + (f" of queue {qname!r}" if qname != protocol.DEFAULT_QNAME else "")
-            cache = RunCache(self._cache_dir / f"{qname}-run{plan.session}", plan.cache_max_bytes, label)
+            cache = RunCache(
+                self._cache_dir / f"{qname}-run{plan.session}",
+                plan.cache_max_bytes,
+                label,
+                {split: plan.split_rows(split) for split in plan.splits},
+                run_orders(plan.shuffle, plan.seed, plan.node, TRAIN_SPLIT),
+            )
         with self._cond:
             self._runs[(qname, plan.session)] = RunState(plan, cache)
             self._cond.notify_all()
@@ -417,6 +424,8 @@ class FeedServer:
     def _decide(self, qname: str, session: int, use: bool) -> None:
         with self._cond:
             run = self._runs[(qname, session)]
+            if run.replay:  # its whole share was in first: it replays it (what the driver feeds again is dropped)
+                return
             run.replay = use and run.cache is not None and run.cache.failure is None
             self._cond.notify_all()
         if not run.replay and run.cache is not None:
@@ -497,6 +506,7 @@ class FeedServer:
                 self._drain(channel)
                 return
             digest = frame_digest(frame)
+            complete = False  # whether this frame completed the node's cached share of epoch 1
             with slot.lock:  # held until the rows are queued: a racing attempt waits, in order
                 try:
                     new = slot.admit(position, batch.num_rows, digest)
@@ -519,11 +529,30 @@ class FeedServer:
                         queue.put(chunk, nbytes=len(frame), timeout=2 * timeout, unless=unwanted)
                     # accepted only once queued: rows a full queue refused are delivered by the next attempt
                     slot.commit(position, batch.num_rows, digest)
-                    if cache is not None:
-                        cache.append(split, message.partition, frame, batch.num_rows)
+                    complete = cache is not None and cache.append(split, message.partition, frame, batch.num_rows)
                     with self._cond:  # several feeders may deliver at once
                         self.rows_received += batch.num_rows
+            if complete:
+                self._cache_complete(run)
             position += batch.num_rows
+
+    def _cache_complete(self, run: RunState) -> None:
+        """The node holds its whole share of epoch 1 (every planned row of every split, each once):
+        seal and open the cache, read the first cached epoch's first window ahead, and replay it,
+        without waiting for Spark's feeding job to end and for the driver's word (the reader may
+        still be draining epoch 1's queue meanwhile). Should another node fail to cache its share,
+        the driver feeds the later epochs from Spark, and this node drops those rows."""
+        plan, cache = run.plan, run.cache
+        if cache.seal({split: plan.split_rows(split) for split in plan.splits}) is not None:
+            return  # the driver learns why when it asks (cache_seal), and feeds from Spark
+        for split in plan.splits:
+            if plan.split_rows(split):
+                cache.replay(split)  # indexed now: the first cached epoch does not wait for it
+        cache.replay(TRAIN_SPLIT).read_ahead(0 if plan.deterministic else 1)
+        with self._cond:
+            if run.replay is None and not run.released and cache.failure is None:
+                run.replay = True
+                self._cond.notify_all()
 
     def _conflict(self, message: protocol.Train, exc: DeliveryConflict) -> str:
         """A rejection naming the partition and attempt whose rows differ from an earlier attempt's."""

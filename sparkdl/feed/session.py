@@ -23,11 +23,13 @@ class RunState:
     read: dict[str, int] = field(default_factory=dict)
     example: dict | None = None  # the first training rows (up to EXAMPLE_ROWS), as columns (the schema)
     names: list[str] | None = None
-    replay: bool | None = None  # the driver's decision (None: not yet told)
+    replay: bool | None = None  # whether later epochs come from the cache (None: not known yet)
     consumed: bool = False  # read in full, or its fit ended (the driver was told)
     released: bool = False  # its cache was dropped: every split read, or the reader moved on
     validation_over: int = 0  # validation rows of the run's epochs below this are read no more (skipped)
 
     def wants(self, split: str, epoch: int) -> bool:
         """Whether rows of ``split`` of ``epoch`` arriving now are still to be read (else dropped)."""
-        return not self.released and not (split == protocol.VALIDATION_SPLIT and epoch < self.validation_over)
+        if self.released or (epoch and self.replay):  # later epochs come from the cache
+            return False
+        return not (split == protocol.VALIDATION_SPLIT and epoch < self.validation_over)

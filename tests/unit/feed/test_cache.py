@@ -18,7 +18,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from sparkdl.columns.arrow_rows import ORIGIN, describe_origin
 from sparkdl.columns.readers import VectorReader
 from sparkdl.feed import feeder
-from sparkdl.feed.cache import CacheReplay, RunCache, epoch_order
+from sparkdl.feed.cache import CacheReplay, RunCache, epoch_order, run_orders
 from sparkdl.feed.columns import batch_to_columns
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedTarget
@@ -91,6 +91,24 @@ def test_replay_gathers_any_order_from_frames_of_several_partitions(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_windows_read_ahead_give_every_epoch_its_own_order(tmp_path):
+    """Small windows, each gathered ahead by the reader thread (across the epochs' ends too): the
+    rows come out exactly as a gather on the spot gives them."""
+    orders = run_orders(True, 3, 0, "train")
+    cache = RunCache(tmp_path / "run", None, "training run 1", {"train": 30}, orders)
+    complete = [cache.append("train", p, encode_batch(b), b.num_rows) for p, b in zip((1, 0, 1), batches_of(3))]
+    assert complete == [False, False, True], "the last frame completes the share"
+    assert cache.seal({"train": 30}) is None
+    replay = cache.replay("train")
+    replay.window_rows = 4  # many windows, so most are read ahead
+    canonical = np.asarray(replay.take(None, 0, 30)["i"]).copy()
+    replay.read_ahead(1)
+    for epoch in (1, 2, 3):
+        got = np.concatenate([replay.take_epoch(epoch, start, 7)["i"] for start in range(0, 30, 7)])
+        assert list(got) == list(canonical[epoch_order(30, 3, 0, epoch)])
+    cache.drop()
+
+
 def test_epoch_orders_are_reproducible_and_differ_by_epoch_and_node():
     assert list(epoch_order(100, 1, 0, 1)) == list(epoch_order(100, 1, 0, 1))
     assert list(epoch_order(100, 1, 0, 1)) != list(epoch_order(100, 1, 0, 2))
@@ -135,15 +153,32 @@ def test_a_node_serves_later_epochs_from_its_cache_and_deletes_it_at_the_run_end
     assert not list((tmp_path / "cache").rglob("*.arrows")), "the run's cache is gone once it was read"
 
 
-def test_a_node_told_not_to_replay_drops_its_cache_and_reads_the_queue(server, secret, tmp_path):
-    assert ask(server, secret, plan_message(1, 30, 2)) == {"type": "ack"}
+def test_a_node_whose_cache_failed_drops_it_and_reads_the_queue(server, secret, tmp_path):
+    assert ask(server, secret, plan_message(1, 30, 2, cache_max_bytes=100)) == {"type": "ack"}
     feed_epoch(secret, server, [list(range(30))])
-    ask(server, secret, {"type": "cache_use", "qname": "input", "session": 1, "use": False})
     assert not list((tmp_path / "cache").rglob("*.arrows"))
+    problem = ask(server, secret, {"type": "cache_seal", "qname": "input", "session": 1})["problem"]
+    assert "cache limit of 100 bytes" in problem
+    ask(server, secret, {"type": "cache_use", "qname": "input", "session": 1, "use": False})
     feed_epoch(secret, server, [list(range(100, 130))], epoch=1)
     feed = DataFeed(server, input_mapping={"i": "i"}, feed_timeout=10)
     assert sorted(feed.next_batch(30)["i"]) == list(range(30))
     assert sorted(feed.next_batch(30)["i"]) == list(range(100, 130))
+
+
+def test_a_node_replays_its_whole_share_without_waiting_for_the_driver(server, secret, tmp_path):
+    """Once its share of epoch 1 is in, a node serves epoch 2 from its cache before the driver says
+    a word; if another node could not cache (the driver's use=False), the rows fed again are dropped."""
+    assert ask(server, secret, plan_message(1, 30, 2, shuffle=False)) == {"type": "ack"}
+    feed_epoch(secret, server, [list(range(30))])
+    feed = DataFeed(server, input_mapping={"i": "i"}, feed_timeout=10)
+    first = list(feed.next_batch(30)["i"])
+    assert sorted(first) == list(range(30))
+    assert server.replay_decision("input", 1, timeout=0) is True, "decided by the node itself"
+    ask(server, secret, {"type": "cache_use", "qname": "input", "session": 1, "use": False})
+    feed_epoch(secret, server, [list(range(100, 130))], epoch=1)  # fed again for another node: dropped here
+    assert list(feed.next_batch(30)["i"]) == first, "epoch 2 from the cache, in the cached order"
+    assert server.rows_left("input", 1) == 0
 
 
 def test_serving_from_the_cache_keeps_memory_to_a_few_batches(tmp_path):

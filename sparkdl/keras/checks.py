@@ -37,6 +37,12 @@ def check_settings(s) -> None:
     for param in ("num_workers", "num_gpus"):
         if getattr(s, param) is not None and getattr(s, param) < 0:
             raise KerasInputError(f"{param} must be None or at least 0, got {getattr(s, param)}")
+    if s.min_workers is not None and s.num_workers == 0:
+        raise KerasInputError("min_workers is for a cluster: num_workers=0 trains in the driver process")
+    if s.min_workers is not None and (
+        s.min_workers < 1 or (s.num_workers is not None and s.min_workers > s.num_workers)
+    ):
+        raise KerasInputError(f"min_workers must be None or from 1 to num_workers={s.num_workers}, got {s.min_workers}")
     if not 0 <= s.seed < 2**32:
         raise KerasInputError(f"seed must be an integer from 0 to 2**32 - 1, got {s.seed}")
     if s.verbose not in (0, 1, 2):

@@ -49,6 +49,7 @@ class FitSettings:
     shuffle: bool
     seed: int
     num_workers: int | None
+    min_workers: int | None
     num_gpus: int | None
     callbacks: list
     max_restarts: int
@@ -81,6 +82,7 @@ class FitSettings:
             self.validation,
             self.seed,
             self.num_workers,
+            self.min_workers,
             self.num_gpus,
             self.max_restarts,
             self.model_dir,
@@ -137,7 +139,8 @@ def _plan_runs(sc, group, specs, info, pickled, store: bool, base: str, tracked)
             models[index] = _model(settings, paths, stored.history, info)
             continue
         done[index] = stored.epochs_completed if stored is not None else 0
-        backup = store or settings.max_restarts > 0
+        # A relaunch (max_restarts, or an elastic resize: min_workers) resumes from the last epoch.
+        backup = store or settings.max_restarts > 0 or settings.min_workers is not None
         runs.append(
             RunSpec(index, settings.epochs, settings.batch_size, specs[index], settings.seed, settings.shuffle, paths,
                     config, backup, pickled[index], settings.monitor, settings.mode, settings.verbose,
@@ -168,7 +171,11 @@ def _train(dataset, sc, first: FitSettings, kinds, payload, info, runs, done, no
     try:
         widths = checks.check_scan(prepared.stats, first, kinds)
         layout = plan_layout(info, first.feature_cols, first.label_cols, first.sample_weight_col, widths)
-        marker = f"{base}/current-run.json" if first.max_restarts and len(runs) > 1 else None
+        marker = (
+            f"{base}/current-run.json"
+            if (first.max_restarts or first.min_workers is not None) and len(runs) > 1
+            else None
+        )
         job = TrainingJob(payload, layout, first.validation is not None, tuple(runs), marker)
         for run in runs:
             hadoop_files.mkdirs(sc, hadoop_files.from_tensorflow(run.paths.run_dir))
@@ -200,6 +207,7 @@ def _train_on_cluster(spark, sc, first: FitSettings, job: TrainingJob, prepared,
     cluster = run_cluster(
         spark, main_fun, job, nodes, input_mode=InputMode.SPARK, num_gpus=first.num_gpus,
         max_restarts=first.max_restarts, env=env, nodes_param="num_workers",
+        min_executors=first.min_workers, min_nodes_param="min_workers",
     )  # fmt: skip
     with cluster:  # a driver-side error stops every node
         ready = time.perf_counter()

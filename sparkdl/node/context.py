@@ -187,6 +187,22 @@ class NodeContext:
 
         return SparkdlProgress()
 
+    def scaled_learning_rate(self, base_rate: float, base_workers: int, rule: str = "linear") -> float:
+        """``base_rate`` (tuned for ``base_workers`` workers) for this attempt's ``num_workers``.
+
+        An elastic cluster (``TFCluster.run(min_executors=...)``) keeps each worker's batch, so the
+        global batch follows the node count; ``rule="linear"`` scales the rate with it (Goyal et al.'s
+        rule), ``"sqrt"`` with its square root, ``"none"`` keeps it. sparkdl never changes a rate by
+        itself: build the optimizer with this value to opt in.
+        """
+        if base_workers < 1:
+            raise ValueError(f"base_workers must be at least 1, got {base_workers!r}")
+        factor = self.num_workers / base_workers
+        scales = {"linear": factor, "sqrt": factor**0.5, "none": 1.0}
+        if rule not in scales:
+            raise ValueError(f"rule must be 'linear', 'sqrt' or 'none', got {rule!r}")
+        return base_rate * scales[rule]
+
     def backup_and_restore(self, backup_dir: str, **kwargs: Any):
         """A Keras ``BackupAndRestore`` callback on ``backup_dir`` (qualified by :meth:`absolute_path`).
 

@@ -389,6 +389,14 @@ PARAMS = (
         optional_int,
         None,
     ),
+    ParamSpec(
+        "min_workers",
+        "Elastic training: the fewest TF nodes the fit may go on with when executors are lost (None: "
+        "num_workers, a fixed cluster); it grows back to num_workers at an epoch boundary when Spark adds "
+        "executors (TFCluster.run's min_executors; docs/reliability.md)",
+        optional_int,
+        None,
+    ),
     ParamSpec("callbacks", "Keras callbacks for fit (they must pickle: they travel to every node)", to_callbacks, []),
     ParamSpec(
         "checkpoint_dir",
@@ -502,6 +510,7 @@ MIXINS = (
     _one("shuffle"),
     _one("seed"),
     _one("num_workers"),
+    _one("min_workers"),
     _one("callbacks"),
     MixinSpec(
         "HasRunStore",
@@ -566,6 +575,7 @@ STAGES = (
             "HasShuffle",
             "HasSeed",
             "HasNumWorkers",
+            "HasMinWorkers",
             "HasNumGPUs",
             "HasCallbacks",
             "HasMaxRestarts",

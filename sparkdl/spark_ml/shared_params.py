@@ -927,6 +927,29 @@ class HasNumWorkers(Params):
         return self.getOrDefault(self.num_workers)
 
 
+class HasMinWorkers(Params):
+    """Mixin for Param ``min_workers``: Elastic training: the fewest TF nodes the fit may go on with when executors
+    are lost (None: num_workers, a fixed cluster); it grows back to num_workers at an epoch boundary when Spark
+    adds executors (TFCluster.run's min_executors; docs/reliability.md)."""
+
+    min_workers: Param[int | None] = Param(
+        Params._dummy(),
+        "min_workers",
+        "Elastic training: the fewest TF nodes the fit may go on with when executors are lost (None: num_workers, a "
+        "fixed cluster); it grows back to num_workers at an epoch boundary when Spark adds executors (TFCluster.run's "
+        "min_executors; docs/reliability.md)",
+        typeConverter=optional_int,
+    )
+
+    def setMinWorkers(self, value):
+        """Set ``min_workers``. Returns self."""
+        return self._set(min_workers=value)
+
+    def getMinWorkers(self) -> int | None:
+        """The value of ``min_workers``."""
+        return self.getOrDefault(self.min_workers)
+
+
 class HasCallbacks(Params):
     """Mixin for Param ``callbacks``: Keras callbacks for fit (they must pickle: they travel to every node)."""
 
@@ -1146,6 +1169,7 @@ class KerasEstimatorParams(
     HasShuffle,
     HasSeed,
     HasNumWorkers,
+    HasMinWorkers,
     HasNumGPUs,
     HasCallbacks,
     HasMaxRestarts,
@@ -1170,6 +1194,7 @@ class KerasEstimatorParams(
             loss=None,
             max_restarts=0,
             metrics=None,
+            min_workers=None,
             mode="auto",
             model=None,
             model_dir=None,
@@ -1258,6 +1283,7 @@ __all__ = [
     "HasShuffle",
     "HasSeed",
     "HasNumWorkers",
+    "HasMinWorkers",
     "HasCallbacks",
     "HasRunStore",
     "HasVerbose",

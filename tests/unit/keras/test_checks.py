@@ -33,6 +33,8 @@ def test_settings_that_cannot_work_are_refused_naming_the_param():
         "run_id must be 1 to 128": dict(checkpoint_dir="/tmp/x", run_id="../up"),
         "seed must be an integer": dict(seed=2**40),
         "verbose must be 0, 1 or 2": dict(verbose=3),
+        "min_workers must be None or from 1 to num_workers=2": dict(num_workers=2, min_workers=3),
+        "min_workers is for a cluster": dict(num_workers=0, min_workers=1),
     }
     for message, change in cases.items():
         with pytest.raises(KerasInputError, match=message.replace("(", r"\(")):

@@ -57,3 +57,13 @@ def test_export_path_gives_the_chief_the_real_path_and_workers_a_removed_scratch
 def test_tfos_names_for_the_node_number_are_kept():
     ctx = _ctx("worker", "c", node_number=3)
     assert ctx.node_number == ctx.executor_id == ctx.worker_num == 3
+
+
+def test_the_learning_rate_follows_the_node_count_only_when_asked():
+    ctx = _ctx("chief", "c1")  # SPEC: a chief and a worker, 2 workers under MWMS
+    assert ctx.num_workers == 2
+    assert ctx.scaled_learning_rate(0.1, base_workers=4) == pytest.approx(0.05)
+    assert ctx.scaled_learning_rate(0.1, base_workers=8, rule="sqrt") == pytest.approx(0.05)
+    assert ctx.scaled_learning_rate(0.1, base_workers=1, rule="none") == 0.1
+    with pytest.raises(ValueError, match="rule must be"):
+        ctx.scaled_learning_rate(0.1, 2, rule="cubic")

@@ -157,7 +157,9 @@ def run(
     slots = preflight.check_configuration(
         spark.master, spark.conf, nodes.min_nodes - first, nodes_param if not nodes.elastic else min_nodes_param
     )
-    if not spark.connect:  # a Connect client cannot count executors: Spark's barrier check waits for slots
+    # A Connect client cannot count executors (Spark's barrier check waits for slots); under dynamic
+    # allocation Spark starts them when the launch stage asks.
+    if not spark.connect and not dynamic:
         executors = preflight.wait_for_executors(
             spark.count_executors,
             num_executors - first,

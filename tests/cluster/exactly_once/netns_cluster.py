@@ -18,7 +18,7 @@ import signal
 import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 SUBNET = "10.231.77"  # a /24 that only these namespaces and their bridge use
@@ -27,11 +27,25 @@ READY_TIMEOUT_S = 90.0
 
 @dataclass(frozen=True)
 class StandaloneCluster:
-    """Where the driver finds the cluster and which address it must use itself."""
+    """Where the driver finds the cluster and which address it must use itself; ``kill_host`` and
+    ``start_worker`` take a worker's host away for good and bring a worker back on it."""
 
     master_url: str
     driver_host: str
     worker_hosts: tuple[str, ...]
+    namespaces: tuple[str, ...] = ()
+    work_dir: Path | None = None
+    cores: int = 1
+    memory_mb: int = 1024
+    processes: list = field(default_factory=list)  # what teardown kills
+
+    def kill_host(self, index: int) -> None:
+        """Everything on worker ``index``'s host dies at once: its Worker, executors and TF nodes."""
+        _kill_namespace(self.namespaces[index])
+
+    def start_worker(self, index: int) -> None:
+        """Start a Worker again on host ``index`` (it registers with the master in a few seconds)."""
+        self.processes.append(_start_worker(self, index, f"worker{index}-again"))
 
 
 def unavailable() -> str | None:
@@ -98,27 +112,17 @@ def namespaced_standalone(work_dir: Path, workers: int = 2, cores: int = 1, memo
             )
         )
         master_url = f"spark://{driver_host}:{port}"
-        for index, (namespace, host) in enumerate(zip(namespaces, hosts)):
-            worker_dir = work_dir / f"worker{index}"
-            worker_dir.mkdir()
-            log = open(work_dir / f"worker{index}.log", "wb")
-            processes.append(
-                subprocess.Popen(
-                    ["ip", "netns", "exec", namespace, _spark_class(), "org.apache.spark.deploy.worker.Worker"]
-                    + ["--host", host, "--cores", str(cores), "--memory", f"{memory_mb}M"]
-                    + ["--work-dir", str(worker_dir), master_url],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env={**os.environ, "SPARK_LOCAL_IP": host},
-                )
-            )
+        cluster = StandaloneCluster(
+            master_url, driver_host, hosts, tuple(namespaces), work_dir, cores, memory_mb, processes
+        )
+        for index in range(workers):
+            processes.append(_start_worker(cluster, index, f"worker{index}"))
         deadline = time.monotonic() + READY_TIMEOUT_S
         while _alive_workers(f"http://{driver_host}:{web_port}") < workers:
             if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
                 raise RuntimeError(f"the namespaced Spark cluster did not start: see the logs in {work_dir}")
             time.sleep(0.5)  # polling the master's status page (a bounded wait for readiness)
-        yield StandaloneCluster(master_url, driver_host, hosts)
+        yield cluster
     finally:
         for process in processes:
             with contextlib.suppress(ProcessLookupError):
@@ -128,6 +132,23 @@ def namespaced_standalone(work_dir: Path, workers: int = 2, cores: int = 1, memo
             _kill_namespace(namespace)
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True, timeout=30)
         subprocess.run(["ip", "link", "del", bridge], capture_output=True, timeout=30)
+
+
+def _start_worker(cluster: StandaloneCluster, index: int, name: str) -> subprocess.Popen:
+    """A standalone Worker in host ``index``'s namespace, its files under ``work_dir/name``."""
+    worker_dir = cluster.work_dir / name
+    worker_dir.mkdir()
+    log = open(cluster.work_dir / f"{name}.log", "wb")
+    host = cluster.worker_hosts[index]
+    return subprocess.Popen(
+        ["ip", "netns", "exec", cluster.namespaces[index], _spark_class(), "org.apache.spark.deploy.worker.Worker"]
+        + ["--host", host, "--cores", str(cluster.cores), "--memory", f"{cluster.memory_mb}M"]
+        + ["--work-dir", str(worker_dir), cluster.master_url],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "SPARK_LOCAL_IP": host},
+    )
 
 
 def _kill_namespace(namespace: str) -> None:

@@ -22,13 +22,15 @@ def executor_id() -> str:
 def elastic_fit(args, ctx):
     """``model.fit`` under MultiWorkerMirroredStrategy from ``feed.as_dataset`` with
     ``ctx.backup_and_restore`` and ``ctx.progress_callback``; 16 rows per worker per step, whatever
-    the node count. On attempt 0, node ``hold_node`` stops before step ``hold_step`` of epoch
-    ``hold_epoch``, says so (``held.json``: its Spark executor), and waits for ``release`` (bounded)."""
+    the node count. Each of ``holds`` (attempt, node, epoch, step, name) stops that node before that
+    step, says so (``<name>.json``: its Spark executor and host) and waits for ``<name>-release``
+    (bounded), so the test can change Spark's executors at a known point."""
     import numpy as np
     import tensorflow as tf
 
     out = Path(args["out"])
     tag = f"attempt{ctx.attempt}-node{ctx.executor_id}"
+    write_whole(out / f"executor-{tag}.json", json.dumps({"executor": executor_id(), "host": ctx.host}))
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     feed = ctx.get_data_feed()
     seen: dict[int, list[int]] = {}
@@ -50,10 +52,12 @@ def elastic_fit(args, ctx):
             epoch_now[0] = epoch
 
         def on_train_batch_begin(self, batch, logs=None):
-            held = ctx.attempt == 0 and ctx.executor_id == args.get("hold_node")
-            if held and epoch_now[0] == args["hold_epoch"] and batch == args["hold_step"]:
-                write_whole(out / "held.json", json.dumps({"executor": executor_id(), "node": ctx.executor_id}))
-                wait_for_file(str(out / "release"), 120)
+            for hold in args.get("holds", ()):
+                here = (ctx.attempt, ctx.executor_id, epoch_now[0], batch)
+                if here == (hold["attempt"], hold["node"], hold["epoch"], hold["step"]):
+                    record = {"executor": executor_id(), "node": ctx.executor_id, "host": ctx.host}
+                    write_whole(out / f"{hold['name']}.json", json.dumps(record))
+                    wait_for_file(str(out / f"{hold['name']}-release"), 180)
 
         def on_epoch_end(self, epoch, logs=None):
             ids = {"nodes": ctx.num_workers, "ids": seen.pop(epoch, [])}

@@ -77,8 +77,13 @@ def _check_weights(out: Path, attempt: int, nodes: int) -> None:
     assert len(digests) == 1, "MWMS keeps every survivor's weights identical"
 
 
-def _run(sc, out: Path, **hold):
-    args = {"out": str(out), "backup_dir": str(out / "backup"), **hold}
+def hold(attempt: int, node: int, epoch: int, step: int, name: str = "held") -> dict:
+    """Where ``elastic_fit`` stops one node until the test releases it (epochs count from 0)."""
+    return {"attempt": attempt, "node": node, "epoch": epoch, "step": step, "name": name}
+
+
+def _run(sc, out: Path, *holds: dict):
+    args = {"out": str(out), "backup_dir": str(out / "backup"), "holds": holds}
     return TFCluster.run(
         sc,
         ef.elastic_fit,
@@ -94,7 +99,7 @@ def _run(sc, out: Path, **hold):
 def test_a_node_lost_for_good_mid_epoch_2_leaves_the_survivors_training_epochs_2_to_4(sc3, tmp_path):
     _executors(sc3, 3)
     frame = _frame(sc3)
-    cluster = _run(sc3, tmp_path, hold_node=2, hold_epoch=1, hold_step=2)
+    cluster = _run(sc3, tmp_path, hold(attempt=0, node=2, epoch=1, step=2))
     try:
         training = {}
         import threading
@@ -124,7 +129,7 @@ def test_a_node_lost_for_good_mid_epoch_2_leaves_the_survivors_training_epochs_2
 def test_an_executor_spark_adds_during_epoch_2_joins_for_epoch_3(sc3, tmp_path):
     _executors(sc3, 2)
     frame = _frame(sc3)
-    cluster = _run(sc3, tmp_path, hold_node=0, hold_epoch=1, hold_step=1)
+    cluster = _run(sc3, tmp_path, hold(attempt=0, node=0, epoch=1, step=1))
     assert cluster.num_nodes == 2, "it starts on the two executors Spark has"
     import threading
 
@@ -134,12 +139,12 @@ def test_an_executor_spark_adds_during_epoch_2_joins_for_epoch_3(sc3, tmp_path):
     try:
         assert wait_for_file(str(tmp_path / "held.json"), 180), "the chief never reached epoch 2"
         _executors(sc3, 3)  # Spark adds one
-        (tmp_path / "release").touch()
+        (tmp_path / "held-release").touch()
         thread.join(300)
         assert not thread.is_alive() and "history" in training, "cluster.train did not return"
         cluster.shutdown(timeout=120)
     finally:
-        (tmp_path / "release").touch()
+        (tmp_path / "held-release").touch()
         _executors(sc3, 3)
 
     history = training["history"]

@@ -74,6 +74,7 @@ class TFCluster:
         self._growth: Decision | None = None
         self._growth_lock = threading.Lock()
         self._feeding_epochs: tuple[int, int] | None = None  # (reports before, epochs) of the train call
+        self._executors_at_start: set[str] = set()  # Spark's active executors when the attempt formed
         self._inference_progress = InferenceProgress() if self.progress else None
         self._request = request
         self._printer = NodeOutputPrinter() if request.settings.stream_logs else None
@@ -127,14 +128,20 @@ class TFCluster:
             growth, self._growth, self._feeding_epochs = self._growth, None, None
             return growth
 
-    def _capacity(self, want: int = 0, wait_s: float = 0.0) -> int:
-        """How many nodes Spark can host now: the driver-hosted ps nodes plus the active executors,
-        waiting up to ``wait_s`` seconds for ``want`` of them (a lost executor's replacement)."""
+    def _capacity(self, want: int = 0, wait_s: float = 0.0, lost: int = 0) -> int:
+        """How many nodes Spark can host now: the driver-hosted ps nodes plus the active executors.
+
+        After ``lost`` nodes lost their executors, an executor Spark has not yet removed (a dead host
+        is noticed a moment after its node) is not counted: until ``lost`` executors of the last
+        start have gone, that many are taken off. Waits up to ``wait_s`` seconds for ``want`` nodes
+        (a lost executor's replacement)."""
         first = self._request.first_spark_node
         deadline = time.monotonic() + wait_s
         while True:
-            nodes = first + (self.spark.active_executors() or 0) * self._nodes_per_executor
-            if nodes >= want or time.monotonic() >= deadline:
+            active = set(self.spark.active_executors() or ())
+            unnoticed = max(0, lost - len(self._executors_at_start - active))
+            nodes = first + max(0, len(active) - unnoticed) * self._nodes_per_executor
+            if (nodes >= want and not unnoticed) or time.monotonic() >= deadline:
                 return nodes
             time.sleep(0.5)  # polling the JVM's executor list; no event is exposed to Python
 
@@ -520,7 +527,8 @@ class TFCluster:
         ``error`` (after stopping everything, with an ``abort_reason``). Call it from an ``except``
         block."""
         want = self._policy.node_range.max_nodes if self._policy.node_range else self._request.nodes
-        capacity = lambda: self._capacity(want, self._elastic_wait)  # noqa: E731 - asked only when elastic
+        lost = sum(1 for failure in error.failures if failure.executor_lost)
+        capacity = lambda: self._capacity(want, self._elastic_wait, lost)  # noqa: E731 - asked only when elastic
         decision = self._policy.decide(error, self.state, self._request.nodes, capacity)
         if decision.action is FailureDecision.RAISE:
             if abort_reason:
@@ -576,6 +584,8 @@ class TFCluster:
             self._abort("reservation failed")
             raise
         self._lifecycle.move(ClusterState.RUNNING)
+        if self._policy.elastic:
+            self._executors_at_start = set(self.spark.active_executors() or ())
         logger.info("sparkdl cluster %s running: %s", self.cluster_id, self._coordinator.cluster_spec)
 
     # -- context manager: shut down on exit --

@@ -169,6 +169,8 @@ def run(
             nodes_param=nodes_param,
             at_least=nodes.min_nodes - first,
         )
+        if nodes.elastic:  # the executors Spark can give tasks to, not those it is removing
+            executors = len(spark.active_executors() or ()) or executors
         if nodes.elastic and first + executors * per_executor < num_executors:  # start on what Spark has
             layout = replace(layout, num_executors=first + executors * per_executor)
     spark_nodes = layout.num_executors - first

@@ -73,9 +73,9 @@ class SparkAccess:
         """Cores of each registered executor ([] when unknown)."""
         return []
 
-    def active_executors(self) -> int | None:
-        """Executors that can take tasks now (registered, not being removed); None when this side
-        cannot tell. An elastic cluster sizes its next attempt by it."""
+    def active_executors(self) -> list[str] | None:
+        """The ids of the executors that can take tasks now (registered, not being removed); None
+        when this side cannot tell. An elastic cluster sizes its next attempt by them."""
         return None
 
     def default_fs(self) -> str:
@@ -141,13 +141,13 @@ class ClassicSpark(SparkAccess):
         master = self.master
         return count if master.startswith("local") and not master.startswith("local-cluster") else count - 1
 
-    def active_executors(self) -> int | None:
+    def active_executors(self) -> list[str] | None:
         jsc = self._sc._jsc.sc()
         if self.master.startswith("local") and not self.master.startswith("local-cluster"):
-            return 1  # local[N]: the driver is the one executor
+            return ["driver"]  # local[N]: the driver is the one executor
         backend = jsc.schedulerBackend()
         ids = jsc.getExecutorIds()  # the scheduler's executors, those being removed included
-        return sum(1 for i in range(ids.size()) if backend.isExecutorActive(ids.apply(i)))
+        return [ids.apply(i) for i in range(ids.size()) if backend.isExecutorActive(ids.apply(i))]
 
     def executor_cores(self, at_least: int, wait_s: float = 10.0) -> list[int]:
         # Spark's status store learns of executors from the listener bus, a moment after the

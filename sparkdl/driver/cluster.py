@@ -114,7 +114,12 @@ class TFCluster:
             reports_before, epochs = self._feeding_epochs
             if self._history.reports - reports_before >= epochs:
                 return False  # the last epoch: nothing left to grow for
-            decision = self._policy.grow(self._request.nodes, self._capacity())
+            try:
+                capacity = self._capacity()
+            except Exception:  # noqa: BLE001 - Spark stopped or unreachable: no growth, never a node's failure
+                logger.debug("sparkdl cluster %s: cannot read Spark's executors", self.cluster_id, exc_info=True)
+                return False
+            decision = self._policy.grow(self._request.nodes, capacity)
             if decision is None:
                 return False
             self._growth = decision

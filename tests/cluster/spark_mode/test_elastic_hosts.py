@@ -107,7 +107,7 @@ def test_under_dynamic_allocation_etl_executors_come_and_go_while_the_nodes_keep
     tmp_path = standalone_spark
     out = tmp_path / "out"
     out.mkdir()
-    with netns_cluster.namespaced_standalone(tmp_path, workers=3, cores=2, memory_mb=2560) as standalone:
+    with netns_cluster.namespaced_standalone(tmp_path, workers=3, cores=3, memory_mb=3584) as standalone:
         spark = _standalone_spark(
             standalone,
             "sparkdl-dynamic-allocation",
@@ -116,7 +116,7 @@ def test_under_dynamic_allocation_etl_executors_come_and_go_while_the_nodes_keep
                 "spark.dynamicAllocation.enabled": "true",
                 "spark.dynamicAllocation.shuffleTracking.enabled": "true",
                 "spark.dynamicAllocation.minExecutors": "0",
-                "spark.dynamicAllocation.maxExecutors": "6",
+                "spark.dynamicAllocation.maxExecutors": "9",
                 "spark.dynamicAllocation.executorIdleTimeout": "3s",
                 "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
             },
@@ -127,30 +127,31 @@ def test_under_dynamic_allocation_etl_executors_come_and_go_while_the_nodes_keep
             frame = _frame(sc)
             args = {"out": str(out), "backup_dir": str(out / "backup"), "holds": (hold(0, 0, epoch=1, step=1),)}
             cluster = TFCluster.run(sc, ef.elastic_fit, args, 3, input_mode=TFCluster.InputMode.SPARK, min_executors=2)
-            thread, outcome = _train_in_thread(cluster, frame, EPOCHS)
-            assert wait_for_file(str(out / "held.json"), 240), "the chief never reached epoch 2"
-            nodes_executors = {json.loads(p.read_text())["executor"] for p in out.glob("executor-attempt0-*.json")}
-            assert len(nodes_executors) == 3 and nodes_executors <= set(_active_executors(sc))
-            seen = set(_active_executors(sc))
-            etl = threading.Thread(
-                target=lambda: sc.parallelize(range(12), 12).map(lambda x: time.sleep(2) or x).count()
-            )
-            etl.start()
-            while etl.is_alive():  # watch the application grow for the ETL job
-                seen |= set(_active_executors(sc))
-                etl.join(0.2)
-            etl_executors = seen - nodes_executors
-            assert etl_executors, "Spark added no executor for the ETL job"
-            _until(
-                lambda: not etl_executors & set(_active_executors(sc)),
-                120,
-                "Spark did not release the ETL job's idle executors",
-            )
-            assert nodes_executors <= set(_active_executors(sc)), "an executor holding a node was released"
-            (out / "held-release").touch()
-            thread.join(400)
-            assert not thread.is_alive() and "history" in outcome, outcome.get("error")
-            cluster.shutdown(timeout=120)
+            with cluster:  # an error here stops the nodes before Spark stops
+                thread, outcome = _train_in_thread(cluster, frame, EPOCHS)
+                assert wait_for_file(str(out / "held.json"), 240), "the chief never reached epoch 2"
+                nodes_executors = {json.loads(p.read_text())["executor"] for p in out.glob("executor-attempt0-*.json")}
+                assert len(nodes_executors) == 3 and nodes_executors <= set(_active_executors(sc))
+                before_etl = set(_active_executors(sc))  # the nodes' and the feeders' (holding cached blocks)
+                seen = set(before_etl)
+                etl = threading.Thread(
+                    target=lambda: sc.parallelize(range(12), 12).map(lambda x: time.sleep(2) or x).count()
+                )
+                etl.start()
+                while etl.is_alive():  # watch the application grow for the ETL job
+                    seen |= set(_active_executors(sc))
+                    etl.join(0.2)
+                etl_executors = seen - before_etl
+                assert etl_executors, "Spark added no executor for the ETL job"
+                _until(
+                    lambda: not etl_executors & set(_active_executors(sc)),
+                    120,
+                    "Spark did not release the ETL job's idle executors",
+                )
+                assert nodes_executors <= set(_active_executors(sc)), "an executor holding a node was released"
+                (out / "held-release").touch()
+                thread.join(400)
+                assert not thread.is_alive() and "history" in outcome, outcome.get("error")
         finally:
             (out / "held-release").touch()
             spark.stop()

@@ -11,7 +11,7 @@ import time
 
 import elastic_functions as ef
 import pytest
-from test_elastic import EPOCHS, _active_executors, _check_epochs, _check_weights, _frame, hold
+from elastic_checks import EPOCHS, active_executors, check_epochs, check_weights, frame_of_ids, hold
 
 from sparkdl import TFCluster
 
@@ -76,7 +76,7 @@ def test_a_host_killed_for_good_shrinks_the_cluster_and_a_worker_started_again_g
         try:
             sc = spark.sparkContext
             sc.setLogLevel("ERROR")
-            frame = _frame(sc)
+            frame = frame_of_ids(sc)
             holds = (hold(0, node=2, epoch=1, step=2, name="lost"), hold(1, node=0, epoch=2, step=1, name="back"))
             args = {"out": str(out), "backup_dir": str(out / "backup"), "holds": holds}
             cluster = TFCluster.run(
@@ -89,7 +89,7 @@ def test_a_host_killed_for_good_shrinks_the_cluster_and_a_worker_started_again_g
             standalone.kill_host(standalone.worker_hosts.index(host))  # for good: no Worker is left there
             assert wait_for_file(str(out / "back.json"), 240), "the 2 survivors never reached epoch 3"
             standalone.start_worker(standalone.worker_hosts.index(host))
-            _until(lambda: len(_active_executors(sc)) == 3, 180, "Spark gave no executor on the restarted host")
+            _until(lambda: len(active_executors(sc)) == 3, 180, "Spark gave no executor on the restarted host")
             (out / "back-release").touch()
             thread.join(400)
             assert not thread.is_alive() and "history" in outcome, outcome.get("error")
@@ -99,8 +99,8 @@ def test_a_host_killed_for_good_shrinks_the_cluster_and_a_worker_started_again_g
             spark.stop()
     assert outcome["history"]["nodes"] == [3.0, 2.0, 2.0, 3.0]
     assert [(r["from_nodes"], r["to_nodes"]) for r in cluster.resizes] == [(3, 2), (2, 3)]
-    _check_epochs(out, [3, 2, 2, 3])
-    _check_weights(out, attempt=2, nodes=3)
+    check_epochs(out, [3, 2, 2, 3])
+    check_weights(out, attempt=2, nodes=3)
 
 
 def test_under_dynamic_allocation_etl_executors_come_and_go_while_the_nodes_keep_theirs(standalone_spark):
@@ -124,31 +124,31 @@ def test_under_dynamic_allocation_etl_executors_come_and_go_while_the_nodes_keep
         try:
             sc = spark.sparkContext
             sc.setLogLevel("ERROR")
-            frame = _frame(sc)
+            frame = frame_of_ids(sc)
             args = {"out": str(out), "backup_dir": str(out / "backup"), "holds": (hold(0, 0, epoch=1, step=1),)}
             cluster = TFCluster.run(sc, ef.elastic_fit, args, 3, input_mode=TFCluster.InputMode.SPARK, min_executors=2)
             with cluster:  # an error here stops the nodes before Spark stops
                 thread, outcome = _train_in_thread(cluster, frame, EPOCHS)
                 assert wait_for_file(str(out / "held.json"), 240), "the chief never reached epoch 2"
                 nodes_executors = {json.loads(p.read_text())["executor"] for p in out.glob("executor-attempt0-*.json")}
-                assert len(nodes_executors) == 3 and nodes_executors <= set(_active_executors(sc))
-                before_etl = set(_active_executors(sc))  # the nodes' and the feeders' (holding cached blocks)
+                assert len(nodes_executors) == 3 and nodes_executors <= set(active_executors(sc))
+                before_etl = set(active_executors(sc))  # the nodes' and the feeders' (holding cached blocks)
                 seen = set(before_etl)
                 etl = threading.Thread(
                     target=lambda: sc.parallelize(range(12), 12).map(lambda x: time.sleep(2) or x).count()
                 )
                 etl.start()
                 while etl.is_alive():  # watch the application grow for the ETL job
-                    seen |= set(_active_executors(sc))
+                    seen |= set(active_executors(sc))
                     etl.join(0.2)
                 etl_executors = seen - before_etl
                 assert etl_executors, "Spark added no executor for the ETL job"
                 _until(
-                    lambda: not etl_executors & set(_active_executors(sc)),
+                    lambda: not etl_executors & set(active_executors(sc)),
                     120,
                     "Spark did not release the ETL job's idle executors",
                 )
-                assert nodes_executors <= set(_active_executors(sc)), "an executor holding a node was released"
+                assert nodes_executors <= set(active_executors(sc)), "an executor holding a node was released"
                 (out / "held-release").touch()
                 thread.join(400)
                 assert not thread.is_alive() and "history" in outcome, outcome.get("error")
@@ -156,4 +156,4 @@ def test_under_dynamic_allocation_etl_executors_come_and_go_while_the_nodes_keep
             (out / "held-release").touch()
             spark.stop()
     assert cluster.resizes == [] and outcome["history"]["nodes"] == [3.0] * EPOCHS
-    _check_epochs(out, [3] * EPOCHS)
+    check_epochs(out, [3] * EPOCHS)

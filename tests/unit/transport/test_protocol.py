@@ -39,6 +39,7 @@ EXAMPLES = [
     protocol.CacheSeal(session=1),
     protocol.CacheUse(session=1, use=True),
     protocol.End(qname="other"),
+    protocol.EpochGate(epoch=3, go_on=False),
     protocol.Done(rows=5),
     protocol.Ack(rows=5),
     protocol.CacheStatus(problem=None),

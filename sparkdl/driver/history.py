@@ -15,6 +15,15 @@ import threading
 BOOKKEEPING_KEYS = frozenset({"epoch", "epoch_end", "fit_end", "step", "rows_read", "rows_received"})
 
 
+#: Entries that count things (an elastic cluster's node count per epoch), shown as whole numbers.
+COUNTS = frozenset({"nodes"})
+
+
+def _shown(item: tuple[str, float]) -> str:
+    name, value = item
+    return f"{name} {int(value)}" if name in COUNTS and value.is_integer() else f"{name} {value:.4f}"
+
+
 class TrainingHistory:
     """Per-epoch metrics of one cluster's training, keyed by 0-based epoch (thread-safe)."""
 
@@ -67,10 +76,7 @@ class TrainingHistory:
         with self._cond:
             epochs = dict(self._epochs)
         total = max(total or 0, max(epochs, default=-1) + 1)
-        return [
-            f"epoch {e + 1}/{total}: " + ", ".join(f"{name} {value:.4f}" for name, value in epochs[e].items())
-            for e in sorted(epochs)
-        ]
+        return [f"epoch {e + 1}/{total}: " + ", ".join(map(_shown, epochs[e].items())) for e in sorted(epochs)]
 
     @property
     def reports(self) -> int:

@@ -116,6 +116,8 @@ def test_epoch_lines():
     ]
     assert history.epoch_lines()[-1] == "epoch 2/2: loss 0.3000, accuracy 0.9000"
     assert history.epoch_lines(1)[-1].startswith("epoch 2/2:"), "never fewer epochs than were recorded"
+    history.record(_report(2, loss=0.25, nodes=2))  # an elastic cluster's node count: a whole number
+    assert history.epoch_lines()[-1] == "epoch 3/3: loss 0.2500, nodes 2"
 
 
 def test_train_progress_ends_with_one_line_per_epoch():

@@ -71,9 +71,9 @@ def train_digits(args, ctx):
 
 
 def _active(sc) -> list[str]:
-    jsc = sc._jsc.sc()
-    backend, ids = jsc.schedulerBackend(), jsc.getExecutorIds()
-    return [ids.apply(i) for i in range(ids.size()) if backend.isExecutorActive(ids.apply(i))]
+    from sparkdl.driver.spark_access import spark_access
+
+    return spark_access(sc).active_executors()  # the executors an elastic cluster counts
 
 
 def _three_executors(sc, timeout_s: float = 120.0) -> None:

@@ -96,13 +96,13 @@ class TFCluster:
         spec = self._coordinator.cluster_spec or {}
         if not roles_mod.is_chief(spec, node.role.job_name, node.role.task_index):
             return
-        if self._policy.elastic and not report.get("fit_end"):
-            report = {**report, "nodes": self._request.nodes}
-        self._history.record(report)
-        if self._policy.elastic and not report.get("fit_end"):
-            # The chief waits at this epoch boundary for the word: grow now, or go on.
-            if not self._maybe_grow():
-                self._attempt.feeder.epoch_gate(node, int(report.get("epoch", 0)))
+        if not self._policy.elastic or report.get("fit_end"):
+            self._history.record(report)
+            return
+        self._history.record({**report, "nodes": self._request.nodes})
+        # The chief waits at this epoch boundary for the word: grow now, or go on.
+        if not self._maybe_grow():
+            self._attempt.feeder.epoch_gate(node, int(report.get("epoch", 0)))
 
     def _maybe_grow(self) -> bool:
         """At an epoch boundary of a cluster.train call with epochs left, the chief waiting: when Spark

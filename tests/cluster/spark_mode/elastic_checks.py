@@ -8,14 +8,14 @@ import json
 import time
 from pathlib import Path
 
+from sparkdl.driver.spark_access import spark_access
+
 ROWS, EPOCHS = 240, 4  # 240 rows share out evenly over 2 and 3 nodes: no padding copies
 
 
 def active_executors(sc) -> list[str]:
-    """The executors Spark can give tasks to now (those being removed left out)."""
-    jsc = sc._jsc.sc()
-    backend, ids = jsc.schedulerBackend(), jsc.getExecutorIds()
-    return [ids.apply(i) for i in range(ids.size()) if backend.isExecutorActive(ids.apply(i))]
+    """The executors Spark can give tasks to now (those being removed left out), as sparkdl counts them."""
+    return spark_access(sc).active_executors()
 
 
 def set_executors(sc, count: int, timeout_s: float = 90.0) -> None:

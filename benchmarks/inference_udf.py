@@ -30,7 +30,8 @@ Variants:
 - ``... packed binary``: the same frame written once with ``sparkdl.dfutil.pack_tensors`` (the
   pixels as one ``binary`` value a row, 784 float32 little-endian), scanned alone and scored by
   ``mapInArrow`` with ``columns={"pixels": Packed((28, 28, 1))}`` (sparkdl versions without
-  ``Packed`` skip these variants).
+  ``Packed`` skip these variants); ``... in and out`` also writes the predictions packed
+  (``Predictor(packed_outputs=True)``: 10 float32 a row as one ``binary`` value).
 - ``single process model.predict``: ``model.predict(x, batch_size=B)`` on the same rows as one
   numpy array already in memory, in this (driver) process, using both cores.
 
@@ -182,8 +183,22 @@ def packed_variants(df_packed, path: str, batch_size: int) -> dict:
         batch_size=batch_size,
         columns={"pixels": Packed(IMAGE_SHAPE)},
     )
+    variants = {"sparkdl mapInArrow, packed binary": predictor.transform(df_packed, arrow=True)}
+    import inspect
+
+    if "packed_outputs" in inspect.signature(Predictor).parameters:  # sparkdl versions since packed outputs
+        packed_out = Predictor(
+            path,
+            input_mapping={"pixels": "image"},
+            output_mapping="prediction",
+            keep_columns=["id"],
+            batch_size=batch_size,
+            columns={"pixels": Packed(IMAGE_SHAPE)},
+            packed_outputs=True,
+        )
+        variants["sparkdl mapInArrow, packed binary in and out"] = packed_out.transform(df_packed, arrow=True)
     return {
-        "sparkdl mapInArrow, packed binary": predictor.transform(df_packed, arrow=True),
+        **variants,
         "spark scan + transfer only, mapInArrow, packed binary (no model)": df_packed.mapInArrow(
             transfer_only_arrow, "id long, checksum float"
         ),

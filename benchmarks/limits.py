@@ -60,6 +60,9 @@ BEFORE_COMMIT = "7147caa"
 STEP_TIMEOUT_S = 1800
 #: inference_udf.py's variant names (``--variants`` takes substrings of them).
 ARROW, SCAN, SINGLE = "sparkdl mapInArrow", "spark scan + transfer only (no model)", "single process model.predict"
+#: The packed-binary variants (``Packed`` inputs, ``packed_outputs``): after 7147caa only.
+PACKED_IN, PACKED_OUT = "sparkdl mapInArrow, packed binary", "sparkdl mapInArrow, packed binary in and out"
+PACKED_SCAN = "spark scan + transfer only, mapInArrow, packed binary (no model)"
 #: train_feed.py (d)'s and (a)'s measurement names, the same at 7147caa and since.
 FEED_DF = "(d) sparkdl first-epoch feed, next_batch rows, DataFrame"
 FEED_RDD = "(d) sparkdl first-epoch feed, next_batch rows, RDD"
@@ -137,7 +140,7 @@ class Sizes:
             {
                 "--runs": 1,
                 "--models": "mlp,cnn",
-                "--variants": f"{ARROW},{SCAN}",
+                "--variants": f"{ARROW},{SCAN},{PACKED_SCAN}",  # ARROW selects PACKED_IN and PACKED_OUT too
                 "--rows": self.inference_rows,
                 "--partitions": self.partitions,
             }
@@ -187,6 +190,20 @@ FIGURES = (
     Figure("(4) MLP: mapInArrow / scan + transfer only", "ratio", ratio=("mlp_arrow", "mlp_scan"), target="≥ 0.9"),
     Figure("(4) MLP: one process in memory (model.predict)", "rows/s", "mlp_single"),
     Figure("(4) MLP: mapInArrow / one process", "ratio", ratio=("mlp_arrow", "mlp_single")),
+    # Packed binary tensor columns (after 7147caa only): the input, and the input and the output.
+    Figure("(4) MLP, packed input: sparkdl mapInArrow", "rows/s", "mlp_packed"),
+    Figure("(4) MLP, packed input: Spark's scan + transfer only", "rows/s", "mlp_packed_scan"),
+    Figure(
+        "(4) MLP, packed input: mapInArrow / its scan + transfer only", "ratio", ratio=("mlp_packed", "mlp_packed_scan")
+    ),
+    Figure(
+        "(4) MLP, packed input: mapInArrow / array<float> scan + transfer only",
+        "ratio",
+        ratio=("mlp_packed", "mlp_scan"),
+    ),
+    Figure("(4) MLP, packed input and output: sparkdl mapInArrow", "rows/s", "mlp_packed_out"),
+    Figure("(4) CNN, packed input: sparkdl mapInArrow", "rows/s", "cnn_packed"),
+    Figure("(4) CNN, packed input: mapInArrow / one process", "ratio", ratio=("cnn_packed", "cnn_single")),
 )
 
 
@@ -235,6 +252,13 @@ def inference_quantities(report: dict) -> dict[str, float]:
     missing = [f"{model}: {variant}" for model, variant in wanted.values() if (model, variant) not in rates]
     if missing:
         raise ValueError(f"the report has no rows for {missing}")
+    optional = {
+        "mlp_packed": ("mlp", PACKED_IN),
+        "mlp_packed_scan": ("mlp", PACKED_SCAN),
+        "mlp_packed_out": ("mlp", PACKED_OUT),
+        "cnn_packed": ("cnn", PACKED_IN),
+    }
+    wanted.update({key: where for key, where in optional.items() if where in rates})
     return {key: rates[where] for key, where in wanted.items()}
 
 
@@ -244,7 +268,8 @@ def scan_quantities(result: dict) -> dict[str, float]:
 
 
 def figures(repetitions: dict[str, list[dict[str, float]]]) -> list[dict]:
-    """Each figure's median (or ratio of medians) per side: ``[{figure, unit, target, before, after}]``."""
+    """Each figure's median (or ratio of medians) per side: ``[{figure, unit, target, before, after}]``;
+    None where a side has no such quantity (the packed variants before they existed)."""
     medians = {
         side: {key: statistics.median(rep[key] for rep in reps) for key in reps[0]}
         for side, reps in repetitions.items()
@@ -253,7 +278,10 @@ def figures(repetitions: dict[str, list[dict[str, float]]]) -> list[dict]:
     for figure in FIGURES:
         row = {"figure": figure.name, "unit": figure.unit, "target": figure.target}
         for side, values in medians.items():
-            if figure.ratio:
+            keys = figure.ratio or (figure.quantity,)
+            if any(key not in values for key in keys):
+                row[side] = None
+            elif figure.ratio:
                 numerator, denominator = (values[key] for key in figure.ratio)
                 row[side] = numerator / denominator
             else:
@@ -427,6 +455,8 @@ def report(opts, sides: list[Side], sizes: Sizes, measured: dict) -> None:
     for row in rows:
         for side in sides:
             label = f"{side.name}: {row['figure']}"
+            if row[side.name] is None:
+                continue  # a quantity this side cannot measure
             if row["unit"] == "ratio":
                 ratios[label + (f" (target {row['target']})" if row["target"] else "")] = row[side.name]
             else:

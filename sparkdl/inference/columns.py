@@ -82,7 +82,9 @@ class OutputPlan:
     """How one model output becomes one result column.
 
     ``scalar`` outputs (per-row shape ``()`` or ``(1,)``) become plain columns; others are
-    flattened per row into ``array<...>`` columns. ``spark_type`` is a DDL string.
+    flattened per row into ``array<...>`` columns, or, ``packed``, into ``binary`` columns of
+    each row's values as little-endian ``dtype`` bytes (what ``Packed(shape, dtype)`` reads back).
+    ``spark_type`` is a DDL string.
     """
 
     tensor: str
@@ -90,6 +92,7 @@ class OutputPlan:
     spark_type: str
     scalar: bool
     dtype: str | None = None
+    packed: bool = False
 
 
 def check_dtype(plan: InputPlan) -> None:
@@ -188,7 +191,13 @@ def _output_values(outputs: Mapping[str, np.ndarray], plan: OutputPlan, rows: in
         values = values.astype(object)
     if values.dtype == object and values.size and isinstance(values.flat[0], bytes) and plan.spark_type == "string":
         values = np.char.decode(values.astype(bytes), "utf-8").astype(object)
-    if plan.scalar:
+    if plan.packed:
+        if values.dtype.kind not in "biuf":
+            raise InferenceInputError(
+                f"model output {plan.tensor!r} is {values.dtype}, not numbers: it cannot be written packed"
+            )
+        values = values.reshape(rows, -1) if rows else values.reshape(0, max(1, int(np.prod(values.shape[1:]))))
+    elif plan.scalar:
         if values.ndim > 1:
             if int(np.prod(values.shape[1:])) != 1:
                 raise InferenceInputError(
@@ -210,8 +219,12 @@ def outputs_to_pandas(
     frame = {} if keep is None else {name: keep[name].reset_index(drop=True) for name in keep.columns}
     for plan in plans:
         values = _output_values(outputs, plan, rows)
-        # A 2-D array becomes a Series of row views (no copy); Arrow turns it into list<...>.
-        frame[plan.column] = values if plan.scalar else pd.Series(list(values), dtype=object)
+        if plan.packed:
+            values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
+            frame[plan.column] = pd.Series([row.tobytes() for row in values], dtype=object)
+        else:
+            # A 2-D array becomes a Series of row views (no copy); Arrow turns it into list<...>.
+            frame[plan.column] = values if plan.scalar else pd.Series(list(values), dtype=object)
     return pd.DataFrame(frame, index=pd.RangeIndex(rows))
 
 
@@ -228,7 +241,9 @@ def outputs_to_arrow(
     for index, plan in enumerate(plans):
         values = _output_values(outputs, plan, rows)
         field_type = schema.field(offset + index).type
-        if plan.scalar:
+        if plan.packed:
+            arrays.append(arrow_numpy.to_packed_array(values))
+        elif plan.scalar:
             arrays.append(pa.array(values, type=field_type))
         else:
             arrays.append(arrow_numpy.to_list_array(values, field_type))

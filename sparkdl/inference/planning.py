@@ -284,9 +284,14 @@ def _reader_spec(data_type: Any, spec: Any, info: TensorInfo | None) -> tuple[An
 
 
 def _resolve_outputs(
-    output_mapping: Any, model_outputs: list[TensorInfo] | None, return_type: Any, default_column: str = "prediction"
+    output_mapping: Any,
+    model_outputs: list[TensorInfo] | None,
+    return_type: Any,
+    default_column: str = "prediction",
+    packed_outputs: Any = False,
 ) -> tuple[OutputPlan, ...]:
-    """Match model outputs to result columns and Spark types."""
+    """Match model outputs to result columns and Spark types; ``packed_outputs`` (True: every
+    array output; or result column names) writes those as packed ``binary`` columns."""
     from pyspark.sql.types import ArrayType, DataType, StructType
 
     return_type = spark_type(return_type)
@@ -333,6 +338,7 @@ def _resolve_outputs(
         pairs = [(str(t), str(c)) for t, c in output_mapping.items()]
     else:
         pairs = [(str(t), str(t)) for t in output_mapping]
+    packed = _packed_columns(packed_outputs, [column for _, column in pairs])
     plans = []
     for tensor, column in pairs:
         if tensor not in available:
@@ -341,8 +347,30 @@ def _resolve_outputs(
                 f"have; its outputs are {list(available)}"
             )
         ddl, scalar = available[tensor]
-        plans.append(OutputPlan(tensor, column, ddl, scalar, _numpy_for_spark(ddl)))
+        dtype = _numpy_for_spark(ddl)
+        if column in packed and (packed_outputs is not True or not scalar):
+            if dtype is None or ddl.startswith("array<array"):
+                raise InferenceInputError(
+                    f"packed_outputs names {column!r}, whose values ({ddl}) are not numbers: only numeric "
+                    "outputs are written packed"
+                )
+            plans.append(OutputPlan(tensor, column, "binary", False, dtype, packed=True))
+        else:
+            plans.append(OutputPlan(tensor, column, ddl, scalar, dtype))
     return tuple(plans)
+
+
+def _packed_columns(packed_outputs: Any, columns: list[str]) -> set[str]:
+    """The result columns ``packed_outputs`` asks to write packed (all of them for True)."""
+    if packed_outputs is True:
+        return set(columns)
+    if not packed_outputs:
+        return set()
+    names = [packed_outputs] if isinstance(packed_outputs, str) else list(packed_outputs)
+    unknown = sorted(set(names) - set(columns))
+    if unknown:
+        raise ValueError(f"packed_outputs names {unknown}, which are not result columns; they are {columns}")
+    return set(names)
 
 
 def _pad_to(pad_batches: Any, batch_size: int, model_inputs: list[TensorInfo] | None) -> tuple[int, int | None]:
@@ -383,6 +411,7 @@ def build_plan(
     describe: Callable[[str], str] | None = None,
     version_column: str | None = None,
     columns: Mapping[str, Any] | None = None,
+    packed_outputs: Any = False,
 ) -> ScoringPlan:
     """The executors' plan, validated against the model's ``signature`` and, when given, the
     DataFrame's ``schema`` (the pandas UDF has none: its arguments' types are read at run time).
@@ -390,7 +419,8 @@ def build_plan(
     ``pairs`` are ``(column, model input or None)``; ``keep`` columns pass through, first in
     the result schema; ``describe`` names a column in errors (default: ``column 'name'``);
     ``version_column`` (a versioned source only) is a ``long`` column after the outputs;
-    ``columns`` (``{column: spec}``) says how columns that are not plain tensors are read.
+    ``columns`` (``{column: spec}``) says how columns that are not plain tensors are read;
+    ``packed_outputs`` which outputs are written as packed ``binary`` columns.
     """
     from pyspark.sql.types import LongType, StructField, StructType
 
@@ -401,7 +431,7 @@ def build_plan(
     inputs = _resolve_inputs(
         list(pairs), model_inputs, input_shapes or {}, schema, describe or _column, check_columns(columns, "Predictor")
     )
-    outputs = _resolve_outputs(output_mapping, model_outputs, return_type)
+    outputs = _resolve_outputs(output_mapping, model_outputs, return_type, packed_outputs=packed_outputs)
     fields = []
     for column in keep:
         if column not in schema.fieldNames():

@@ -121,6 +121,12 @@ class Predictor:
         ``array<float>``. Strings feed ``tf.string`` inputs as they are. A row that
         cannot become its input (a null, a corrupt image...) fails the task naming its column,
         Spark partition and row.
+    packed_outputs:
+        True writes every array output as a ``binary`` column of packed rows (each row's values
+        as little-endian bytes of the output's dtype, C order), or a list names the result
+        columns to write so. Spark takes a ``binary`` column from Python as one copy a row,
+        an ``array<float>`` column one value at a time: pack wide outputs that are written
+        out (``write.parquet``) and read back later with ``Packed(shape, dtype)``.
 
     Null values in input columns raise an error naming the column (nulls in float scalar columns
     reach pandas as NaN and are passed to the model in the mapInPandas form; the mapInArrow
@@ -145,6 +151,7 @@ class Predictor:
         safe_mode: bool = True,
         version_column: str | None = None,
         columns: Mapping[str, Any] | None = None,
+        packed_outputs: Any = False,
     ):
         versions = model if isinstance(model, ModelVersions) else None
         if versions is not None:
@@ -180,6 +187,7 @@ class Predictor:
         self.batch_size = batch_size
         self.input_shapes = dict(input_shapes or {})
         self.return_type = return_type
+        self.packed_outputs = packed_outputs
         self.pad_batches = pad_batches
         self.gpus = gpus
         self._signature: dict | None = None
@@ -213,6 +221,7 @@ class Predictor:
             gpus=self.gpus,
             describe=describe,
             version_column=self.version_column,
+            packed_outputs=self.packed_outputs,
             columns=self.columns,
         )
 

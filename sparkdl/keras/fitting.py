@@ -66,6 +66,7 @@ class FitSettings:
     output_kind: str | None
     predicted_class_col: str | None
     predict_batch_size: int
+    packed_outputs: bool
 
     @classmethod
     def of(cls, estimator) -> "FitSettings":
@@ -299,6 +300,7 @@ def _model(s: FitSettings, paths: RunPaths, history: dict, info) -> KerasModel:
         output_kind=s.output_kind,
         predicted_class_col=s.predicted_class_col,
         predict_batch_size=s.predict_batch_size,
+        packed_outputs=s.packed_outputs,
     )
     model.set_history(history)
     model.best_model_path = paths.best_path if s.monitor else None

@@ -104,8 +104,17 @@ class KerasModel(Model, KerasModelParams, MLReadable, MLWritable):
         if class_col and output_names:
             raise ValueError("predicted_class_col needs a model with one output")
         output_mapping = {name: f"{prediction}_{name}" for name in output_names} if output_names else _OUTPUT
+        packed = self.getPackedOutputs() and bool(output_names or self.resolved_output_kind() == outputs.REGRESSION)
+        if packed and class_col:
+            raise ValueError(
+                "predicted_class_col reads the output's values as numbers: it cannot be set with packed_outputs"
+            )
         predictor = Predictor(
-            self._path(), input_mapping=mapping, output_mapping=output_mapping, batch_size=self.getPredictBatchSize()
+            self._path(),
+            input_mapping=mapping,
+            output_mapping=output_mapping,
+            batch_size=self.getPredictBatchSize(),
+            packed_outputs=packed,  # True: array outputs only (a one-value regressor stays a double)
         )
         scored = predictor.with_predictions(dataset.withColumns(inputs)).drop(*inputs)
         if output_names:  # several outputs: each as the model writes it

@@ -131,12 +131,14 @@ def spark_ml_columns(scored, output: str, kind: str, names: dict[str, str], clas
     other output the index of its largest value (1.0 over 0.5 for one value)."""
     from pyspark.ml.functions import array_to_vector
     from pyspark.sql import functions as F
-    from pyspark.sql.types import ArrayType
+    from pyspark.sql.types import ArrayType, BinaryType
 
     data_type = scored.schema[output].dataType
     column = F.col("`" + output.replace("`", "``") + "`")
-    if isinstance(data_type, ArrayType) and isinstance(data_type.elementType, ArrayType):
-        columns = {"prediction": column}  # a tensor per row: left as the model wrote it
+    if isinstance(data_type, BinaryType) or (
+        isinstance(data_type, ArrayType) and isinstance(data_type.elementType, ArrayType)
+    ):
+        columns = {"prediction": column}  # packed rows, or a tensor per row: left as the model wrote it
     elif not isinstance(data_type, ArrayType):
         columns = _one_value(column.cast("double"), kind)
     else:

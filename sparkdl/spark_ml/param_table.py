@@ -351,6 +351,16 @@ PARAMS = (
         "predict_batch_size", "Rows per model call when transform scores a DataFrame", TypeConverters.toInt, 1024
     ),
     ParamSpec(
+        "packed_outputs",
+        "Write the columns that carry the model's values as they are (a multi-output model's columns, a "
+        "regressor's several values a row) as binary columns of packed rows of the output's dtype (float32 unless "
+        "the model says otherwise), which Packed(shape, dtype) reads "
+        "back, instead of arrays or Vectors: cheaper for Spark to take from Python and to write out. "
+        "A classifier's Spark ML columns stay as Spark ML writes them",
+        TypeConverters.toBoolean,
+        False,
+    ),
+    ParamSpec(
         "model_path",
         "The trained model's .keras file, on a path every executor reads (set by fit, and by load)",
         optional_string,
@@ -498,6 +508,7 @@ MIXINS = (
             "output_kind",
             "predicted_class_col",
             "predict_batch_size",
+            "packed_outputs",
         ),
         "Mixin for the output-column Params of transform, Spark ML's names and conventions (``keras/outputs.py``).",
     ),

@@ -763,6 +763,15 @@ class HasPredictionCols(Params):
         "Rows per model call when transform scores a DataFrame",
         typeConverter=TypeConverters.toInt,
     )
+    packed_outputs: Param[bool] = Param(
+        Params._dummy(),
+        "packed_outputs",
+        "Write the columns that carry the model's values as they are (a multi-output model's columns, a regressor's "
+        "several values a row) as binary columns of packed rows of the output's dtype (float32 unless the model says "
+        "otherwise), which Packed(shape, dtype) reads back, instead of arrays or Vectors: cheaper for Spark to take "
+        "from Python and to write out. A classifier's Spark ML columns stay as Spark ML writes them",
+        typeConverter=TypeConverters.toBoolean,
+    )
 
     def setPredictionCol(self, value):
         """Set ``prediction_col``. Returns self."""
@@ -811,6 +820,14 @@ class HasPredictionCols(Params):
     def getPredictBatchSize(self) -> int:
         """The value of ``predict_batch_size``."""
         return self.getOrDefault(self.predict_batch_size)
+
+    def setPackedOutputs(self, value):
+        """Set ``packed_outputs``. Returns self."""
+        return self._set(packed_outputs=value)
+
+    def getPackedOutputs(self) -> bool:
+        """The value of ``packed_outputs``."""
+        return self.getOrDefault(self.packed_outputs)
 
 
 class HasModelPath(Params):
@@ -1203,6 +1220,7 @@ class KerasEstimatorParams(
             num_workers=None,
             optimizer=None,
             output_kind=None,
+            packed_outputs=False,
             predict_batch_size=1024,
             predicted_class_col=None,
             prediction_col="prediction",
@@ -1235,6 +1253,7 @@ class KerasModelParams(
             model_path=None,
             output_kind=None,
             output_names=None,
+            packed_outputs=False,
             predict_batch_size=1024,
             predicted_class_col=None,
             prediction_col="prediction",

@@ -346,7 +346,7 @@ def test_the_example_scores_digits_accurately(spark, tmp_path):
 
 
 @pytest.mark.timeout(180)
-def test_packed_pixels_score_as_their_arrays_and_a_wrong_shape_names_the_column(spark, models):
+def test_packed_pixels_score_as_their_arrays_packed_outputs_and_a_wrong_shape_names_the_column(spark, models):
     from sparkdl.columns import Packed
     from sparkdl.dfutil import pack_tensors
 
@@ -354,10 +354,23 @@ def test_packed_pixels_score_as_their_arrays_and_a_wrong_shape_names_the_column(
     assert df.schema["pixels"].dataType.simpleString() == "binary"
     images, _ = im.digits_28(300)
     path = models["paths"]["mlp"]
-    packed = Predictor(path, input_mapping={"pixels": "image"}, keep_columns=["id"], columns={"pixels": Packed(784)})
+    # packed in and out: packed_outputs writes each row's probabilities as its float32 bytes
+    packed = Predictor(
+        path,
+        input_mapping={"pixels": "image"},
+        keep_columns=["id"],
+        columns={"pixels": Packed(784)},
+        packed_outputs=True,
+    )
+    assert packed.output_schema(df)["prediction"].dataType.simpleString() == "binary"
     for arrow in (True, False):
         out = packed.transform(df, arrow=arrow).toPandas().sort_values("id")
-        np.testing.assert_allclose(_probs(out), _reference(models["mlp"], images), atol=ATOL)
+        unpacked = np.stack([np.frombuffer(row, dtype="<f4") for row in out["prediction"]])
+        np.testing.assert_allclose(unpacked, _reference(models["mlp"], images), atol=ATOL)
+    with pytest.raises(ValueError, match=r"packed_outputs names \['probs'\], which are not result columns"):
+        Predictor(
+            path, input_mapping={"pixels": "image"}, columns={"pixels": Packed(784)}, packed_outputs=["probs"]
+        ).plan(df)
     wrong = Predictor(path, input_mapping={"pixels": "image"}, columns={"pixels": Packed((28, 28, 1), "float64")})
     with pytest.raises(Exception, match=r"column 'pixels' \(model input 'image'\) is read as Packed"):
         wrong.transform(df).collect()

@@ -204,6 +204,12 @@ def test_several_inputs_outputs_weights_and_column_kinds_in_local_mode(spark, tm
     odd_accuracy = np.mean((scored["prediction_odd"] > 0.5) == (scored["odd"] > 0.5))
     print(f"two-headed model, training rows: digit accuracy {digit_accuracy:.3f}, odd accuracy {odd_accuracy:.3f}")
     assert digit_accuracy > 0.9 and odd_accuracy > 0.8
+    # packed_outputs: the 10-value head as packed float32 rows (the same values), the one-value head as it was
+    packed = model.copy({model.packed_outputs: True}).transform(data)
+    assert packed.schema["prediction_digit"].dataType.simpleString() == "binary"
+    assert packed.schema["prediction_odd"].dataType == model.transform(data).schema["prediction_odd"].dataType
+    unpacked = np.stack([np.frombuffer(row, "<f4") for row in packed.select("prediction_digit").toPandas().iloc[:, 0]])
+    np.testing.assert_allclose(unpacked, np.stack(scored["prediction_digit"]), atol=1e-6)
     assert [p.relative_to(tmp_path).parts[1:] for p in tmp_path.glob("keras-*/run-0/*")] == [("run-0", "model.keras")]
     # rows the user cached exactly as the estimator selects them are used, and stay cached after the fit
     cached = data.select("meta", "pixels", "odd", "digit", "weight").cache()

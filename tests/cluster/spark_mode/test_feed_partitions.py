@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from sparkdl import TFCluster
-from sparkdl.driver.feed_jobs import count_rows
+from sparkdl.driver.feed_jobs import _count_frame_in_jvm, count_rows
 from sparkdl.driver.partitions import _has_exchange, stable_partitions
 
 import feed_functions as feed_fns
@@ -107,6 +107,22 @@ def test_pinned_frame_has_the_same_partitions_in_every_job_and_is_released(spark
         assert counted == fed == full_row_counts(pinned)
         assert sum(fed) == ROWS and sum(1 for rows in fed if rows) > 1
     assert rdd_id not in stored_rdd_ids(sc2)
+
+
+def test_the_jvm_count_matches_a_python_count_with_empty_partitions_first_between_and_last(spark):
+    frame = spark.range(0, 40, numPartitions=8).where("id < 8 or (id >= 20 and id < 25)")  # 5 rows a partition
+    counted = _count_frame_in_jvm(frame)
+    assert counted == full_row_counts(frame) == [5, 3, 0, 0, 5, 0, 0, 0]  # a Python count ends at the last non-empty
+    assert count_rows(frame) == counted
+    assert _count_frame_in_jvm(spark.range(0, 7, numPartitions=1)) == [7]
+    assert _count_frame_in_jvm(spark.range(0, 3, numPartitions=3).where("id > 5")) == [0, 0, 0]
+    # A failing job raises as PySpark's own actions do (here: a Python UDF's error in a filter).
+    from pyspark.errors import PythonException
+    from pyspark.sql import functions as F
+
+    broken = spark.range(0, 4, numPartitions=2).where(F.udf(lambda i: 1 // (i - 3) >= 0, "boolean")("id"))
+    with pytest.raises(PythonException, match="ZeroDivisionError"):
+        count_rows(broken)
 
 
 def test_rdds_cached_frames_and_frames_without_a_shuffle_are_used_as_they_are(spark, sc2):

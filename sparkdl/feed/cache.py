@@ -379,6 +379,9 @@ class CacheReplay:
             for name, pieces in gathered.items():
                 window[name] = take(concatenate(name, pieces), back)
         self.release_pages()
+        for column in window.values():  # a window serves every epoch of one order (no shuffle): never edited
+            if isinstance(column, np.ndarray):
+                column.flags.writeable = False
         return window
 
     def release_pages(self) -> None:

@@ -91,6 +91,21 @@ def test_replay_gathers_any_order_from_frames_of_several_partitions(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_window_served_again_next_epoch_cannot_be_edited_in_place(tmp_path):
+    """Without a shuffle every epoch has the same order, so a share of one window is served from
+    the same arrays each epoch: they are read-only, as epoch 1's arrays from Arrow are."""
+    cache = RunCache(tmp_path / "run", None, "training run 1")
+    for partition, batch in enumerate(batches_of(2)):
+        cache.append("train", partition, encode_batch(batch), batch.num_rows)
+    assert cache.seal({"train": 20}) is None
+    replay = cache.replay("train")
+    first = replay.take(None, 0, 20)["x"]
+    with pytest.raises(ValueError, match="read-only"):
+        first *= 0
+    np.testing.assert_array_equal(replay.take(None, 0, 20)["x"], np.arange(20, dtype=np.float32))
+    cache.drop()
+
+
 def test_windows_read_ahead_give_every_epoch_its_own_order(tmp_path):
     """Small windows, each gathered ahead by the reader thread (across the epochs' ends too): the
     rows come out exactly as a gather on the spot gives them."""

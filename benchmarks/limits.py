@@ -18,6 +18,9 @@ executors and nodes included), so a figure means here what it means in docs/benc
    each epoch, as (b) counts them), and epochs 2..N's rate against epoch 1's.
 4. Scoring: ``inference_udf.py``'s ``sparkdl mapInArrow`` against one process in memory
    (``model.predict``) for the CNN, and against ``spark scan + transfer only`` for the MLP.
+   After 7147caa also the packed variants (AFTER only: the frame written with ``pack_tensors``,
+   read with ``Packed``; and with ``packed_outputs`` too) against their own scan and against the
+   ``array<float>`` scan: whether packing beats Spark's array conversion.
 
 Every subprocess runs one timed run (``--runs 1``) after its own warm-up; the script repeats
 them ``--repetitions`` times (3), BEFORE and AFTER alternating within each repetition (which side

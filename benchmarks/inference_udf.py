@@ -168,35 +168,26 @@ def transfer_only_arrow(batches):
 
 
 def packed_variants(df_packed, path: str, batch_size: int) -> dict:
-    """The packed-binary variants, when this sparkdl has ``Packed``."""
+    """The packed-binary variants, when this sparkdl has ``Packed`` (and ``packed_outputs``)."""
+    import inspect
+
     try:
         from sparkdl.columns import Packed
     except ImportError:
         return {}
     from sparkdl.inference import Predictor
 
-    predictor = Predictor(
-        path,
+    settings = dict(
         input_mapping={"pixels": "image"},
         output_mapping="prediction",
         keep_columns=["id"],
         batch_size=batch_size,
         columns={"pixels": Packed(IMAGE_SHAPE)},
     )
-    variants = {"sparkdl mapInArrow, packed binary": predictor.transform(df_packed, arrow=True)}
-    import inspect
-
+    variants = {"sparkdl mapInArrow, packed binary": Predictor(path, **settings).transform(df_packed, arrow=True)}
     if "packed_outputs" in inspect.signature(Predictor).parameters:  # sparkdl versions since packed outputs
-        packed_out = Predictor(
-            path,
-            input_mapping={"pixels": "image"},
-            output_mapping="prediction",
-            keep_columns=["id"],
-            batch_size=batch_size,
-            columns={"pixels": Packed(IMAGE_SHAPE)},
-            packed_outputs=True,
-        )
-        variants["sparkdl mapInArrow, packed binary in and out"] = packed_out.transform(df_packed, arrow=True)
+        both = Predictor(path, packed_outputs=True, **settings)
+        variants["sparkdl mapInArrow, packed binary in and out"] = both.transform(df_packed, arrow=True)
     return {
         **variants,
         "spark scan + transfer only, mapInArrow, packed binary (no model)": df_packed.mapInArrow(

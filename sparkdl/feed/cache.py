@@ -9,8 +9,8 @@ first window of the next epoch is read ahead, while the reader still drains epoc
 epoch 2 waits neither for Spark's feeding job to end nor for the driver's round trips. Epochs
 2..N are then served from these files instead of new Spark jobs: each file is memory-mapped
 (nothing is loaded), its frames decode zero-copy into numpy views (once, when the cache is
-opened), and rows are copied out a window (``WINDOW_BYTES``) at a time in file order (the next
-epoch's first window gathered by a reader thread while an epoch's last is consumed). The pages a gather
+opened), and rows are copied out a window (``WINDOW_BYTES``) at a time in file order, the next
+window gathered by a reader thread while the current one is consumed. The pages a gather
 touched are dropped from the process (``MADV_DONTNEED``; they stay in the kernel's page cache),
 so a node serving from its cache holds about two windows of it, not the whole share.
 
@@ -235,9 +235,9 @@ class CacheReplay:
     mapping (no copy). Rows are copied out a window at a time: the window's rows of ``order``
     are gathered in file order (sequential reads, so the kernel's read-ahead and fault-around
     work for us rather than against us) into one buffer of about ``window_bytes``, laid out in
-    ``order``'s order, and batches are slices of it. At an epoch's last window a reader thread
-    gathers the next epoch's first (when ``take_epoch`` reads), so a new epoch starts without a
-    gather; within an epoch each window is gathered when it is reached. Mapped pages are dropped from the process as the
+    ``order``'s order, and batches are slices of it. While a window is read, a reader thread
+    gathers the next one (the next epoch's first, at an epoch's end, when ``take_epoch`` reads),
+    so TensorFlow seldom waits on a gather. Mapped pages are dropped from the process as the
     gather moves on, so a node holds about two windows, not its whole share.
     """
 
@@ -326,12 +326,9 @@ class CacheReplay:
             self._window = None  # let the previous window go before this one fills
             columns = self._load(order, first)
         self._window = (order, first, columns)
-        # Only the next epoch's first window is read ahead (at this epoch's last): a window within
-        # the epoch is gathered here, when it is reached. A gather holds the GIL for most of its
-        # copy, so a reader thread gathering beside the thread TensorFlow reads in makes each
-        # batch wait for the GIL: on 2 cores a replay took 2.2x as long read ahead as gathered
-        # in place (benchmarks/limits.py (3)); a 16 MiB window gathers in a few milliseconds.
-        if first + self.window_rows >= self.rows and self._following is not None and self._following[0] is order:
+        if first + self.window_rows < self.rows:
+            self._read_ahead(order, first + self.window_rows)
+        elif self._following is not None and self._following[0] is order:
             self._read_ahead(self.order(self._following[1]), 0)
         return columns
 

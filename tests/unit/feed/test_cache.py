@@ -107,8 +107,8 @@ def test_a_window_served_again_next_epoch_cannot_be_edited_in_place(tmp_path):
 
 
 def test_windows_read_ahead_give_every_epoch_its_own_order(tmp_path):
-    """Small windows, gathered where they are reached and, at each epoch's end, the next epoch's
-    first by the reader thread: the rows come out exactly as a gather on the spot gives them."""
+    """Small windows, each gathered ahead by the reader thread (across the epochs' ends too): the
+    rows come out exactly as a gather on the spot gives them."""
     orders = run_orders(True, 3, 0, "train")
     cache = RunCache(tmp_path / "run", None, "training run 1", {"train": 30}, orders)
     complete = [cache.append("train", p, encode_batch(b), b.num_rows) for p, b in zip((1, 0, 1), batches_of(3))]

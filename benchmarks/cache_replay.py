@@ -5,9 +5,8 @@ label, in Arrow IPC frames of 2,500 rows from 8 partitions, as the feed server w
 sealed, and each later epoch takes them in a new seeded order in batches of ``--batch``, as
 ``as_dataset`` and ``next_batch`` do. The reference, in the same script: the same gather from one
 numpy array held in memory (``features[order[start:start + batch]]``), the floor of any replay.
-Before 28cf86f a reader thread gathered each next window beside the reading thread; the gather
-holds the GIL, and on 2 cores that replay took about 2.2x as long. To measure a tree of another
-commit, put its root first on ``PYTHONPATH`` (``git archive REF sparkdl | tar -x -C DIR``).
+To measure a tree of another commit, put its root first on ``PYTHONPATH`` (``git archive REF
+sparkdl | tar -x -C DIR``).
 
     .venv/bin/python benchmarks/cache_replay.py [--rows 30000] [--epochs 6] [--json results.json]
     PYTHONPATH=DIR .venv/bin/python benchmarks/cache_replay.py

@@ -59,8 +59,8 @@ def _count_frame_in_jvm(data: DataFrame) -> list[int] | None:
     job over every partition but the last and keeps each partition's first index. Run on the
     frame's rows with every column projected away, followed by one empty partition (so the
     last real one is counted too), those indices are the counts, without starting a Python
-    worker in any task: a third of the ``mapInArrow`` count's time on a cached frame (measured,
-    benchmarks/limits.py (1)). The partitions are the ones every other job over ``data`` sees
+    worker in any task: a third of the ``mapInArrow`` count's time on a cached frame (docs/benchmarks.md,
+    "At the limits", (1)). The partitions are the ones every other job over ``data`` sees
     (``stable_partitions`` pins a shuffled frame's first).
     """
     if is_connect(data):
@@ -69,11 +69,11 @@ def _count_frame_in_jvm(data: DataFrame) -> list[int] | None:
     from pyspark.sql import functions as F
 
     try:
-        jsc = data.sparkSession.sparkContext._jsc
+        sc = data.sparkSession.sparkContext
         rows = data.select(F.lit(0).alias("_"))._jdf.queryExecution().toRdd()
         partitions = rows.getNumPartitions()
         # One partition holding nothing (an empty RDD has no partitions at all).
-        padded = rows.union(jsc.parallelize(data.sparkSession.sparkContext._jvm.java.util.ArrayList(), 1).rdd())
+        padded = rows.union(sc._jsc.parallelize(sc._jvm.java.util.ArrayList(), 1).rdd())
         starts = [int(part.startIndex()) for part in padded.zipWithIndex().partitions()]
     except Py4JJavaError as failure:  # the job ran and failed: raised as PySpark raises a failed collect()
         from pyspark.errors.exceptions.captured import convert_exception

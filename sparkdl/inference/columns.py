@@ -219,9 +219,8 @@ def outputs_to_pandas(
     frame = {} if keep is None else {name: keep[name].reset_index(drop=True) for name in keep.columns}
     for plan in plans:
         values = _output_values(outputs, plan, rows)
-        if plan.packed:
-            values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
-            frame[plan.column] = pd.Series([row.tobytes() for row in values], dtype=object)
+        if plan.packed:  # the Arrow path's packing, as a Series of bytes
+            frame[plan.column] = arrow_numpy.to_packed_array(values).to_pandas()
         else:
             # A 2-D array becomes a Series of row views (no copy); Arrow turns it into list<...>.
             frame[plan.column] = values if plan.scalar else pd.Series(list(values), dtype=object)

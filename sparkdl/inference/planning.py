@@ -338,7 +338,7 @@ def _resolve_outputs(
         pairs = [(str(t), str(c)) for t, c in output_mapping.items()]
     else:
         pairs = [(str(t), str(t)) for t in output_mapping]
-    packed = _packed_columns(packed_outputs, [column for _, column in pairs])
+    packed = _packed_columns(packed_outputs, pairs, available)
     plans = []
     for tensor, column in pairs:
         if tensor not in available:
@@ -347,9 +347,9 @@ def _resolve_outputs(
                 f"have; its outputs are {list(available)}"
             )
         ddl, scalar = available[tensor]
-        dtype = _numpy_for_spark(ddl)
-        if column in packed and (packed_outputs is not True or not scalar):
-            if dtype is None or ddl.startswith("array<array"):
+        dtype = _numpy_for_spark(ddl)  # None for strings, bytes and nested arrays
+        if column in packed:
+            if dtype is None:
                 raise InferenceInputError(
                     f"packed_outputs names {column!r}, whose values ({ddl}) are not numbers: only numeric "
                     "outputs are written packed"
@@ -360,10 +360,12 @@ def _resolve_outputs(
     return tuple(plans)
 
 
-def _packed_columns(packed_outputs: Any, columns: list[str]) -> set[str]:
-    """The result columns ``packed_outputs`` asks to write packed (all of them for True)."""
+def _packed_columns(packed_outputs: Any, pairs: list[tuple[str, str]], available: Mapping) -> set[str]:
+    """The result columns ``packed_outputs`` asks to write packed: for True those of every array
+    output (``available[tensor]`` is ``(ddl, scalar)``), or the columns it names."""
+    columns = [column for _, column in pairs]
     if packed_outputs is True:
-        return set(columns)
+        return {column for tensor, column in pairs if tensor in available and not available[tensor][1]}
     if not packed_outputs:
         return set()
     names = [packed_outputs] if isinstance(packed_outputs, str) else list(packed_outputs)

@@ -10,9 +10,10 @@ epoch 2 waits neither for Spark's feeding job to end nor for the driver's round 
 2..N are then served from these files instead of new Spark jobs: each file is memory-mapped
 (nothing is loaded), its frames decode zero-copy into numpy views (once, when the cache is
 opened), and rows are copied out a window (``WINDOW_BYTES``) at a time in file order, the next
-window gathered by a reader thread while the current one is consumed. The pages a gather
-touched are dropped from the process (``MADV_DONTNEED``; they stay in the kernel's page cache),
-so a node serving from its cache holds about two windows of it, not the whole share.
+window gathered by a reader thread while the current one is consumed, into memory the node
+touched before (``WindowBuffers``: the first windows' memory is made ready during epoch 1). The
+pages a gather touched are dropped from the process (``MADV_DONTNEED``; they stay in the kernel's
+page cache), so a node serving from its cache holds about two windows of it, not the whole share.
 
 Rows are numbered in a canonical order (partition, then arrival within the partition), which
 is the same run after run for the same data, so a seeded per-epoch permutation of that order is
@@ -32,6 +33,7 @@ from __future__ import annotations
 import logging
 import mmap
 import shutil
+import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -58,6 +60,9 @@ RELEASE_EVERY_BYTES = 16 << 20
 #: Rows are copied out of the cache about this many bytes at a time (a window of the epoch's order);
 #: the next window is gathered while this one is read, so a replay holds about two.
 WINDOW_BYTES = 16 << 20
+#: Windows whose memory is made ready during epoch 1: the one read, the one read ahead, and one
+#: whose last batches TensorFlow still holds.
+READY_WINDOWS = 3
 
 #: ``(split, epoch, rows)`` -> the permutation a cached epoch is read in (None: the cached order).
 EpochOrders = Callable[[str, int, int], "np.ndarray | None"]
@@ -107,6 +112,8 @@ class RunCache:
         self._files: dict[tuple[str, int], _PartitionFile] = {}
         self._replays: dict[str, CacheReplay] = {}
         self._lock = threading.Lock()
+        self.buffers = WindowBuffers()  # the replay's windows, made ready while epoch 1 streams in
+        self.preparing: threading.Thread | None = None  # allocating the first windows' memory
 
     def append(self, split: str, partition: int, frame, rows: int) -> bool:
         """Keep one received frame (the raw Arrow IPC bytes) of ``split`` from ``partition``;
@@ -131,10 +138,22 @@ class RunCache:
                 return False
             part.frames.append((part.size, len(frame)))
             part.size += len(frame)
+            if self.preparing is None:
+                self._prepare_windows(len(frame) / max(rows, 1))
             self.bytes += len(frame)
             self.rows[split] = self.rows.get(split, 0) + rows
             # each row is appended once (the ledger admits it once), so the counts reach the share exactly once
             return split in self.rows_per_epoch and self.rows == self.rows_per_epoch
+
+    def _prepare_windows(self, row_bytes: float) -> None:
+        """Allocate and touch the first windows' memory in a thread of its own (at the first
+        frame: its bytes per row size them), so the first cached epoch does not fault it in."""
+        nbytes = int(min(WINDOW_BYTES, sum(self.rows_per_epoch.values()) * row_bytes))
+        count = READY_WINDOWS if nbytes >= WindowBuffers.SMALL_BYTES else 0  # small windows: cheap anyway
+        self.preparing = threading.Thread(
+            target=self.buffers.prepare, args=(count, nbytes), name="sparkdl-cache-prepare", daemon=True
+        )
+        self.preparing.start()
 
     def _refusal(self, incoming: int) -> str | None:
         if self.max_bytes is not None and self.bytes + incoming > self.max_bytes:
@@ -177,7 +196,7 @@ class RunCache:
                 orders = None
                 if self.orders is not None:
                     orders = lambda epoch, of=self.orders: of(split, epoch, self.rows.get(split, 0))  # noqa: E731
-                self._replays[split] = CacheReplay([f for _, f in parts], orders=orders)
+                self._replays[split] = CacheReplay([f for _, f in parts], orders=orders, buffers=self.buffers)
             return self._replays[split]
 
     def drop(self) -> None:
@@ -193,6 +212,7 @@ class RunCache:
         for replay in self._replays.values():
             replay.close()
         self._replays.clear()
+        self.buffers.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
@@ -227,6 +247,78 @@ def _row_bytes(column) -> int:
     return max(1, column.nbytes // max(1, len(column)))
 
 
+class WindowBuffers:
+    """The memory a run's windows are gathered into, reused once nothing refers to it any more.
+
+    Fresh memory costs its pages' first-touch faults and zeroing, which made a gather up to five
+    times as slow as one into memory touched before: every window of a node's first cached
+    epoch paid it. So a run keeps up to ``KEEP`` large buffers, ``prepare`` allocates and touches
+    the first ones while epoch 1 streams in (the node mostly waits on Spark then), and a window
+    takes a buffer that nothing refers to any more. A window's columns are views of its buffer,
+    and every batch, row or tensor made from them (TensorFlow adopts aligned arrays without a
+    copy, holding a reference) is a view of the same buffer; so a buffer is free once CPython
+    counts no reference to it but the pool's. Columns under ``SMALL_BYTES`` a window (labels)
+    get memory of their own. Thread-safe.
+    """
+
+    KEEP = 8
+    SMALL_BYTES = 1 << 20
+
+    def __init__(self):
+        self._buffers: list[np.ndarray] = []  # raw bytes (aligned.raw), smallest first
+        self._scratch: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def prepare(self, count: int, nbytes: int) -> None:
+        """Allocate ``count`` buffers for windows of ``nbytes`` and touch every page of them."""
+        for _ in range(count):
+            buffer = aligned.raw(nbytes)
+            buffer[:: mmap.PAGESIZE] = 0  # one byte a page faults the page in
+            with self._lock:
+                if self._closed or len(self._buffers) >= self.KEEP:
+                    return
+                self._keep(buffer)
+
+    def take(self, shape: tuple, dtype) -> np.ndarray:
+        """A writable aligned array of ``shape`` and ``dtype``, for one column of a window."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if nbytes < self.SMALL_BYTES:
+            return aligned.empty(shape, dtype)
+        with self._lock:
+            for index in range(len(self._buffers)):
+                # 2: the pool's list and getrefcount's argument; a view of the buffer anywhere adds one
+                if (
+                    self._buffers[index].nbytes >= nbytes + aligned.ALIGNMENT
+                    and sys.getrefcount(self._buffers[index]) == 2
+                ):
+                    return aligned.view(self._buffers[index], shape, dtype)
+            buffer = aligned.raw(nbytes)
+            if not self._closed and len(self._buffers) < self.KEEP:
+                self._keep(buffer)
+            return aligned.view(buffer, shape, dtype)
+
+    def _keep(self, buffer: np.ndarray) -> None:
+        self._buffers.append(buffer)
+        self._buffers.sort(key=len)
+
+    def scratch(self, name: str, shape: tuple, dtype) -> np.ndarray:
+        """An array of ``shape`` and ``dtype`` for column ``name``: the same memory every call
+        (one gather at a time uses it)."""
+        kept = self._scratch.get(name)
+        if kept is None or kept.shape[1:] != shape[1:] or kept.dtype != dtype or len(kept) < shape[0]:
+            kept = self._scratch[name] = np.empty(shape, dtype)
+        return kept[: shape[0]]
+
+    def close(self) -> None:
+        """Let the memory go (arrays still in use keep theirs until they are freed)."""
+        with self._lock:
+            self._closed = True
+            self._buffers = []
+            self._scratch = {}
+
+
 class CacheReplay:
     """Serves cached rows: ``take(order, start, count)`` gives rows ``order[start:start+count]``;
     ``take_epoch(epoch, start, count)`` the same in epoch ``epoch``'s order (``orders``).
@@ -246,6 +338,7 @@ class CacheReplay:
         parts: list[_PartitionFile],
         window_bytes: int = WINDOW_BYTES,
         orders: Callable[[int], np.ndarray | None] | None = None,
+        buffers: WindowBuffers | None = None,
     ):
         self._orders_of = orders or (lambda epoch: None)
         self._orders: dict[int, np.ndarray | None] = {}  # this epoch's and the next one's
@@ -279,6 +372,7 @@ class CacheReplay:
         # columns some frame keeps in Arrow (bytes, Vectors, varying lengths, nulls) are gathered with take()
         self._arrow = {n for frame in self.columns for n, c in frame.items() if not isinstance(c, np.ndarray)}
         self._window: tuple[object, int, dict] | None = None  # (order, first row, columns)
+        self._buffers = buffers or WindowBuffers()
 
     def order(self, epoch: int) -> np.ndarray | None:
         """Epoch ``epoch``'s permutation of the cached rows (None: the cached order), made once."""
@@ -354,7 +448,7 @@ class CacheReplay:
         bounds = np.searchsorted(frame_of, np.arange(len(self.columns) + 1))
         # aligned, so the batches sliced from it reach TensorFlow without another copy
         window = {
-            n: aligned.empty((last - first, *c.shape[1:]), c.dtype)
+            n: self._buffers.take((last - first, *c.shape[1:]), c.dtype)
             for n, c in self.columns[0].items()
             if n not in self._arrow
         }
@@ -368,8 +462,9 @@ class CacheReplay:
             for name, column in columns.items():
                 if name in gathered:
                     gathered[name].append(take(column, local))
-                else:
-                    window[name][positions] = column[local]
+                else:  # file order into a reused scratch buffer ("clip": not buffered again), then the window's order
+                    rows = self._buffers.scratch(name, (len(local), *column.shape[1:]), column.dtype)
+                    window[name][positions] = np.take(column, local, axis=0, out=rows, mode="clip")
             traversed += self._frame_bytes[frame]
             if traversed >= RELEASE_EVERY_BYTES:
                 self.release_pages()

@@ -27,6 +27,7 @@ from ..columns.arrow_rows import origin_values
 from ..common.timeouts import FIRST_MESSAGE_TIMEOUT_S
 from ..transport import protocol
 from ..transport.channel import Channel, ChannelError, ChannelServer, ChannelTimeout, Endpoint
+from . import aligned
 from .cache import RunCache, run_orders
 from .columns import FeedDataError, batch_to_columns, check_rows, data_names
 from .elements import RowLayout
@@ -473,7 +474,7 @@ class FeedServer:
         slot = self._ledger.slot((qname, session, message.epoch, split, message.partition))
         position = 0
         while True:
-            frame = channel.recv_any(timeout)
+            frame = channel.recv_any(timeout, allocate=aligned.pooled)
             if isinstance(frame, dict):
                 done = protocol.parse(frame, protocol.Done)
                 if self.terminated.is_set():
@@ -573,7 +574,7 @@ class FeedServer:
         space is not counted (backpressure holds the feeder, not the reverse)."""
         rows = 0
         while True:
-            frame = channel.recv_any(timeout)
+            frame = channel.recv_any(timeout, allocate=aligned.pooled)
             if isinstance(frame, dict):
                 protocol.parse(frame, protocol.Done)
                 if self.terminated.is_set():

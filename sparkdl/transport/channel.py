@@ -202,8 +202,8 @@ class Channel:
                 raise ChannelError("connection closed by peer")
             view = view[received:]
 
-    def _recv_exact(self, count: int, deadline: float | None) -> bytearray:
-        buffer = bytearray(count)
+    def _recv_exact(self, count: int, deadline: float | None, allocate: Callable[[int], Any] = bytearray):
+        buffer = allocate(count)
         self._recv_into(memoryview(buffer), deadline)
         return buffer
 
@@ -227,8 +227,11 @@ class Channel:
             raise ChannelError("expected a JSON message, got a binary frame")
         return message
 
-    def recv_any(self, timeout: float | None = None) -> dict[str, Any] | bytearray:
-        """Receive one frame: a dict for a JSON message, a bytearray for a binary frame.
+    def recv_any(
+        self, timeout: float | None = None, allocate: Callable[[int], Any] = bytearray
+    ) -> dict[str, Any] | Any:
+        """Receive one frame: a dict for a JSON message, a binary frame's bytes in what
+        ``allocate(size)`` gives (a writable buffer; a bytearray by default).
 
         ``timeout`` bounds the whole frame (``ChannelTimeout``), so a peer trickling bytes cannot
         hold the receiver longer than one silent one."""
@@ -250,7 +253,7 @@ class Channel:
                     f"{'JSON' if kind == KIND_JSON else 'binary'} frame of {length} bytes "
                     f"exceeds the {limit}-byte limit"
                 )
-            body = self._recv_exact(length, deadline)
+            body = self._recv_exact(length, deadline, allocate if kind == KIND_BYTES else bytearray)
         except socket.timeout as exc:
             raise ChannelTimeout(f"no message within {timeout} s") from exc
         except OSError as exc:

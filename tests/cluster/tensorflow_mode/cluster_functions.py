@@ -297,7 +297,9 @@ def return_value(args, ctx):
 def report_start(args, ctx):
     """Record how this node's process started: its parent's command line, whether TensorFlow
     was imported before map_fun began (a fork server's node inherits it), and one draw from
-    numpy's global random state."""
+    numpy's global random state, and how many objects the cyclic collector was told to leave
+    alone (``gc.freeze``)."""
+    import gc
     import sys
 
     import numpy as np
@@ -307,4 +309,5 @@ def report_start(args, ctx):
     parent = psutil.Process().parent()
     record = {"parent_pid": parent.pid, "parent": parent.cmdline(), "tensorflow_preloaded": preloaded}
     record["command"] = " ".join(psutil.Process().cmdline())
+    record["frozen_objects"] = gc.get_freeze_count()
     _write(args, ctx, {**record, "draw": float(np.random.random())})

@@ -60,6 +60,8 @@ def test_nodes_fork_from_one_warm_server_per_executor_unless_turned_off(sc2, tmp
     for node in first:
         assert "sparkdl.node.fork_server" in node["parent"] and node["tensorflow_preloaded"], node
         assert "sparkdl.node.tf_process --cluster" in node["command"], "ps shows a forked node as the node it is"
+        # TensorFlow's ~400k objects: a full collection in the node would walk them all (0.3 s)
+        assert node["frozen_objects"] > 100_000, "the server froze what it imported before forking"
 
     key = psutil.Process(min(servers)).cmdline()[-2]
     assert _refused(key, "not json")

@@ -323,3 +323,46 @@ def test_replaying_sparse_vectors_does_not_expand_the_whole_cache_in_memory(tmp_
     dense = VectorReader("v", batch[:1], size=size).parts(batch)["v"]  # dense only when asked, per batch
     assert dense.shape == (64, size) and dense.dtype == np.float64 and (dense.sum(axis=1) == 1.0).all()
     cache.drop()
+
+
+def wide_batches(count, rows, width=1024):
+    """Frames of ``rows`` rows of ``width`` float32 (row ``i`` holds ``i`` everywhere), ids in ``i``."""
+    for b in range(count):
+        ids = np.arange(b * rows, (b + 1) * rows)
+        values = np.repeat(ids.astype(np.float32), width)
+        x = pa.FixedSizeListArray.from_arrays(pa.array(values), width)
+        yield pa.RecordBatch.from_arrays([pa.array(ids), x], names=["i", "x"])
+
+
+def test_windows_reuse_memory_prepared_in_epoch_1_but_never_memory_a_batch_still_uses(tmp_path):
+    """Windows of 1.2 MB (4 KiB rows): the first windows' memory is allocated and touched while
+    epoch 1 streams in, later windows take it again once nothing refers to it, and a batch held
+    across many later windows keeps its rows."""
+    cache = RunCache(tmp_path / "run", None, "training run 1", {"train": 1200}, run_orders(True, 3, 0, "train"))
+    for partition, batch in enumerate(wide_batches(4, 300)):
+        cache.append("train", partition, encode_batch(batch), batch.num_rows)
+    cache.preparing.join(timeout=30)
+    prepared = {id(buffer) for buffer in cache.buffers._buffers}  # ids: a reference would hold them
+    assert len(prepared) == 3, "the window read, the one read ahead, one TensorFlow still holds"
+    assert cache.seal({"train": 1200}) is None
+    replay = cache.replay("train")
+    replay.window_rows = 300  # four windows an epoch
+    held = replay.take_epoch(1, 0, 100)["x"]  # kept while the rest of two epochs goes by
+    rows_held = held[:, 0].copy()
+    assert id(held.base) in prepared, "the first window is in memory made ready"
+    bases = []
+    for epoch in (1, 2):
+        for start in range(100 if epoch == 1 else 0, 1200, 100):
+            batch = replay.take_epoch(epoch, start, 100)["x"]
+            if epoch == 2 or start >= 300:  # past the held batch's own window
+                assert batch.base is not held.base, "memory a batch still uses is never gathered into again"
+            order = epoch_order(1200, 3, 0, epoch)
+            np.testing.assert_array_equal(batch[:, 0], order[start : start + 100].astype(np.float32))
+            np.testing.assert_array_equal(batch[:, -1], batch[:, 0])
+            bases.append(id(batch.base))
+            del batch
+    np.testing.assert_array_equal(held[:, 0], rows_held)
+    pooled = {id(buffer) for buffer in cache.buffers._buffers}
+    assert set(bases) <= pooled, "every window of two epochs was gathered into the run's pooled memory"
+    cache.drop()
+    assert cache.buffers._buffers == []

@@ -519,3 +519,35 @@ def test_a_forged_binary_frame_header_costs_the_receiver_no_memory():
         except subprocess.TimeoutExpired:
             receiver.kill()
             receiver.wait(timeout=10)
+
+
+def test_a_binary_frame_lands_in_the_buffer_the_receiver_allocates(secret):
+    """``recv_any(allocate=...)`` takes a binary frame's bytes into the receiver's own buffer (the
+    feed server's: Arrow's memory pool); JSON frames, and binary ones by default, stay bytearrays."""
+    import numpy as np
+
+    got, done = [], threading.Event()
+
+    def handle(channel):
+        sizes = []
+        allocate = lambda size: sizes.append(size) or np.empty(size, np.uint8)  # noqa: E731
+        try:
+            got.append((channel.recv_any(timeout=5, allocate=allocate), sizes))
+            got.append(channel.recv_any(timeout=5, allocate=allocate))
+            got.append(channel.recv_any(timeout=5))
+        finally:
+            done.set()
+
+    server = ChannelServer(secret, handle, endpoint=ENDPOINT)
+    try:
+        with connect(server.address, secret, timeout=5, endpoint=ENDPOINT) as client:
+            client.send_bytes(b"\x01\x02\x03")
+            client.send({"json": True})
+            client.send_bytes(b"abc")
+            assert done.wait(10)
+    finally:
+        server.close()
+    (first, sizes), message, default = got
+    assert isinstance(first, np.ndarray) and first.tobytes() == b"\x01\x02\x03" and sizes == [3]
+    assert message == {"json": True}, "JSON frames are not the allocator's"
+    assert isinstance(default, bytearray) and default == b"abc"

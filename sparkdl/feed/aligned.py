@@ -35,15 +35,15 @@ def raw(nbytes: int) -> np.ndarray:
     Taken from Arrow's memory pool, not numpy's: TensorFlow's ``from_generator`` sets glibc's
     ``M_TRIM_THRESHOLD`` in the node's process, which pins glibc's mmap threshold at 128 KiB, so
     every large numpy array there is fresh pages, faulted in and zeroed on first touch (a cache
-    window's gather took twice as long). Arrow's pool keeps the pages of the frames epoch 1
-    read and freed, and hands them out again.
+    window's gather took twice as long). Arrow's pool hands out memory freed shortly before
+    again (the last block's, a frame's), so a stream of same-sized arrays does not fault.
     """
     return pooled(nbytes + ALIGNMENT)
 
 
 def pooled(nbytes: int) -> np.ndarray:
     """``nbytes`` uninitialised writable bytes from Arrow's memory pool (see ``raw``): what the
-    feed server receives frames into, so the memory of epoch 1's frames is a later window's."""
+    feed server receives frames into."""
     return np.frombuffer(pa.allocate_buffer(nbytes), dtype=np.uint8)
 
 

@@ -13,7 +13,8 @@ opened), and rows are copied out a window (``WINDOW_BYTES``) at a time in file o
 window gathered by a reader thread while the current one is consumed, into memory the node
 touched before (``WindowBuffers``: the first windows' memory is made ready during epoch 1). The
 pages a gather touched are dropped from the process (``MADV_DONTNEED``; they stay in the kernel's
-page cache), so a node serving from its cache holds about two windows of it, not the whole share.
+page cache), so a node serving from its cache holds a few windows of it (at most
+``WindowBuffers.KEEP`` large buffers and a scratch window per column), not the whole share.
 
 Rows are numbered in a canonical order (partition, then arrival within the partition), which
 is the same run after run for the same data, so a seeded per-epoch permutation of that order is
@@ -58,7 +59,7 @@ MIN_FREE_BYTES = 1 << 30
 #: Drop the mapped pages from the process after a gather went over about this many bytes.
 RELEASE_EVERY_BYTES = 16 << 20
 #: Rows are copied out of the cache about this many bytes at a time (a window of the epoch's order);
-#: the next window is gathered while this one is read, so a replay holds about two.
+#: the next window is gathered while this one is read, so a replay holds a few (``WindowBuffers``).
 WINDOW_BYTES = 16 << 20
 #: Windows whose memory is made ready during epoch 1: the one read, the one read ahead, and one
 #: whose last batches TensorFlow still holds.
@@ -252,23 +253,30 @@ class WindowBuffers:
 
     Fresh memory costs its pages' first-touch faults and zeroing, which made a gather up to five
     times as slow as one into memory touched before: every window of a node's first cached
-    epoch paid it. So a run keeps up to ``KEEP`` large buffers, ``prepare`` allocates and touches
-    the first ones while epoch 1 streams in (the node mostly waits on Spark then), and a window
-    takes a buffer that nothing refers to any more. A window's columns are views of its buffer,
-    and every batch, row or tensor made from them (TensorFlow adopts aligned arrays without a
-    copy, holding a reference) is a view of the same buffer; so a buffer is free once CPython
-    counts no reference to it but the pool's. Columns under ``SMALL_BYTES`` a window (labels)
-    get memory of their own. Thread-safe.
+    epoch paid it. So a run keeps up to ``KEEP`` large buffers (one per large column of a window:
+    the window read, the one read ahead, batches TensorFlow still holds), ``prepare`` allocates
+    and touches the first ones while epoch 1 streams in (the node mostly waits on Spark then),
+    and a window's column takes a buffer that nothing refers to any more. Every array made from
+    a buffer (the window's column, a batch sliced from it, a tensor TensorFlow adopted without a
+    copy, holding a reference) is a view whose base is that buffer, so a buffer is free once
+    CPython counts no reference to it but the pool's. What "no other reference" reads as is
+    measured once, in the very expression the test uses (``_references``), not assumed.
+    Columns under ``SMALL_BYTES`` a window (labels) and object columns get memory of their own.
+    Thread-safe; ``close`` lets the memory go.
     """
 
-    KEEP = 8
+    KEEP = 4
     SMALL_BYTES = 1 << 20
 
     def __init__(self):
-        self._buffers: list[np.ndarray] = []  # raw bytes (aligned.raw), smallest first
-        self._scratch: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._buffers: list[np.ndarray] = [aligned.raw(0)]  # raw bytes (aligned.raw), smallest first
+        self._unreferenced = self._references(0)  # a buffer only this list holds
+        self._buffers = []
+
+    def _references(self, index: int) -> int:
+        return sys.getrefcount(self._buffers[index])
 
     def prepare(self, count: int, nbytes: int) -> None:
         """Allocate ``count`` buffers for windows of ``nbytes`` and touch every page of them."""
@@ -284,14 +292,12 @@ class WindowBuffers:
         """A writable aligned array of ``shape`` and ``dtype``, for one column of a window."""
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if nbytes < self.SMALL_BYTES:
+        if dtype.hasobject or nbytes < self.SMALL_BYTES:
             return aligned.empty(shape, dtype)
         with self._lock:
             for index in range(len(self._buffers)):
-                # 2: the pool's list and getrefcount's argument; a view of the buffer anywhere adds one
-                if (
-                    self._buffers[index].nbytes >= nbytes + aligned.ALIGNMENT
-                    and sys.getrefcount(self._buffers[index]) == 2
+                if len(self._buffers[index]) >= nbytes + aligned.ALIGNMENT and (
+                    self._references(index) == self._unreferenced
                 ):
                     return aligned.view(self._buffers[index], shape, dtype)
             buffer = aligned.raw(nbytes)
@@ -303,20 +309,17 @@ class WindowBuffers:
         self._buffers.append(buffer)
         self._buffers.sort(key=len)
 
-    def scratch(self, name: str, shape: tuple, dtype) -> np.ndarray:
-        """An array of ``shape`` and ``dtype`` for column ``name``: the same memory every call
-        (one gather at a time uses it)."""
-        kept = self._scratch.get(name)
-        if kept is None or kept.shape[1:] != shape[1:] or kept.dtype != dtype or len(kept) < shape[0]:
-            kept = self._scratch[name] = np.empty(shape, dtype)
-        return kept[: shape[0]]
+    @property
+    def kept(self) -> int:
+        """How many buffers the pool holds."""
+        with self._lock:
+            return len(self._buffers)
 
     def close(self) -> None:
         """Let the memory go (arrays still in use keep theirs until they are freed)."""
         with self._lock:
             self._closed = True
             self._buffers = []
-            self._scratch = {}
 
 
 class CacheReplay:
@@ -330,7 +333,7 @@ class CacheReplay:
     ``order``'s order, and batches are slices of it. While a window is read, a reader thread
     gathers the next one (the next epoch's first, at an epoch's end, when ``take_epoch`` reads),
     so TensorFlow seldom waits on a gather. Mapped pages are dropped from the process as the
-    gather moves on, so a node holds about two windows, not its whole share.
+    gather moves on, so a node holds a few windows (``WindowBuffers``), not its whole share.
     """
 
     def __init__(
@@ -372,13 +375,18 @@ class CacheReplay:
         # columns some frame keeps in Arrow (bytes, Vectors, varying lengths, nulls) are gathered with take()
         self._arrow = {n for frame in self.columns for n, c in frame.items() if not isinstance(c, np.ndarray)}
         self._window: tuple[object, int, dict] | None = None  # (order, first row, columns)
-        self._buffers = buffers or WindowBuffers()
+        self._owns_buffers = buffers is None
+        self._buffers = WindowBuffers() if buffers is None else buffers  # shared by the run's splits
+        self._scratch: dict[str, np.ndarray] = {}  # this replay's own: one gather at a time uses it
 
     def order(self, epoch: int) -> np.ndarray | None:
         """Epoch ``epoch``'s permutation of the cached rows (None: the cached order), made once."""
         if epoch not in self._orders:
             self._orders = {e: o for e, o in self._orders.items() if e > epoch - 2}
-            self._orders[epoch] = self._orders_of(epoch)
+            order = self._orders_of(epoch)
+            if order is not None and len(order) != self.rows:  # a window would hold rows never gathered
+                raise RuntimeError(f"epoch {epoch}'s order has {len(order)} rows, the cache {self.rows}")
+            self._orders[epoch] = order
         return self._orders[epoch]
 
     def take_epoch(self, epoch: int, start: int, count: int) -> dict[str, np.ndarray]:
@@ -463,7 +471,7 @@ class CacheReplay:
                 if name in gathered:
                     gathered[name].append(take(column, local))
                 else:  # file order into a reused scratch buffer ("clip": not buffered again), then the window's order
-                    rows = self._buffers.scratch(name, (len(local), *column.shape[1:]), column.dtype)
+                    rows = self._scratch_rows(name, len(local), column)
                     window[name][positions] = np.take(column, local, axis=0, out=rows, mode="clip")
             traversed += self._frame_bytes[frame]
             if traversed >= RELEASE_EVERY_BYTES:
@@ -478,6 +486,14 @@ class CacheReplay:
             if isinstance(column, np.ndarray):
                 column.flags.writeable = False
         return window
+
+    def _scratch_rows(self, name: str, count: int, column: np.ndarray) -> np.ndarray:
+        """``count`` rows shaped as ``column``'s, in this replay's scratch memory for ``name``
+        (the same memory every gather: never two gathers of one replay at once)."""
+        kept = self._scratch.get(name)
+        if kept is None or kept.shape[1:] != column.shape[1:] or kept.dtype != column.dtype or len(kept) < count:
+            kept = self._scratch[name] = np.empty((max(count, self.window_rows), *column.shape[1:]), column.dtype)
+        return kept[:count]
 
     def release_pages(self) -> None:
         """Drop the mapped pages from this process (the kernel's page cache keeps them)."""
@@ -494,6 +510,9 @@ class CacheReplay:
             self._loader = None
         self.columns = []
         self._window = self._ahead = None
+        self._scratch = {}
+        if self._owns_buffers:
+            self._buffers.close()
         for mapped in self._maps:
             try:
                 mapped.close()

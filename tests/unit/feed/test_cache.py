@@ -18,7 +18,7 @@ from pyspark.sql.pandas.types import to_arrow_type
 from sparkdl.columns.arrow_rows import ORIGIN, describe_origin
 from sparkdl.columns.readers import VectorReader
 from sparkdl.feed import feeder
-from sparkdl.feed.cache import CacheReplay, RunCache, epoch_order, run_orders
+from sparkdl.feed.cache import CacheReplay, RunCache, WindowBuffers, epoch_order, run_orders
 from sparkdl.feed.columns import batch_to_columns
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedTarget
@@ -343,7 +343,7 @@ def test_windows_reuse_memory_prepared_in_epoch_1_but_never_memory_a_batch_still
         cache.append("train", partition, encode_batch(batch), batch.num_rows)
     cache.preparing.join(timeout=30)
     prepared = {id(buffer) for buffer in cache.buffers._buffers}  # ids: a reference would hold them
-    assert len(prepared) == 3, "the window read, the one read ahead, one TensorFlow still holds"
+    assert cache.buffers.kept == 3, "the window read, the one read ahead, one TensorFlow still holds"
     assert cache.seal({"train": 1200}) is None
     replay = cache.replay("train")
     replay.window_rows = 300  # four windows an epoch
@@ -364,5 +364,44 @@ def test_windows_reuse_memory_prepared_in_epoch_1_but_never_memory_a_batch_still
     np.testing.assert_array_equal(held[:, 0], rows_held)
     pooled = {id(buffer) for buffer in cache.buffers._buffers}
     assert set(bases) <= pooled, "every window of two epochs was gathered into the run's pooled memory"
+    assert len(set(bases)) <= WindowBuffers.KEEP < 8, "eight windows in at most four buffers: reused"
     cache.drop()
-    assert cache.buffers._buffers == []
+    assert cache.buffers.kept == 0
+
+
+def test_the_training_and_validation_replays_never_gather_through_the_same_scratch(tmp_path):
+    """Keras validates while the next training epoch's first window is read ahead: the two
+    splits' gathers run at once, so each replay has its own scratch rows (shared ones mixed the
+    splits' rows)."""
+    cache = RunCache(tmp_path / "run", None, "training run 1", {"train": 600, "validation": 600})
+    for partition, batch in enumerate(wide_batches(2, 300)):
+        cache.append("train", partition, encode_batch(batch), batch.num_rows)
+        cache.append("validation", partition, encode_batch(batch), batch.num_rows)
+    assert cache.seal({"train": 600, "validation": 600}) is None
+    train, validation = cache.replay("train"), cache.replay("validation")
+    order = epoch_order(600, 3, 0, 1)
+    train.take(order, 0, 600), validation.take(order, 0, 600)
+    assert not np.shares_memory(train._scratch["x"], validation._scratch["x"])
+    cache.drop()
+
+
+def test_window_buffers_give_object_and_small_columns_memory_of_their_own():
+    buffers = WindowBuffers()
+    strings = buffers.take((300_000,), object)  # 2.4 MB of pointers: not a view of raw bytes
+    assert strings.dtype == object and buffers.kept == 0
+    assert buffers.take((10,), np.float32).shape == (10,) and buffers.kept == 0
+    held = buffers.take((1 << 19,), np.float32)  # 2 MiB: pooled
+    assert buffers.kept == 1 and buffers.take((1 << 19,), np.float32).base is not held.base, "in use: not reused"
+    del held
+    first = buffers.take((1 << 19,), np.float32)
+    assert any(first.base is kept for kept in buffers._buffers), "free again: reused"
+
+
+def test_an_epoch_order_that_does_not_cover_the_cache_is_refused(tmp_path):
+    cache = RunCache(tmp_path / "run", None, "training run 1", {"train": 30}, lambda split, epoch, rows: np.arange(29))
+    for partition, batch in enumerate(batches_of(3)):
+        cache.append("train", partition, encode_batch(batch), batch.num_rows)
+    assert cache.seal({"train": 30}) is None
+    with pytest.raises(RuntimeError, match="29 rows, the cache 30"):
+        cache.replay("train").take_epoch(1, 0, 10)
+    cache.drop()

@@ -526,6 +526,8 @@ def test_a_binary_frame_lands_in_the_buffer_the_receiver_allocates(secret):
     feed server's: Arrow's memory pool); JSON frames, and binary ones by default, stay bytearrays."""
     import numpy as np
 
+    from sparkdl.feed import aligned
+
     got, done = [], threading.Event()
 
     def handle(channel):
@@ -535,6 +537,7 @@ def test_a_binary_frame_lands_in_the_buffer_the_receiver_allocates(secret):
             got.append((channel.recv_any(timeout=5, allocate=allocate), sizes))
             got.append(channel.recv_any(timeout=5, allocate=allocate))
             got.append(channel.recv_any(timeout=5))
+            got.append(channel.recv_any(timeout=5, allocate=aligned.pooled))  # the feed server's
         finally:
             done.set()
 
@@ -544,10 +547,12 @@ def test_a_binary_frame_lands_in_the_buffer_the_receiver_allocates(secret):
             client.send_bytes(b"\x01\x02\x03")
             client.send({"json": True})
             client.send_bytes(b"abc")
+            client.send_bytes(bytes(range(256)) * 8)
             assert done.wait(10)
     finally:
         server.close()
-    (first, sizes), message, default = got
+    (first, sizes), message, default, arrow = got
+    assert arrow.tobytes() == bytes(range(256)) * 8, "Arrow's memory is written by recv_into"
     assert isinstance(first, np.ndarray) and first.tobytes() == b"\x01\x02\x03" and sizes == [3]
     assert message == {"json": True}, "JSON frames are not the allocator's"
     assert isinstance(default, bytearray) and default == b"abc"

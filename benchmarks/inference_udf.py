@@ -31,7 +31,9 @@ Variants:
   pixels as one ``binary`` value a row, 784 float32 little-endian), scanned alone and scored by
   ``mapInArrow`` with ``columns={"pixels": Packed((28, 28, 1))}`` (sparkdl versions without
   ``Packed`` skip these variants); ``... in and out`` also writes the predictions packed
-  (``Predictor(packed_outputs=True)``: 10 float32 a row as one ``binary`` value).
+  (``Predictor(packed_outputs=True)``: 10 float32 a row as one ``binary`` value). ``--packed
+  skip`` leaves them (and the packed frame) out, ``--packed only`` runs only them: a session with
+  them is slower for the others too.
 - ``single process model.predict``: ``model.predict(x, batch_size=B)`` on the same rows as one
   numpy array already in memory, in this (driver) process, using both cores.
 
@@ -274,6 +276,13 @@ def parse_args(argv=None):
     parser.add_argument("--master", default="local-cluster[2,1,1024]")
     parser.add_argument("--variants", default="", help="comma-separated substrings selecting Spark variants")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    parser.add_argument(
+        "--packed",
+        choices=("also", "skip", "only"),
+        default="also",
+        help="the packed-binary variants: with the others (default), not at all (nor the packed frame "
+        "written: a session of its own for the others), or only them",
+    )
     parser.add_argument("--json", help="also write the results to this file")
     return parser.parse_args(argv)
 
@@ -311,7 +320,7 @@ def main(argv=None) -> list[dict]:
         from sparkdl.dfutil import pack_tensors
     except ImportError:  # a sparkdl without packed columns
         pack_tensors = None
-    if pack_tensors is not None:
+    if pack_tensors is not None and args.packed != "skip":
         packed_path = os.path.join(workdir, "digits-packed.parquet")
         pack_tensors(df, "pixels").write.mode("overwrite").parquet(packed_path)
         df_packed = spark.read.parquet(packed_path)
@@ -324,6 +333,8 @@ def main(argv=None) -> list[dict]:
         if args.variants:
             keep = [v.strip() for v in args.variants.split(",")]
             variants = {k: v for k, v in variants.items() if any(s in k for s in keep)}
+        if args.packed == "only":
+            variants = {k: v for k, v in variants.items() if "packed binary" in k}
         for name, frame in variants.items():  # warm-up: load models into the workers' caches
             print(f"  [{kind}] warm-up {name}: {time_action(frame):.1f} s", flush=True)
         timings: dict[str, list[float]] = {name: [] for name in variants}

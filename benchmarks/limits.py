@@ -20,7 +20,9 @@ executors and nodes included), so a figure means here what it means in docs/benc
    (``model.predict``) for the CNN, and against ``spark scan + transfer only`` for the MLP.
    After 7147caa also the packed variants (AFTER only: the frame written with ``pack_tensors``,
    read with ``Packed``; and with ``packed_outputs`` too) against their own scan and against the
-   ``array<float>`` scan: whether packing beats Spark's array conversion.
+   ``array<float>`` scan: whether packing beats Spark's array conversion. They run in a session
+   of their own (``--packed only``, the others ``--packed skip``): in one session with the rest
+   they slowed the others, Spark's own scan-only pass included.
 
 Every subprocess runs one timed run (``--runs 1``) after its own warm-up; the script repeats
 them ``--repetitions`` times (3), BEFORE and AFTER alternating within each repetition (which side
@@ -257,14 +259,19 @@ def inference_quantities(report: dict) -> dict[str, float]:
     missing = [f"{model}: {variant}" for model, variant in wanted.values() if (model, variant) not in rates]
     if missing:
         raise ValueError(f"the report has no rows for {missing}")
-    optional = {
+    return {**{key: rates[where] for key, where in wanted.items()}, **packed_quantities(report)}
+
+
+def packed_quantities(report: dict) -> dict[str, float]:
+    """Figure 4's packed variants from an ``inference_udf.py --packed only`` report."""
+    rates = {(row["model"], row["variant"]): float(row["rows_per_s"]) for row in report["raw"]["results"]}
+    wanted = {
         "mlp_packed": ("mlp", PACKED_IN),
         "mlp_packed_scan": ("mlp", PACKED_SCAN),
         "mlp_packed_out": ("mlp", PACKED_OUT),
         "cnn_packed": ("cnn", PACKED_IN),
     }
-    wanted.update({key: where for key, where in optional.items() if where in rates})
-    return {key: rates[where] for key, where in wanted.items()}
+    return {key: rates[where] for key, where in wanted.items() if where in rates}
 
 
 def scan_quantities(result: dict) -> dict[str, float]:
@@ -309,8 +316,10 @@ class Step:
 
 
 def steps(side: Side, sizes: Sizes, out: Path) -> list[Step]:
-    """A side's three steps, writing their JSON to ``out``."""
+    """A side's steps (three; four where its inference_udf.py scores packed frames apart), writing
+    their JSON to ``out``."""
     scripts = side.root / "benchmarks"
+    packed = "--packed" in (scripts / "inference_udf.py").read_text()
     return [
         Step(
             "train_feed",
@@ -341,9 +350,29 @@ def steps(side: Side, sizes: Sizes, out: Path) -> list[Step]:
                 side.python,
                 str(scripts / "inference_udf.py"),
                 *sizes.inference_args(),
+                *(("--packed", "skip") if packed else ()),
                 *("--json", str(out / "inference_udf.json")),
             ],
             inference_quantities,
+        ),
+        # Scored in the same session, the packed variants (a second frame written, three more
+        # variants warmed) slowed the others there, Spark's own scan included: a session of their own.
+        *(
+            [
+                Step(
+                    "inference_udf packed",
+                    [
+                        side.python,
+                        str(scripts / "inference_udf.py"),
+                        *sizes.inference_args(),
+                        *("--packed", "only"),
+                        *("--json", str(out / "inference_udf_packed.json")),
+                    ],
+                    packed_quantities,
+                )
+            ]
+            if packed
+            else []
         ),
     ]
 
@@ -396,10 +425,11 @@ def measure(sides: list[Side], sizes: Sizes, repetitions: int, scratch: Path, ti
     for repetition in range(repetitions):
         order = sides if repetition % 2 == 0 else sides[::-1]  # who goes first alternates too
         found: dict[str, dict] = {side.name: {} for side in sides}
-        for index in range(len(plans[sides[0].name])):
+        for index in range(max(len(plan) for plan in plans.values())):
             for side in order:
-                where = f"repetition {repetition + 1}/{repetitions}, "
-                found[side.name].update(run_step(side, plans[side.name][index], scratch, timeout, where))
+                if index < len(plans[side.name]):  # a side without the packed step has one fewer
+                    where = f"repetition {repetition + 1}/{repetitions}, "
+                    found[side.name].update(run_step(side, plans[side.name][index], scratch, timeout, where))
         for side in sides:
             quantities[side.name].append(found[side.name])
     durations = {name: {step.name: step.durations for step in plan} for name, plan in plans.items()}

@@ -141,3 +141,18 @@ def test_a_side_whose_interpreter_imports_another_sparkdl_is_refused(tmp_path):
     side = limits.Side("before", tmp_path, sys.executable, None)
     with pytest.raises(SystemExit, match="imports sparkdl from .*, not from"):
         limits.check_sparkdl(side, tmp_path)
+
+
+def test_a_tree_that_scores_packed_frames_apart_gets_a_session_of_its_own_for_them(tmp_path):
+    """Scored in one session with the rest, the packed variants slowed the others (Spark's own scan
+    pass too): where inference_udf.py has --packed, they run in a step of their own; a tree
+    without it (7147caa) keeps its three steps."""
+    this_tree = limits.steps(limits.Side("after", ROOT, sys.executable, None), limits.FULL, tmp_path)
+    assert [step.name for step in this_tree] == ["train_feed", "scan", "inference_udf", "inference_udf packed"]
+    base, packed = this_tree[2].command, this_tree[3].command
+    assert base[base.index("--packed") + 1] == "skip" and packed[packed.index("--packed") + 1] == "only"
+    (tmp_path / "old" / "benchmarks").mkdir(parents=True)
+    (tmp_path / "old" / "benchmarks" / "inference_udf.py").write_text("# an inference_udf.py of 7147caa\n")
+    old = limits.steps(limits.Side("before", tmp_path / "old", sys.executable, None), limits.FULL, tmp_path)
+    assert [step.name for step in old] == ["train_feed", "scan", "inference_udf"]
+    assert "--packed" not in old[2].command

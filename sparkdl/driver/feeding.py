@@ -207,8 +207,15 @@ class ClusterFeeder:
             validation_rows=splits[1].shares.rows_per_node if len(splits) > 1 else 0,
         )
         control_s = FeedLimits.of(plan.feed_timeout).control_s
-        for index, node in enumerate(nodes):
-            self._client(node).plan(replace(plan, node=index), control_s)
+        try:
+            for index, node in enumerate(nodes):
+                self._client(node).plan(replace(plan, node=index), control_s)
+        except (OSError, ChannelError) as exc:  # TimeoutError included
+            # A node may fail on the plan itself before its answer is out (map_fun wakes on the
+            # plan: asking for validation the call was not given raises at once): its error, not ours.
+            if self._waits.failure(CAUSE_WAIT_S):
+                raise self._node_failed("sending the nodes their training plan") from exc
+            raise
         return plan
 
     def _train_progress(self, plan, splits: list[FedSplit], nodes: list[NodeState], history) -> TrainProgress:

@@ -241,7 +241,8 @@ def test_malformed_requests_are_refused_one_by_one_and_the_server_serves_on(serv
         for fd in passed:
             os.close(fd)
     assert time.monotonic() - started < 60, "each refusal is immediate"
-    assert server.descriptors() == baseline, "a refused request's descriptors are closed"
+    # not more than before: the first refusal's socket may still have been closing when counted
+    assert server.descriptors() <= baseline, "a refused request's descriptors are closed"
     log = server.log()
     assert "nested too deeply" in log and "Traceback" not in log
     _served(server)

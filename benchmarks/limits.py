@@ -246,9 +246,14 @@ def train_feed_quantities(report: dict) -> dict[str, float]:
     }
 
 
+def _rates(report: dict) -> dict[tuple[str, str], float]:
+    """An ``inference_udf.py`` report's rows/s by (model, variant)."""
+    return {(row["model"], row["variant"]): float(row["rows_per_s"]) for row in report["raw"]["results"]}
+
+
 def inference_quantities(report: dict) -> dict[str, float]:
     """Figure 4 from one ``inference_udf.py`` report (MLP and CNN, mapInArrow and the scan)."""
-    rates = {(row["model"], row["variant"]): float(row["rows_per_s"]) for row in report["raw"]["results"]}
+    rates = _rates(report)
     wanted = {
         "cnn_arrow": ("cnn", ARROW),
         "cnn_single": ("cnn", SINGLE),
@@ -264,7 +269,7 @@ def inference_quantities(report: dict) -> dict[str, float]:
 
 def packed_quantities(report: dict) -> dict[str, float]:
     """Figure 4's packed variants from an ``inference_udf.py --packed only`` report."""
-    rates = {(row["model"], row["variant"]): float(row["rows_per_s"]) for row in report["raw"]["results"]}
+    rates = _rates(report)
     wanted = {
         "mlp_packed": ("mlp", PACKED_IN),
         "mlp_packed_scan": ("mlp", PACKED_SCAN),

@@ -227,9 +227,7 @@ class Channel:
             raise ChannelError("expected a JSON message, got a binary frame")
         return message
 
-    def recv_any(
-        self, timeout: float | None = None, allocate: Callable[[int], Any] = bytearray
-    ) -> dict[str, Any] | Any:
+    def recv_any(self, timeout: float | None = None, allocate: Callable[[int], Any] = bytearray) -> Any:
         """Receive one frame: a dict for a JSON message, a binary frame's bytes in what
         ``allocate(size)`` gives (a writable buffer; a bytearray by default).
 

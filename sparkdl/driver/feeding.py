@@ -208,8 +208,10 @@ class ClusterFeeder:
         )
         control_s = FeedLimits.of(plan.feed_timeout).control_s
         try:
+            shares = splits[0].shares
             for index, node in enumerate(nodes):
-                self._client(node).plan(replace(plan, node=index), control_s)
+                node_plan = replace(plan, node=index, partition_rows=shares.node_partition_rows(index))
+                self._client(node).plan(node_plan, control_s)
         except (OSError, ChannelError) as exc:  # TimeoutError included
             # A node may fail on the plan itself before its answer is out (map_fun wakes on the
             # plan: asking for validation the call was not given raises at once): its error, not ours.

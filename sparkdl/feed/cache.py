@@ -3,17 +3,18 @@
 While the first epoch of a ``cluster.train`` call streams in, the node's feed server appends
 every Arrow IPC frame it receives to a file in the node's private cache directory, under Spark's
 local directory (``node/launch.py``; one file per split and Spark partition, so no two feeder
-threads share a file). Once the node holds its whole share of epoch 1 (every planned row of
-every split, each admitted once by the ledger), it seals and opens the cache at once, and the
-first window of the next epoch is read ahead, while the reader still drains epoch 1's queue:
-epoch 2 waits neither for Spark's feeding job to end nor for the driver's round trips. Epochs
-2..N are then served from these files instead of new Spark jobs: each file is memory-mapped
-(nothing is loaded), its frames decode zero-copy into numpy views (once, when the cache is
-opened), and rows are copied out a window (``WINDOW_BYTES``) at a time in file order, the next
-window gathered by a reader thread while the current one is consumed, into memory the node
-touched before (``WindowBuffers``: the first windows' memory is made ready during epoch 1). The
-pages a gather touched are dropped from the process (``MADV_DONTNEED``; they stay in the kernel's
-page cache), so a node serving from its cache holds a few windows of it (at most
+threads share a file). Each file is memory-mapped as it grows and each frame decoded from the
+mapping as it is written, zero-copy, into numpy views (``cache_file.py``), and the first cached
+epoch's first window is gathered from the frames as they come in (``first_window.py``). Once the
+node holds its whole share of epoch 1 (every planned row of every split, each admitted once by
+the ledger), it seals the cache and serves the next epoch from it at once, while the reader
+still drains epoch 1's queue: epoch 2 waits neither for Spark's feeding job to end, nor for the
+driver's round trips, nor for a decode or a gather. Epochs 2..N are served from these files
+instead of new Spark jobs: rows are copied out a window (``WINDOW_BYTES``) at a time in file
+order, the next window gathered by a reader thread while the current one is consumed, into
+memory the node touched before (``WindowBuffers``: the windows' memory is made ready during
+epoch 1). The pages a gather touched are dropped from the process (``MADV_DONTNEED``; they stay
+in the kernel's page cache), so a node serving from its cache holds a few windows of it (at most
 ``WindowBuffers.KEEP`` large buffers and a scratch window per column), not the whole share.
 
 Rows are numbered in a canonical order (partition, then arrival within the partition), which
@@ -37,20 +38,17 @@ import shutil
 import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-import pyarrow as pa
 
-from ..columns.arrow_rows import origin_values
 from ..columns.readers import take
 from . import aligned
-from .columns import batch_to_columns, data_names
+from .cache_file import CacheFile
 from .elements import RowLayout
+from .first_window import FirstWindow
 from .queues import concatenate
-from .wire import decode_batch
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +59,10 @@ RELEASE_EVERY_BYTES = 16 << 20
 #: Rows are copied out of the cache about this many bytes at a time (a window of the epoch's order);
 #: the next window is gathered while this one is read, so a replay holds a few (``WindowBuffers``).
 WINDOW_BYTES = 16 << 20
-#: Windows whose memory is made ready during epoch 1: the one read, the one read ahead, and one
-#: whose last batches TensorFlow still holds.
-READY_WINDOWS = 3
+#: Windows whose memory is made ready during epoch 1: the one read, the one read ahead, and the
+#: ones whose last batches TensorFlow still holds (its prefetch: with one, a first cached epoch
+#: still faulted a fourth window in, 0.04-0.08 s of a node's CPU, in a third of the runs measured).
+READY_WINDOWS = 4
 
 #: ``(split, epoch, rows)`` -> the permutation a cached epoch is read in (None: the cached order).
 EpochOrders = Callable[[str, int, int], "np.ndarray | None"]
@@ -74,24 +73,16 @@ def free_bytes_floor(path: Path) -> int:
     return max(MIN_FREE_BYTES, shutil.disk_usage(path).total // 20)
 
 
-@dataclass
-class _PartitionFile:
-    """The frames one Spark partition sent for one split, appended in arrival order."""
-
-    path: Path
-    handle: object
-    partition: int = 0
-    frames: list[tuple[int, int]] = field(default_factory=list)  # (offset, length) in the file
-    size: int = 0
-
-
 class RunCache:
     """The cached rows of one training run (one ``cluster.train`` call) on one node.
 
     Written by the feed server's receiving threads during epoch 1 (``append``), then either
     dropped or opened for replay (``replay``): as soon as it holds ``rows_per_epoch`` of every
     split, or when the driver decides. ``orders`` gives each cached epoch's permutation, so the
-    replay can read the next epoch's first window ahead. Thread-safe.
+    replay can read the next epoch's first window ahead; with ``first_window`` (a split, the first
+    cached epoch of it, and the rows each partition sends: ``TrainingPlan.partition_rows``), that
+    epoch's first window is gathered from the frames as they are appended (``FirstWindow``).
+    Thread-safe.
     """
 
     def __init__(
@@ -101,6 +92,7 @@ class RunCache:
         label: str,
         rows_per_epoch: dict[str, int] | None = None,
         orders: EpochOrders | None = None,
+        first_window: tuple[str, int, tuple[int, ...]] | None = None,
     ):
         self.directory = directory
         self.max_bytes = max_bytes
@@ -110,11 +102,13 @@ class RunCache:
         self.failure: str | None = None  # why this run is not cached (said once in the log)
         self.bytes = 0
         self.rows: dict[str, int] = {}
-        self._files: dict[tuple[str, int], _PartitionFile] = {}
+        self._files: dict[tuple[str, int], CacheFile] = {}
         self._replays: dict[str, CacheReplay] = {}
         self._lock = threading.Lock()
         self.buffers = WindowBuffers()  # the replay's windows, made ready while epoch 1 streams in
         self.preparing: threading.Thread | None = None  # allocating the first windows' memory
+        self._first_plan = first_window if first_window and sum(first_window[2]) else None
+        self._first: FirstWindow | None = None  # being gathered (while _first_plan stands)
 
     def append(self, split: str, partition: int, frame, rows: int) -> bool:
         """Keep one received frame (the raw Arrow IPC bytes) of ``split`` from ``partition``;
@@ -130,17 +124,20 @@ class RunCache:
             if key not in self._files:
                 self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
                 path = self.directory / f"{split}-p{partition}.arrows"
-                self._files[key] = _PartitionFile(path, open(path, "wb"), partition)
+                try:
+                    self._files[key] = CacheFile(path, partition)
+                except OSError as exc:
+                    self._fail(f"creating {path} failed: {exc}")
+                    return False
             part = self._files[key]
             try:
-                part.handle.write(frame)
-            except OSError as exc:  # a full or failing disk: fall back to Spark, never fail the feed
+                part.append(frame, rows)
+            except (OSError, ValueError) as exc:  # a full or failing disk: fall back to Spark, never fail the feed
                 self._fail(f"writing {part.path} failed: {exc}")
                 return False
-            part.frames.append((part.size, len(frame)))
-            part.size += len(frame)
             if self.preparing is None:
                 self._prepare_windows(len(frame) / max(rows, 1))
+            self._gather_first(split, partition, part.columns[-1], rows)
             self.bytes += len(frame)
             self.rows[split] = self.rows.get(split, 0) + rows
             # each row is appended once (the ledger admits it once), so the counts reach the share exactly once
@@ -151,10 +148,29 @@ class RunCache:
         frame: its bytes per row size them), so the first cached epoch does not fault it in."""
         nbytes = int(min(WINDOW_BYTES, sum(self.rows_per_epoch.values()) * row_bytes))
         count = READY_WINDOWS if nbytes >= WindowBuffers.SMALL_BYTES else 0  # small windows: cheap anyway
+        if self._first_plan is not None:
+            count = max(0, count - 1)  # the first window takes its own as it fills
         self.preparing = threading.Thread(
             target=self.buffers.prepare, args=(count, nbytes), name="sparkdl-cache-prepare", daemon=True
         )
         self.preparing.start()
+
+    def _gather_first(self, split: str, partition: int, columns: dict, rows: int) -> None:
+        """Copy a frame's rows of the first cached epoch's first window (``FirstWindow``); give
+        the window up when the frame cannot take part (the replay then gathers it)."""
+        if self._first_plan is None or split != self._first_plan[0]:
+            return
+        _, epoch, partition_rows = self._first_plan
+        if self._first is None and FirstWindow.dense(columns):
+            total = self.rows_per_epoch.get(split, 0)
+            row_bytes = sum(_row_bytes(c) for c in columns.values())
+            order = self.orders(split, epoch, total) if self.orders is not None else None
+            if total == sum(partition_rows) and (order is None or len(order) == total):
+                window_rows = min(total, max(1, WINDOW_BYTES // max(row_bytes, 1)))  # as CacheReplay's
+                self._first = FirstWindow(order, window_rows, partition_rows, columns, self.buffers.take)
+        if self._first is None or not self._first.add(partition, columns, rows):
+            self._first_plan = self._first = None
+        self._files[(split, partition)].release_pages(last_region=True)  # the pages read stay out of the RSS
 
     def _refusal(self, incoming: int) -> str | None:
         if self.max_bytes is not None and self.bytes + incoming > self.max_bytes:
@@ -176,8 +192,8 @@ class RunCache:
     def seal(self, rows_per_epoch: dict[str, int]) -> str | None:
         """Close the files once epoch 1 is in; returns why the cache is incomplete, or None.
 
-        Closing flushes what is still buffered, so a full disk or quota may show only here: the
-        cache is then dropped with a warning and the run fed from Spark, as for any write error.
+        A file that cannot be closed (cut back to its frames) drops the cache with a warning, and
+        the run is fed from Spark, as for any write error.
         """
         with self._lock:
             errors = [error for error in map(_close, self._files.values()) if error]
@@ -190,14 +206,20 @@ class RunCache:
             return self.failure
 
     def replay(self, split: str) -> "CacheReplay":
-        """The reader over ``split``'s cached rows (opened on first use: the frames are indexed then)."""
+        """The reader over ``split``'s cached rows (made on first use, from the frames decoded as
+        they were cached), holding the first window gathered during epoch 1 if any."""
         with self._lock:
             if split not in self._replays:
                 parts = sorted((p, f) for (s, p), f in self._files.items() if s == split)
                 orders = None
                 if self.orders is not None:
                     orders = lambda epoch, of=self.orders: of(split, epoch, self.rows.get(split, 0))  # noqa: E731
-                self._replays[split] = CacheReplay([f for _, f in parts], orders=orders, buffers=self.buffers)
+                replay = self._replays[split] = CacheReplay([f for _, f in parts], orders=orders, buffers=self.buffers)
+                first, plan = self._first, self._first_plan
+                if first is not None and plan is not None and plan[0] == split and first.complete:
+                    replay.start_with(plan[1], first.order, first.window())
+                if plan is not None and plan[0] == split:
+                    self._first_plan = self._first = None  # the replay holds it now, or gathers it
             return self._replays[split]
 
     def drop(self) -> None:
@@ -206,32 +228,26 @@ class RunCache:
             self._remove_files()
 
     def _remove_files(self) -> None:
-        for part in self._files.values():
-            _close(part)  # a file that cannot be flushed is deleted all the same
-            part.path.unlink(missing_ok=True)  # mapped pages stay readable until unmapped
-        self._files.clear()
+        self._first_plan = self._first = None
         for replay in self._replays.values():
-            replay.close()
+            replay.close()  # first: its reader thread may be gathering from the mappings
         self._replays.clear()
+        for part in self._files.values():
+            _close(part)  # a file that cannot be closed is deleted all the same
+            part.path.unlink(missing_ok=True)  # mapped pages stay readable until unmapped
+            part.unmap()
+        self._files.clear()
         self.buffers.close()
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def _close(part: _PartitionFile) -> str | None:
-    """Close ``part``'s file (flushing it); why that failed, or None."""
+def _close(part: CacheFile) -> str | None:
+    """Close ``part``'s file; why that failed, or None."""
     try:
-        part.handle.close()  # a no-op when already closed
+        part.close()
     except OSError as exc:
         return f"writing {part.path} failed: {exc}"
     return None
-
-
-def _frame_columns(batch: pa.RecordBatch, partition: int, first: int) -> dict:
-    """A cached frame's columns as epoch 1 gave them (``batch_to_columns``): numpy views over the
-    mapping where Arrow's layout allows, else the Arrow arrays over it (bytes, Vectors, images...);
-    rows without an origin column (a feeder driven by hand) get their position in the partition's
-    stream."""
-    return batch_to_columns(batch, origin_values(partition, first + np.arange(batch.num_rows)))
 
 
 def _discard(future: Future) -> None:
@@ -326,8 +342,8 @@ class CacheReplay:
     """Serves cached rows: ``take(order, start, count)`` gives rows ``order[start:start+count]``;
     ``take_epoch(epoch, start, count)`` the same in epoch ``epoch``'s order (``orders``).
 
-    The files are memory-mapped and every frame is decoded once into numpy views over the
-    mapping (no copy). Rows are copied out a window at a time: the window's rows of ``order``
+    Every frame was decoded into numpy views over its file's mapping (no copy) as it was cached
+    (``CacheFile``). Rows are copied out a window at a time: the window's rows of ``order``
     are gathered in file order (sequential reads, so the kernel's read-ahead and fault-around
     work for us rather than against us) into one buffer of about ``window_bytes``, laid out in
     ``order``'s order, and batches are slices of it. While a window is read, a reader thread
@@ -338,8 +354,8 @@ class CacheReplay:
 
     def __init__(
         self,
-        parts: list[_PartitionFile],
-        window_bytes: int = WINDOW_BYTES,
+        parts: list[CacheFile],
+        window_bytes: int | None = None,
         orders: Callable[[int], np.ndarray | None] | None = None,
         buffers: WindowBuffers | None = None,
     ):
@@ -348,29 +364,16 @@ class CacheReplay:
         self._ahead: tuple[object, int, Future] | None = None  # (order, first row, the window being read)
         self._following: tuple[object, int] | None = None  # (an epoch's order, the next epoch)
         self._loader: ThreadPoolExecutor | None = None
-        self._maps: list[mmap.mmap] = []
-        self.columns: list[dict] = []  # per frame: numpy views, or Arrow arrays over the mapping
-        self.names: list[str] = []
-        self.layout: RowLayout | None = None  # how the cached elements were shaped (next_batch)
-        sizes = []
-        for part in parts:
-            if not part.size:
-                continue
-            with open(part.path, "rb") as handle:
-                mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-            self._maps.append(mapped)
-            view, first = memoryview(mapped), 0
-            for offset, length in part.frames:
-                batch = decode_batch(view[offset : offset + length])
-                self.columns.append(_frame_columns(batch, part.partition, first))
-                self.names = data_names(batch.schema)
-                self.layout = self.layout or RowLayout.of(batch.schema)
-                sizes.append(batch.num_rows)
-                first += batch.num_rows
+        self._parts = [part for part in parts if part.size]
+        self.columns: list[dict] = [columns for part in self._parts for columns in part.columns]
+        sizes = [rows for part in self._parts for _, _, rows in part.frames]
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self.rows = int(self.starts[-1])
+        self.names: list[str] = self._parts[0].names if self._parts else []
+        self.layout: RowLayout | None = self._parts[0].layout if self._parts else None  # for next_batch
         row_bytes = sum(_row_bytes(c) for c in (self.columns[0].values() if self.columns else ()))
-        self.window_rows = max(1, window_bytes // max(row_bytes, 1))
+        self.window_rows = max(1, (window_bytes or WINDOW_BYTES) // max(row_bytes, 1))
+        self.started_with: int | None = None  # the epoch whose first window came gathered (start_with)
         self._frame_bytes = [sum(c.nbytes for c in frame.values()) for frame in self.columns]
         # columns some frame keeps in Arrow (bytes, Vectors, varying lengths, nulls) are gathered with take()
         self._arrow = {n for frame in self.columns for n, c in frame.items() if not isinstance(c, np.ndarray)}
@@ -378,6 +381,21 @@ class CacheReplay:
         self._owns_buffers = buffers is None
         self._buffers = WindowBuffers() if buffers is None else buffers  # shared by the run's splits
         self._scratch: dict[str, np.ndarray] = {}  # this replay's own: one gather at a time uses it
+
+    def start_with(self, epoch: int, order: np.ndarray | None, window: dict) -> bool:
+        """Serve epoch ``epoch``'s first window from ``window``, gathered in ``order`` as epoch 1 came
+        in (``FirstWindow``), instead of gathering it; False, changing nothing, if it does not fit."""
+        size = min(self.window_rows, self.rows)
+        if epoch in self._orders or self._ahead is not None or any(len(c) != size for c in window.values()):
+            return False
+        if order is not None and len(order) != self.rows:
+            return False
+        self._orders[epoch] = order
+        served: Future = Future()
+        served.set_result(window)
+        self._ahead = (order, 0, served)
+        self.started_with = epoch
+        return True
 
     def order(self, epoch: int) -> np.ndarray | None:
         """Epoch ``epoch``'s permutation of the cached rows (None: the cached order), made once."""
@@ -436,7 +454,7 @@ class CacheReplay:
 
     def _read_ahead(self, order: np.ndarray | None, first: int) -> None:
         """Gather the window of ``order`` from ``first`` in the reader thread (unless it is there)."""
-        if not self.columns or (self._ahead is not None and self._ahead[0] is order and self._ahead[1] == first):
+        if not self.rows or (self._ahead is not None and self._ahead[0] is order and self._ahead[1] == first):
             return
         if self._window is not None and self._window[0] is order and self._window[1] == first:
             return
@@ -497,14 +515,11 @@ class CacheReplay:
 
     def release_pages(self) -> None:
         """Drop the mapped pages from this process (the kernel's page cache keeps them)."""
-        for mapped in self._maps:
-            try:
-                mapped.madvise(mmap.MADV_DONTNEED)
-            except (AttributeError, OSError, ValueError):  # not on this platform, or already closed
-                return
+        for part in self._parts:
+            part.release_pages()
 
     def close(self) -> None:
-        """Forget the views and unmap (mappings still referenced by a batch stay until it goes)."""
+        """Stop the reader thread and forget the views (the run's cache unmaps its files)."""
         if self._loader is not None:  # a gather in flight reads the mappings: let it end first
             self._loader.shutdown(wait=True, cancel_futures=True)
             self._loader = None
@@ -513,12 +528,6 @@ class CacheReplay:
         self._scratch = {}
         if self._owns_buffers:
             self._buffers.close()
-        for mapped in self._maps:
-            try:
-                mapped.close()
-            except BufferError:  # numpy views still point into it: unmapped when they are freed
-                pass
-        self._maps = []
 
 
 def epoch_order(rows: int, seed: int, node: int, epoch: int) -> np.ndarray:

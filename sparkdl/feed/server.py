@@ -410,6 +410,8 @@ class FeedServer:
                 label,
                 {split: plan.split_rows(split) for split in plan.splits},
                 run_orders(plan.shuffle, plan.seed, plan.node, TRAIN_SPLIT),
+                # the first cached epoch's first window, gathered while epoch 1 streams in
+                (TRAIN_SPLIT, _first_cached_epoch(plan), tuple(plan.partition_rows)),
             )
         with self._cond:
             self._runs[(qname, plan.session)] = RunState(plan, cache)
@@ -539,17 +541,18 @@ class FeedServer:
 
     def _cache_complete(self, run: RunState) -> None:
         """The node holds its whole share of epoch 1 (every planned row of every split, each once):
-        seal and open the cache, read the first cached epoch's first window ahead, and replay it,
-        without waiting for Spark's feeding job to end and for the driver's word (the reader may
-        still be draining epoch 1's queue meanwhile). Should another node fail to cache its share,
+        seal and open the cache (its frames are indexed by the replay's reader thread), read the
+        first cached epoch's first window ahead unless it was gathered as the rows came in, and
+        replay it, without waiting for Spark's feeding job to end and for the driver's word (the
+        reader may still be draining epoch 1's queue meanwhile). Should another node fail to cache its share,
         the driver feeds the later epochs from Spark, and this node drops those rows."""
         plan, cache = run.plan, run.cache
         if cache.seal({split: plan.split_rows(split) for split in plan.splits}) is not None:
             return  # the driver learns why when it asks (cache_seal), and feeds from Spark
         for split in plan.splits:
             if plan.split_rows(split):
-                cache.replay(split)  # indexed now: the first cached epoch does not wait for it
-        cache.replay(TRAIN_SPLIT).read_ahead(0 if plan.deterministic else 1)
+                cache.replay(split)  # opened now: the first cached epoch does not wait for it
+        cache.replay(TRAIN_SPLIT).read_ahead(_first_cached_epoch(plan))  # unless gathered already
         with self._cond:
             if run.replay is None and not run.released and cache.failure is None:
                 run.replay = True
@@ -621,6 +624,11 @@ class FeedServer:
         while not stream.finished.wait(0.5):
             if self.terminated.is_set() or self._ended:
                 return
+
+
+def _first_cached_epoch(plan: protocol.TrainingPlan) -> int:
+    """The first epoch read from the cache: epoch 2, or epoch 1 itself with ``deterministic``."""
+    return 0 if plan.deterministic else 1
 
 
 def _read_in_full(run: RunState) -> bool:

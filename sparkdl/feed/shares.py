@@ -41,6 +41,15 @@ class RowShares:
         """The global number of each partition's first row."""
         return (0, *accumulate(self.partition_rows))[:-1]
 
+    def node_partition_rows(self, node: int) -> tuple[int, ...]:
+        """How many rows each partition sends ``node`` per epoch (its striped rows and extra copies),
+        counted without listing them; they add up to ``rows_per_node``."""
+        counts = []
+        for offset, count in zip(self.partition_offsets, self.partition_rows):
+            striped = len(range((node - offset) % self.num_nodes, count, self.num_nodes))
+            counts.append(striped + sum(1 for g, n in self.extras if n == node and offset <= g < offset + count))
+        return tuple(counts)
+
     def assignments(self, partition: int, start: int, stop: int) -> dict[int, np.ndarray]:
         """For the partition's rows ``[start, stop)``: each node's row positions relative to ``start``."""
         first_global = self.partition_offsets[partition] + start

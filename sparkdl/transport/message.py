@@ -81,6 +81,10 @@ def _field(cls: type, spec: dataclasses.Field, value: Any, what: str) -> Any:
         raise ProtocolError(f"{what}: field {spec.name!r} must be {_describe(spec.type)}, got {got}")
     if spec.name not in getattr(cls, "FREE", ()):
         _check_number(cls, spec.name, value, what)
+    if typing.get_origin(spec.type) is tuple:  # JSON has lists: a tuple field arrives as it was sent
+        for item in value:
+            _check_number(cls, spec.name, item, what)
+        return tuple(value)
     return value
 
 

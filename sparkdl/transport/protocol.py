@@ -276,6 +276,9 @@ class TrainingPlan:
     rows_per_epoch: int = 0  # this node's training rows per epoch (set by the feeder)
     validation_rows: int = 0  # and its validation rows per epoch (0: no validation data)
     node: int = 0  # the node's index among the data nodes (set by the feeder)
+    # this node's training rows from each Spark partition, per epoch (set by the feeder): where
+    # each partition's rows start in the cache's numbering, known before the first row arrives
+    partition_rows: tuple[int, ...] = ()
 
     def split_rows(self, split: str) -> int:
         """Rows per epoch of ``split``."""

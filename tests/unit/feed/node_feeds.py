@@ -1,5 +1,5 @@
-"""Feeds for a node's feed server in tests: large frames fed from a thread, and inference
-partitions answered by a ``DataFeed`` (shared by test_data_feed, test_feeder and test_server)."""
+"""Feeds for a node's feed server in tests: large frames fed from a thread, small epochs of row
+ids, and inference partitions answered by a ``DataFeed`` (shared by the feed's tests)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,21 @@ def big_batches(count, produced=None):
         ids = np.arange(b * FRAME_ROWS, (b + 1) * FRAME_ROWS, dtype=np.int64)
         x = pa.FixedSizeListArray.from_arrays(pa.array(np.repeat(ids.astype(np.float32), ROW_FLOATS)), ROW_FLOATS)
         yield pa.RecordBatch.from_arrays([x, pa.array(ids)], names=["x", "i"])
+
+
+def feed_epoch(secret, server, partitions, epoch=0, session=1, shuffle_seed=5):
+    """Feed one epoch of ``partitions`` (lists of row ids) to one node, one feeding task per
+    partition (each shuffling its rows with ``shuffle_seed``, None: in the order given)."""
+    plan = balanced_shares([len(p) for p in partitions], 1)
+    for index, ids in enumerate(partitions):
+        batches = [
+            pa.RecordBatch.from_arrays(
+                [pa.array(np.asarray(ids, np.int64)), pa.array(np.asarray(ids, np.float32) * 2)], names=["i", "x"]
+            )
+        ]
+        feeder.feed_training_partition(
+            target(secret, server), session, epoch, index, plan, batches, shuffle_seed=shuffle_seed
+        )
 
 
 def start_big_feed(secret, server, produced, feed_timeout=30.0):

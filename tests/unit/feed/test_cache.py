@@ -17,16 +17,15 @@ from pyspark.sql.pandas.types import to_arrow_type
 
 from sparkdl.columns.arrow_rows import ORIGIN, describe_origin
 from sparkdl.columns.readers import VectorReader
-from sparkdl.feed import feeder
 from sparkdl.feed.cache import CacheReplay, RunCache, WindowBuffers, epoch_order, run_orders
 from sparkdl.feed.columns import batch_to_columns
 from sparkdl.feed.data_feed import DataFeed
-from sparkdl.feed.feeder import FeedTarget
 from sparkdl.feed.server import FeedServer
-from sparkdl.feed.shares import balanced_shares
 from sparkdl.feed.wire import decode_batch, encode_batch
 from sparkdl.transport import protocol
 from sparkdl.transport.channel import Endpoint, connect, new_secret
+
+from node_feeds import feed_epoch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -53,19 +52,6 @@ def ask(server, secret, message):
 def plan_message(session, rows, epochs, **extra):
     plan = protocol.TrainingPlan(session=session, epochs=epochs, rows_per_epoch=rows, seed=5, **extra)
     return protocol.Plan(plan).wire()
-
-
-def feed_epoch(secret, server, partitions, epoch=0, session=1):
-    """Feed one epoch of ``partitions`` (lists of row ids) to one node, one feeding task per partition."""
-    target = FeedTarget(secret, (server.address,), (server.endpoint,), ("worker:0",), 30.0, "input")
-    plan = balanced_shares([len(p) for p in partitions], 1)
-    for index, ids in enumerate(partitions):
-        batches = [
-            pa.RecordBatch.from_arrays(
-                [pa.array(np.asarray(ids, np.int64)), pa.array(np.asarray(ids, np.float32) * 2)], names=["i", "x"]
-            )
-        ]
-        feeder.feed_training_partition(target, session, epoch, index, plan, batches, shuffle_seed=5)
 
 
 def batches_of(count, rows=10):
@@ -241,9 +227,7 @@ def test_tfos_train_mode_false_still_reads_cached_epochs_as_training(server, sec
 class FullDisk(io.FileIO):
     """A file on a disk with no space left: every write reaches the OS and fails with ENOSPC.
 
-    A stand-in for a full disk or an exhausted quota (no small file system can be mounted here);
-    wrapped in Python's own ``io.BufferedWriter``, small writes succeed into its buffer and the
-    failure shows only when the buffer is flushed, as on a real full disk.
+    A stand-in for a full disk or an exhausted quota (no small file system can be mounted here).
     """
 
     def write(self, data):
@@ -255,15 +239,15 @@ def ids_frame(start: int, rows: int = 10) -> bytes:
     return encode_batch(pa.RecordBatch.from_arrays([pa.array(ids)], names=["i"]))
 
 
-def test_a_disk_that_fills_up_while_sealing_drops_the_cache_with_a_warning(tmp_path, caplog):
+def test_a_disk_that_fills_up_while_caching_drops_the_cache_with_a_warning(tmp_path, caplog):
     cache = RunCache(tmp_path / "run", None, "training run 3")
     cache.append("train", 0, ids_frame(0), 10)
     part = cache._files[("train", 0)]
-    part.handle.close()
-    part.handle = io.BufferedWriter(FullDisk(part.path, "ab"))  # the same file, now on a full disk
-    cache.append("train", 0, ids_frame(10), 10)  # buffered: no error yet
+    part._handle.close()
+    part._handle = FullDisk(part.path, "r+b")  # the same file, now on a full disk
     caplog.set_level(logging.WARNING, logger="sparkdl.feed.cache")
-    problem = cache.seal({"train": 20})  # closing flushes the buffer: ENOSPC
+    assert cache.append("train", 0, ids_frame(10), 10) is False
+    problem = cache.seal({"train": 20})
     assert problem is not None and "No space left on device" in problem
     assert cache.failure == problem
     assert [r.levelname for r in caplog.records] == ["WARNING"]
@@ -343,7 +327,7 @@ def test_windows_reuse_memory_prepared_in_epoch_1_but_never_memory_a_batch_still
         cache.append("train", partition, encode_batch(batch), batch.num_rows)
     cache.preparing.join(timeout=30)
     prepared = {id(buffer) for buffer in cache.buffers._buffers}  # ids: a reference would hold them
-    assert cache.buffers.kept == 3, "the window read, the one read ahead, one TensorFlow still holds"
+    assert cache.buffers.kept == 4, "the window read, the one read ahead, those TensorFlow still holds"
     assert cache.seal({"train": 1200}) is None
     replay = cache.replay("train")
     replay.window_rows = 300  # four windows an epoch

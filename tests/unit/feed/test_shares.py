@@ -28,6 +28,10 @@ def check_plan(partition_rows, num_nodes, frame_rows=7):
     total = sum(partition_rows)
     assert plan.partition_rows == tuple(partition_rows) and plan.total_rows == total
     per_node = sent_rows(plan, frame_rows)
+    for node in range(num_nodes):  # counted without listing them, as a node's plan carries them
+        listed = [len(plan.assignments(p, 0, rows).get(node, ())) for p, rows in enumerate(partition_rows)]
+        assert plan.node_partition_rows(node) == tuple(listed)
+        assert sum(listed) == plan.rows_per_node
     if total == 0:
         assert plan.rows_per_node == 0 and all(not rows for rows in per_node.values())
         return plan, per_node

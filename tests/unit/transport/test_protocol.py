@@ -152,7 +152,7 @@ def test_a_training_plan_crosses_the_wire_as_it_is():
     plan = protocol.TrainingPlan(
         epochs=3, qname="q", feed_timeout=30.0, cache=True, cache_max_bytes=9, shuffle=True, seed=4,
         deterministic=True, first_epoch=1, batch_id=7, bad_rows="skip", session=2, rows_per_epoch=7,
-        validation_rows=1, node=1,
+        validation_rows=1, node=1, partition_rows=(3, 0, 4),
     )  # fmt: skip
     assert {f.name for f in dataclasses.fields(protocol.Plan)} == {"plan", "timeout"}
     received = protocol.parse(json.loads(json.dumps(protocol.Plan(plan).wire())), protocol.Plan).plan
@@ -174,3 +174,7 @@ def test_a_training_plan_with_an_unknown_or_mistyped_field_is_refused_naming_it(
         protocol.parse({"type": "plan", "plan": {"bad_rows": "drop"}})
     with pytest.raises(protocol.ProtocolError, match="field 'bad_rows' must be one of .*, got 1"):
         protocol.parse({"type": "plan", "plan": {"bad_rows": 1}})
+    with pytest.raises(protocol.ProtocolError, match="field 'partition_rows' must not be negative, got -1"):
+        protocol.parse({"type": "plan", "plan": {"partition_rows": [3, -1]}})
+    with pytest.raises(protocol.ProtocolError, match="field 'partition_rows' must be tuple\\[int, ...\\], got list"):
+        protocol.parse({"type": "plan", "plan": {"partition_rows": [3, 1.5]}})

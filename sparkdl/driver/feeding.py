@@ -42,6 +42,11 @@ from .waits import NodeWaits
 
 logger = logging.getLogger(__name__)
 
+#: A node's plan carries its rows per partition (so its cache gathers the first cached epoch's
+#: first window as epoch 1 arrives) up to this many partitions: past it the plan would near the
+#: control channel's message limit, and the node gathers that window when the epoch starts.
+MAX_PLANNED_PARTITIONS = 50_000
+
 
 class FedSplit(NamedTuple):
     """One split of a ``cluster.train`` call: its name, its data and how its rows are shared out."""
@@ -209,9 +214,10 @@ class ClusterFeeder:
         control_s = FeedLimits.of(plan.feed_timeout).control_s
         try:
             shares = splits[0].shares
+            planned = len(shares.partition_rows) <= MAX_PLANNED_PARTITIONS
             for index, node in enumerate(nodes):
-                node_plan = replace(plan, node=index, partition_rows=shares.node_partition_rows(index))
-                self._client(node).plan(node_plan, control_s)
+                counts = shares.node_partition_rows(index) if planned else ()
+                self._client(node).plan(replace(plan, node=index, partition_rows=counts), control_s)
         except (OSError, ChannelError) as exc:  # TimeoutError included
             # A node may fail on the plan itself before its answer is out (map_fun wakes on the
             # plan: asking for validation the call was not given raises at once): its error, not ours.

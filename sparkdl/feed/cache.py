@@ -9,7 +9,8 @@ epoch's first window is gathered from the frames as they come in (``first_window
 node holds its whole share of epoch 1 (every planned row of every split, each admitted once by
 the ledger), it seals the cache and serves the next epoch from it at once, while the reader
 still drains epoch 1's queue: epoch 2 waits neither for Spark's feeding job to end, nor for the
-driver's round trips, nor for a decode or a gather. Epochs 2..N are served from these files
+driver's round trips, nor for a decode, nor (when its columns are dense tensors and the plan
+says where each partition's rows fall) for a gather. Epochs 2..N are served from these files
 instead of new Spark jobs: rows are copied out a window (``WINDOW_BYTES``) at a time in file
 order, the next window gathered by a reader thread while the current one is consumed, into
 memory the node touched before (``WindowBuffers``: the windows' memory is made ready during
@@ -137,7 +138,12 @@ class RunCache:
                 return False
             if self.preparing is None:
                 self._prepare_windows(len(frame) / max(rows, 1))
-            self._gather_first(split, partition, part.columns[-1], rows)
+            try:
+                self._gather_first(split, partition, part.columns[-1], rows)
+            except Exception:  # noqa: BLE001 (an optimisation: never the reason a frame is not cached)
+                logger.debug("sparkdl: %s gathers its first cached window when it is read", self.label, exc_info=True)
+                self._first_plan = self._first = None
+            part.release_pages(last_region=True)  # what the decode and the gather read leaves the RSS
             self.bytes += len(frame)
             self.rows[split] = self.rows.get(split, 0) + rows
             # each row is appended once (the ledger admits it once), so the counts reach the share exactly once
@@ -170,7 +176,6 @@ class RunCache:
                 self._first = FirstWindow(order, window_rows, partition_rows, columns, self.buffers.take)
         if self._first is None or not self._first.add(partition, columns, rows):
             self._first_plan = self._first = None
-        self._files[(split, partition)].release_pages(last_region=True)  # the pages read stay out of the RSS
 
     def _refusal(self, incoming: int) -> str | None:
         if self.max_bytes is not None and self.bytes + incoming > self.max_bytes:

@@ -5,10 +5,11 @@ file, and the cached epochs read the rows back through numpy views over the file
 Mapping and decoding every frame once the whole share was in put that work at the very start of
 the first cached epoch, on a thread that had to win the GIL from TensorFlow's: 0.02 s of CPU
 took 0.06-0.12 s then, and the epoch waited for it. So the file is mapped ahead of what is
-written into it: it is extended a region (``REGION_BYTES``) at a time (a hole: no disk is used
-until frames fill it), each region is mapped once, and each frame is written after the previous
-one and decoded from the mapping at once, during epoch 1, when the node mostly waits on Spark.
-``close`` cuts the file back to its frames.
+written into it: it is extended a region at a time (a hole: no disk is used until frames fill
+it), each region as large as the file so far (at least ``MIN_REGION_BYTES``: a file of any size
+is a few mappings, each holding a descriptor), each region mapped once, and each frame written
+after the previous one and decoded from the mapping at once, during epoch 1, when the node
+mostly waits on Spark. ``close`` cuts the file back to its frames.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from .columns import batch_to_columns, data_names
 from .elements import RowLayout
 from .wire import decode_batch
 
-#: The file is extended and mapped this many bytes at a time (or one frame, if larger).
-REGION_BYTES = 64 << 20
+#: The file is extended and mapped at least this many bytes at a time (or one frame, if larger).
+MIN_REGION_BYTES = 8 << 20
 
 
 class CacheFile:
@@ -72,7 +73,7 @@ class CacheFile:
     def _map_region(self, start: int, length: int) -> None:
         """Extend the file past a frame of ``length`` bytes at ``start`` and map it from there."""
         base = start - start % mmap.ALLOCATIONGRANULARITY
-        end = max(base + REGION_BYTES, start + length)
+        end = max(base + max(MIN_REGION_BYTES, start), start + length)  # doubling: O(log size) regions
         os.ftruncate(self._handle.fileno(), end)
         self._regions.append((base, mmap.mmap(self._handle.fileno(), end - base, access=mmap.ACCESS_READ, offset=base)))
 

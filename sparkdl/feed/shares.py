@@ -44,10 +44,11 @@ class RowShares:
     def node_partition_rows(self, node: int) -> tuple[int, ...]:
         """How many rows each partition sends ``node`` per epoch (its striped rows and extra copies),
         counted without listing them; they add up to ``rows_per_node``."""
+        extras = [g for g, n in self.extras if n == node]  # at most one
         counts = []
         for offset, count in zip(self.partition_offsets, self.partition_rows):
             striped = len(range((node - offset) % self.num_nodes, count, self.num_nodes))
-            counts.append(striped + sum(1 for g, n in self.extras if n == node and offset <= g < offset + count))
+            counts.append(striped + sum(1 for g in extras if offset <= g < offset + count))
         return tuple(counts)
 
     def assignments(self, partition: int, start: int, stop: int) -> dict[int, np.ndarray]:

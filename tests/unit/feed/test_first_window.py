@@ -95,13 +95,19 @@ def test_a_deterministic_run_gathers_epoch_1_s_own_first_window(tmp_path, small_
 
 @pytest.mark.parametrize(
     "case",
-    ["a column kept in Arrow", "a partition sends more rows than planned", "the plan's rows do not add up"],
+    [
+        "a column kept in Arrow",
+        "a partition sends more rows than planned",
+        "a partition the plan does not know",
+        "the plan's rows do not add up",
+    ],
 )
 def test_a_frame_that_cannot_take_part_gives_the_window_up_and_the_replay_gathers_it(tmp_path, small_windows, case):
     rows = sum(PARTITION_ROWS)
     options = {
         "a column kept in Arrow": dict(text=True),
-        "a partition sends more rows than planned": dict(partition_rows=(100, 0, 120, 79)),
+        "a partition sends more rows than planned": dict(partition_rows=(101, 0, 119, 80)),  # 300 all the same
+        "a partition the plan does not know": dict(partition_rows=(100, 0, 200)),
         "the plan's rows do not add up": dict(partition_rows=(100, 0, 120, 81)),
     }[case]
     cache = cached(tmp_path, "run", first_window=True, **options)
@@ -138,9 +144,9 @@ def test_a_node_fed_with_its_partition_counts_serves_epoch_2_from_the_window_it_
 
 
 def test_a_cache_file_decodes_each_frame_as_it_is_written_across_regions_and_seals_to_its_frames(tmp_path, monkeypatch):
-    """Regions of 64 KiB, frames of 8-200 KiB (some larger than a region): every frame decodes
+    """Regions of 64 KiB and up, frames of 8-200 KiB (some larger than a region): every frame decodes
     from the mapping as written, and the sealed file is exactly the frames, back to back."""
-    monkeypatch.setattr(cache_file, "REGION_BYTES", 64 << 10)
+    monkeypatch.setattr(cache_file, "MIN_REGION_BYTES", 64 << 10)
     cache = RunCache(tmp_path / "run", None, "training run 1")
     sent, first = [], 0
     for rows in (1000, 9000, 25000, 3000, 1, 12000):

@@ -542,10 +542,10 @@ class FeedServer:
     def _cache_complete(self, run: RunState) -> None:
         """The node holds its whole share of epoch 1 (every planned row of every split, each once):
         seal and open the cache (its frames were decoded as they were cached), read the first
-        cached epoch's first window ahead unless it was gathered as the rows came in, and
-        replay it, without waiting for Spark's feeding job to end and for the driver's word (the
-        reader may still be draining epoch 1's queue meanwhile). Should another node fail to cache its share,
-        the driver feeds the later epochs from Spark, and this node drops those rows."""
+        cached epoch's first window ahead unless it was gathered as the rows came in, and replay
+        it, without waiting for Spark's feeding job to end and for the driver's word (the reader
+        may still be draining epoch 1's queue meanwhile). Should another node fail to cache its
+        share, the driver feeds the later epochs from Spark, and this node drops those rows."""
         plan, cache = run.plan, run.cache
         if cache.seal({split: plan.split_rows(split) for split in plan.splits}) is not None:
             return  # the driver learns why when it asks (cache_seal), and feeds from Spark

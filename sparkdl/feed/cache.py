@@ -169,10 +169,9 @@ class RunCache:
         _, epoch, partition_rows = self._first_plan
         if self._first is None and FirstWindow.dense(columns):
             total = self.rows_per_epoch.get(split, 0)
-            row_bytes = sum(_row_bytes(c) for c in columns.values())
             order = self.orders(split, epoch, total) if self.orders is not None else None
             if total == sum(partition_rows) and (order is None or len(order) == total):
-                window_rows = min(total, max(1, WINDOW_BYTES // max(row_bytes, 1)))  # as CacheReplay's
+                window_rows = min(total, _window_rows(columns))  # the replay's, so it adopts the window
                 self._first = FirstWindow(order, window_rows, partition_rows, columns, self.buffers.take)
         if self._first is None or not self._first.add(partition, columns, rows):
             self._first_plan = self._first = None
@@ -267,6 +266,12 @@ def _row_bytes(column) -> int:
     if isinstance(column, np.ndarray):
         return column.itemsize * int(np.prod(column.shape[1:], dtype=np.int64))
     return max(1, column.nbytes // max(1, len(column)))
+
+
+def _window_rows(columns: dict, window_bytes: int | None = None) -> int:
+    """Rows of a window of about ``window_bytes`` (``WINDOW_BYTES``) of rows shaped as ``columns``'."""
+    row_bytes = sum(_row_bytes(c) for c in columns.values())
+    return max(1, (window_bytes or WINDOW_BYTES) // max(row_bytes, 1))
 
 
 class WindowBuffers:
@@ -376,8 +381,7 @@ class CacheReplay:
         self.rows = int(self.starts[-1])
         self.names: list[str] = self._parts[0].names if self._parts else []
         self.layout: RowLayout | None = self._parts[0].layout if self._parts else None  # for next_batch
-        row_bytes = sum(_row_bytes(c) for c in (self.columns[0].values() if self.columns else ()))
-        self.window_rows = max(1, (window_bytes or WINDOW_BYTES) // max(row_bytes, 1))
+        self.window_rows = _window_rows(self.columns[0] if self.columns else {}, window_bytes)
         self.started_with: int | None = None  # the epoch whose first window came gathered (start_with)
         self._frame_bytes = [sum(c.nbytes for c in frame.values()) for frame in self.columns]
         # columns some frame keeps in Arrow (bytes, Vectors, varying lengths, nulls) are gathered with take()

@@ -61,6 +61,7 @@ runs, every reference measured in this same script:
     .venv/bin/python benchmarks/train_feed.py [--runs 3] [--rows 60000] [--epochs 3] [--fit per_epoch]
                                               [--parts abcd] [--json results.json]
     .venv/bin/python benchmarks/train_feed.py --rows 6000 --tfos_rows 2000 --runs 1   # quick check
+    .venv/bin/python benchmarks/train_feed.py --parts b --spark_nice 19   # the nodes' cost apart from Spark's
 """
 
 from __future__ import annotations
@@ -412,6 +413,24 @@ def measure_row_feed(sc, spark, opts) -> dict:
     return result
 
 
+def run_spark_niced(nice: int) -> None:
+    """Move this process (and so the Spark it starts) into a new session whose autogroup has ``nice``.
+
+    Linux schedules each session's autogroup as one: the CPU is shared between groups first, and a
+    niceness only counts within its group. sparkdl starts each SPARK-fed node's supervisor in a
+    session of its own, so only a session-wide niceness sets Spark's processes below the nodes'.
+    A process group leader cannot start a session: it runs again under ``setsid --wait``.
+    """
+    if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1":
+        raise SystemExit("--spark_nice needs Linux's scheduler autogroups (kernel.sched_autogroup_enabled=1)")
+    if os.getsid(0) != os.getpid():
+        try:
+            os.setsid()
+        except PermissionError:  # a process group leader, e.g. started by an interactive shell
+            os.execvp("setsid", ["setsid", "--wait", sys.executable, *sys.argv])
+    Path("/proc/self/autogroup").write_text(str(nice))
+
+
 def main() -> None:
     """Run (a)-(d), print the table and ratios, write JSON if asked."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -438,7 +457,17 @@ def main() -> None:
         "batch), or Dataset.reduce in TensorFlow's runtime (no (c))",
     )
     parser.add_argument("--parts", default="abcd", help="which measurements to run, e.g. 'ab' ((c) comes with (b))")
+    parser.add_argument(
+        "--spark_nice",
+        type=int,
+        help="a diagnostic (Linux, scheduler autogroups): run Spark (this driver, its JVMs and Python "
+        "workers) in a session of its own whose autogroup has this nice value; the SPARK-fed nodes, "
+        "each started in a session of its own, keep theirs. With 19, Spark gets the CPU the nodes "
+        "leave, which sets the nodes' own cost apart from Spark's on shared cores",
+    )
     opts = parser.parse_args()
+    if opts.spark_nice is not None:
+        run_spark_niced(opts.spark_nice)
     spark = start_local_spark("sparkdl-train-feed-bench")
     sc = spark.sparkContext
     sc.addPyFile(str(Path(__file__)))

@@ -419,9 +419,12 @@ def run_spark_niced(nice: int) -> None:
     Linux schedules each session's autogroup as one: the CPU is shared between groups first, and a
     niceness only counts within its group. sparkdl starts each SPARK-fed node's supervisor in a
     session of its own, so only a session-wide niceness sets Spark's processes below the nodes'.
-    A process group leader cannot start a session: it runs again under ``setsid --wait``.
+    (The InputMode.TENSORFLOW nodes of (a)'s in-memory reference stay in this session: nothing of
+    Spark's runs beside them.) A process group leader cannot start a session: it runs again under
+    ``setsid --wait``.
     """
-    if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() != "1":
+    switch = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    if not switch.exists() or switch.read_text().strip() != "1":
         raise SystemExit("--spark_nice needs Linux's scheduler autogroups (kernel.sched_autogroup_enabled=1)")
     if os.getsid(0) != os.getpid():
         try:

@@ -11,6 +11,7 @@ SparkDLError
 ├── ChannelError (ConnectionError) ── AuthenticationError, ChannelTimeout, ProtocolError
 ├── FeedError ── NodeGone, StreamEnded; FeedDataError (ValueError); ResultsError (TypeError)
 ├── InferenceInputError (ValueError), ModelLoadError, ModelVersionError (ValueError)
+├── StorageError (OSError)      a path sparkdl cannot read or write (store, bucket, credentials)
 └── GPUSelectionError
 ```
 
@@ -183,6 +184,15 @@ class ModelLoadError(SparkDLError):
 class ModelVersionError(SparkDLError, ValueError):
     """A versioned model directory cannot be used as asked (no version yet, a version holding
     no model, a version published twice); the message names the path."""
+
+
+# -- storage (sparkdl/storage/) --
+
+
+class StorageError(SparkDLError, OSError):
+    """A path sparkdl cannot read or write: an unknown scheme, a store client that is missing, an
+    unreachable endpoint, a missing bucket, refused credentials. The message names the path, the
+    store and the setting to change; it never holds a credential."""
 
 
 # -- GPUs (sparkdl/common/gpus.py) --

@@ -17,6 +17,7 @@ from ..common.roles import ClusterLayout
 from ..common.timeouts import ELASTIC_WAIT_S, RESERVATION_TIMEOUT_S
 from ..node import keras_policy
 from ..node.config import NodeSettings
+from ..storage import preflight as storage_preflight
 from . import preflight, scheduling
 from .arguments import InputMode, RunLimits, check_run, node_range, verbose_logs
 from .attempt import ClusterRequest
@@ -145,6 +146,9 @@ def run(
         raise ValueError(f"elastic_wait must be positive seconds, got {elastic_wait!r}")
     feeds = input_mode == InputMode.SPARK
     spark = spark_access(sc)
+    # Every store path in tf_args is reached now, before any node starts (bucket, credentials, endpoint).
+    store = spark.store_settings()
+    storage_preflight.check(storage_preflight.paths_in(tf_args), store)
     if nodes.elastic and spark.connect:
         raise PreflightError(
             f"{min_nodes_param} needs a classic SparkContext: a Spark Connect client cannot see the executors "
@@ -197,6 +201,7 @@ def run(
         return_results=return_results,
         hold_executor=dynamic,
         elastic=nodes.elastic,
+        storage=store,
     )
     request = ClusterRequest(
         settings=settings,

@@ -36,6 +36,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..common.errors import PreflightError
+from ..storage import StoreSettings, spark_conf
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,10 @@ class SparkAccess:
     def coordinator_addresses(self) -> tuple[str, str]:
         """(bind, advertise): where the coordinator listens and the address nodes are told to use."""
         raise NotImplementedError
+
+    def store_settings(self) -> StoreSettings:
+        """The application's store settings (``fs.s3a.*``, ``fs.azure.*``, ``fs.gs.*``), for every node."""
+        return spark_conf.from_spark(self.sc if self.sc is not None else self._session())
 
     def thread(self, target: Callable[[], None], name: str) -> threading.Thread:
         """A daemon thread (not started) that may run Spark jobs and inherits this thread's job properties."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..common.roles import NodeRole
+from ..storage import StoreSettings
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class NodeSettings:
     # never releases the node's executor as idle (a running task keeps it).
     hold_executor: bool = False
     elastic: bool = False  # TFCluster.run(min_executors=...): the node count may change between attempts
+    storage: StoreSettings = StoreSettings()  # the Spark application's store settings (secrets: never in a repr)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..common import paths, roles
 from ..common.errors import InputModeError
+from ..storage import Storage, StoreSettings, is_remote
 from ..common.timeouts import ELASTIC_GATE_WAIT_S, FEED_TIMEOUT_S
 from ..transport import protocol
 
@@ -57,6 +58,7 @@ class NodeContext:
         status_writer=None,
         feed_server=None,
         elastic: bool = False,
+        store_settings: StoreSettings | None = None,
     ):
         self.node_number = node_number
         self.executor_id = self.worker_num = node_number  # TFoS's names for the node number
@@ -78,6 +80,7 @@ class NodeContext:
         self._feed_server = feed_server
         self._elastic = elastic  # TFCluster.run(min_executors=...): the chief waits at each epoch boundary
         self._last_progress: dict[frozenset, float] = {}  # per kind of report, so none starves another
+        self._storage = Storage(store_settings)
 
     @classmethod
     def from_config(cls, config, tmp_socket=None, status_writer=None, feed_server=None) -> "NodeContext":
@@ -100,6 +103,7 @@ class NodeContext:
             status_writer=status_writer,
             feed_server=feed_server,
             elastic=launch.settings.elastic,
+            store_settings=launch.settings.storage,
         )
 
     def absolute_path(self, path: str) -> str:
@@ -203,27 +207,63 @@ class NodeContext:
             raise ValueError(f"rule must be 'linear', 'sqrt' or 'none', got {rule!r}")
         return base_rate * scales[rule]
 
+    @property
+    def storage(self) -> Storage:
+        """This node's :class:`~sparkdl.storage.Storage`: reads and writes local paths and ``s3://``,
+        ``gs://``, ``abfss://``, ``hdfs://`` with the Spark application's store settings. Use it for
+        files of your own in ``map_fun`` where ``tf.io.gfile`` cannot reach the store."""
+        return self._storage
+
+    def _scratch(self, kind: str) -> str:
+        from .launch import cluster_dir
+
+        return tempfile.mkdtemp(prefix=f"{kind}-{self.job_name}{self.task_index}-", dir=cluster_dir(self.cluster_id))
+
     def backup_and_restore(self, backup_dir: str, **kwargs: Any):
         """A Keras ``BackupAndRestore`` callback on ``backup_dir`` (qualified by :meth:`absolute_path`).
 
-        ``backup_dir`` must be shared storage every node sees (HDFS, S3, NFS; a local path
-        only on one host). With ``TFCluster.run(..., max_restarts=N)`` a relaunched cluster
-        resumes ``model.fit`` from the last completed epoch instead of from zero.
+        ``backup_dir`` must be storage every node sees: ``s3://`` (``s3a://``), ``gs://``,
+        ``abfss://``, ``hdfs://`` or a shared mounted path (a local path only on one host). In a
+        store, each node backs up to a local directory and the chief uploads every epoch's backup
+        whole before the epoch ends (a node killed mid-upload leaves the previous one). With
+        ``TFCluster.run(..., max_restarts=N)`` (or ``min_executors``) a relaunched cluster resumes
+        ``model.fit`` from the last completed epoch instead of from zero. Put it before
+        ``ctx.progress_callback()`` in ``callbacks``.
         """
         import tensorflow as tf
 
-        return tf.keras.callbacks.BackupAndRestore(backup_dir=self.absolute_path(backup_dir), **kwargs)
+        path = self.absolute_path(backup_dir)
+        if not is_remote(path):
+            return tf.keras.callbacks.BackupAndRestore(backup_dir=path, **kwargs)
+        from .store_sync import backup_and_restore
+
+        local = os.path.join(self._scratch("backup"), "backup")
+        return backup_and_restore(tf.keras.callbacks.BackupAndRestore, self._storage, path, self.is_chief, local, **kwargs)
 
     def stream_checkpoint(self, directory: str, max_to_keep: int = 3, **trackables: Any):
         """A :class:`~sparkdl.node.stream_checkpoint.StreamCheckpoint` of ``trackables`` (e.g.
-        ``model=model``) in ``directory`` (qualified by :meth:`absolute_path`; shared storage every
-        node sees), restored from its newest checkpoint: pass it to ``feed.micro_batches(checkpoint)``
-        so the model and the last micro-batch it trained on are saved together (exactly once)."""
-        from .launch import cluster_dir
+        ``model=model``) in ``directory`` (qualified by :meth:`absolute_path`; storage every node
+        sees: a store URI or a shared mounted path), restored from its newest checkpoint: pass it to
+        ``feed.micro_batches(checkpoint)`` so the model and the last micro-batch it trained on are
+        saved together (exactly once). In a store, the chief uploads each checkpoint whole."""
         from .stream_checkpoint import StreamCheckpoint
 
-        scratch = tempfile.mkdtemp(prefix=f"stream-{self.job_name}{self.task_index}-", dir=cluster_dir(self.cluster_id))
-        return StreamCheckpoint(self.absolute_path(directory), self.is_chief, scratch, max_to_keep, **trackables)
+        scratch = self._scratch("stream")
+        path = self.absolute_path(directory)
+        if not is_remote(path):
+            return StreamCheckpoint(path, self.is_chief, scratch, max_to_keep, **trackables)
+        local = os.path.join(scratch, "checkpoint")
+        storage, chief = self._storage, self.is_chief
+        storage.fetch(path, local)  # every node starts from the newest checkpoint the chief published
+        return StreamCheckpoint(
+            local,
+            chief,
+            scratch,
+            max_to_keep,
+            refresh=lambda: None if chief else storage.fetch(path, local),
+            published=lambda batch_id: storage.publish(local, path, batch=batch_id) if chief else None,
+            **trackables,
+        )
 
     @property
     def is_chief(self) -> bool:
@@ -238,16 +278,26 @@ class NodeContext:
         every node must call them. Use ``with ctx.export_path(export_dir) as target:
         model.save(target)``: the chief gets ``path`` unchanged, the other nodes a scratch path
         of the same file name in this cluster's private directory, removed when the block ends,
-        so nothing is left behind on their executors.
+        so nothing is left behind on their executors. For a store path (``s3://``, ``gs://``,
+        ``abfss://``, ``hdfs://``) the chief too saves to a local path, uploaded when the block ends
+        without an error: a file as one object, a directory (a SavedModel) with its
+        ``saved_model.pb`` last, so no reader loads a model whose upload did not finish.
         """
-        if self.is_chief:
+        remote = is_remote(path)
+        if self.is_chief and not remote:
             yield path
             return
-        from .launch import cluster_dir
-
-        scratch = tempfile.mkdtemp(prefix=f"export-{self.job_name}{self.task_index}-", dir=cluster_dir(self.cluster_id))
+        scratch = self._scratch("export")
         try:
-            yield os.path.join(scratch, os.path.basename(path.rstrip("/")) or "export")
+            local = os.path.join(scratch, os.path.basename(path.rstrip("/")) or "export")
+            yield local
+            if self.is_chief:
+                if not os.path.exists(local):
+                    raise FileNotFoundError(
+                        f"ctx.export_path({path!r}): nothing was saved at the local path it gave ({local}), so "
+                        "nothing was uploaded; save to the path the with-block yields"
+                    )
+                self._storage.upload(local, path)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 

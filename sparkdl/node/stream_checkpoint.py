@@ -11,7 +11,7 @@ already holds and feeds the rest (``cluster.train_stream``, see docs/reliability
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
 
 #: The checkpoint's name for the micro-batch counter (kept stable: old checkpoints must restore).
 BATCH_KEY = "sparkdl_stream_batch"
@@ -27,7 +27,19 @@ class StreamCheckpoint:
     ``feed.micro_batches(checkpoint)`` calls ``save`` after each micro-batch.
     """
 
-    def __init__(self, directory: str, is_chief: bool, scratch_dir: str, max_to_keep: int = 3, **trackables: Any):
+    def __init__(
+        self,
+        directory: str,
+        is_chief: bool,
+        scratch_dir: str,
+        max_to_keep: int = 3,
+        refresh: Callable[[], object] | None = None,
+        published: Callable[[int], object] | None = None,
+        **trackables: Any,
+    ):
+        """``refresh`` (called before each restore) brings ``directory`` up to date, and ``published``
+        (called after each save with its batch id) sends it on: ``ctx.stream_checkpoint`` passes both
+        for a store path, where ``directory`` is a local copy (``node/store_sync.py``)."""
         import tensorflow as tf
 
         if not trackables:
@@ -35,6 +47,8 @@ class StreamCheckpoint:
         if BATCH_KEY in trackables:
             raise ValueError(f"{BATCH_KEY!r} is the name sparkdl saves the micro-batch id under; pick another")
         self.directory = directory
+        self._refresh = refresh
+        self._published = published
         self._batch = tf.Variable(-1, dtype=tf.int64, trainable=False, name=BATCH_KEY)
         self._checkpoint = tf.train.Checkpoint(**{BATCH_KEY: self._batch}, **trackables)
         self.restored_from = self.restore_last()
@@ -50,6 +64,8 @@ class StreamCheckpoint:
         """Restore the newest checkpoint in ``directory`` (the chief's), if any; returns its path."""
         import tensorflow as tf
 
+        if self._refresh is not None:
+            self._refresh()
         latest = tf.train.latest_checkpoint(self.directory)
         if latest:
             # Optimizer slots that do not exist yet are restored when created (deferred restoration).
@@ -66,6 +82,8 @@ class StreamCheckpoint:
         """Save the state as holding every micro-batch up to ``batch_id``; returns the checkpoint path."""
         self._batch.assign(int(batch_id))
         path = self._manager.save(checkpoint_number=int(batch_id))
+        if self._published is not None:
+            self._published(int(batch_id))
         self._in_checkpoint = True
         return path
 

@@ -1,0 +1,183 @@
+"""One ``pyarrow.fs`` file system per store, made from :mod:`.settings`; store errors made plain.
+
+Why pyarrow: it is already a dependency of sparkdl (and of PySpark's Arrow path), and its one
+wheel carries the C++ clients of all four stores (the AWS SDK for S3, google-cloud-cpp for GCS,
+the Azure SDK for ABFS, libhdfs for HDFS), each with its SDK's own credential chain, multipart
+uploads and retries. fsspec would need four more packages (s3fs with aiobotocore, gcsfs, adlfs,
+and pyarrow again for HDFS) in every executor image for the same reach, and TensorFlow's own file
+systems reach only local paths and ``gs://`` since tensorflow-io stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+from ..common.errors import StorageError
+from .locations import Location
+from .settings import StoreSettings, azure_options, gcs_options, s3_options
+
+#: Seconds to connect to a store's endpoint before giving up (the SDKs' own default is 1 s).
+CONNECT_TIMEOUT_S = 5.0
+#: Attempts per request (the first and its retries) before an error is raised.
+MAX_ATTEMPTS = 3
+
+
+def filesystem_path(location: Location) -> str:
+    """The path of ``location`` as its pyarrow file system names it."""
+    if location.is_local or location.store == "hdfs":
+        return location.key
+    return f"{location.bucket}/{location.key}".rstrip("/")
+
+
+def filesystem(location: Location, settings: StoreSettings, attempts: int = MAX_ATTEMPTS):
+    """``(pyarrow.fs.FileSystem that reaches location, the path to give it)``."""
+    import pyarrow.fs as pafs
+
+    path = filesystem_path(location)
+    if location.is_local:
+        return pafs.LocalFileSystem(), path
+    if location.store == "s3":
+        return _s3(pafs, location, settings, attempts), path
+    if location.store == "gcs":
+        options = gcs_options()
+        kwargs = {"retry_time_limit": _duration(CONNECT_TIMEOUT_S * attempts)}
+        if options.endpoint:
+            kwargs.update(endpoint_override=options.endpoint, scheme=options.scheme, anonymous=True)
+        return pafs.GcsFileSystem(**kwargs), path
+    if location.store == "azure":
+        options = azure_options(settings, location.account)
+        kwargs = {}
+        if options.account_key:
+            kwargs["account_key"] = options.account_key
+        elif options.sas_token:
+            kwargs["sas_token"] = options.sas_token
+        if options.blob_authority:
+            kwargs.update(blob_storage_authority=options.blob_authority, dfs_storage_authority=options.dfs_authority)
+        if options.scheme:
+            kwargs.update(blob_storage_scheme=options.scheme, dfs_storage_scheme=options.scheme)
+        return pafs.AzureFileSystem(options.account, **kwargs), path
+    if location.store == "hdfs":
+        return _hdfs(pafs, location), path
+    raise StorageError(f"{location.describe()}: no file system serves this store")  # parse() refuses first
+
+
+def _duration(seconds: float):
+    import datetime
+
+    return datetime.timedelta(seconds=seconds)
+
+
+def _s3(pafs, location: Location, settings: StoreSettings, attempts: int):
+    options = s3_options(settings, location.bucket)
+    kwargs = {
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "request_timeout": CONNECT_TIMEOUT_S * 6,
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=attempts),
+        "force_virtual_addressing": options.virtual_addressing,
+    }
+    if options.endpoint:
+        kwargs["endpoint_override"] = options.endpoint
+    if options.scheme:
+        kwargs["scheme"] = options.scheme
+    if options.region:
+        kwargs["region"] = options.region
+    elif not options.endpoint:
+        kwargs["region"] = _bucket_region(pafs, location.bucket)
+    else:
+        kwargs["region"] = "us-east-1"  # an S3-protocol server of one's own: any region will do
+    if options.anonymous:
+        kwargs["anonymous"] = True
+    elif options.access_key and options.secret_key:
+        kwargs.update(access_key=options.access_key, secret_key=options.secret_key)
+        if options.session_token:
+            kwargs["session_token"] = options.session_token
+    return pafs.S3FileSystem(**kwargs)
+
+
+def _bucket_region(pafs, bucket: str) -> str | None:
+    """The AWS region of ``bucket`` (one unauthenticated HEAD), None when it cannot be told (the SDK's
+    own region then applies)."""
+    try:
+        return pafs.resolve_s3_region(bucket)
+    except (OSError, ValueError):
+        return None
+
+
+def _hdfs(pafs, location: Location):
+    """HDFS through libhdfs (Hadoop's native client, loaded by pyarrow): it needs ``libhdfs.so``
+    (``ARROW_LIBHDFS_DIR`` or ``HADOOP_HOME/lib/native``), a JVM (``JAVA_HOME``) and Hadoop's jars
+    on ``CLASSPATH`` (``hadoop classpath --glob``), as every YARN node has."""
+    missing = []
+    libdirs = [os.environ.get("ARROW_LIBHDFS_DIR", "")]
+    if os.environ.get("HADOOP_HOME"):
+        libdirs.append(os.path.join(os.environ["HADOOP_HOME"], "lib", "native"))
+    if not any(d and os.path.exists(os.path.join(d, "libhdfs.so")) for d in libdirs):
+        missing.append("libhdfs.so (set ARROW_LIBHDFS_DIR, or HADOOP_HOME with lib/native/libhdfs.so)")
+    if not os.environ.get("JAVA_HOME") and shutil.which("java") is None:
+        missing.append("a JVM (JAVA_HOME)")
+    if "hadoop" not in os.environ.get("CLASSPATH", "").lower():
+        missing.append("Hadoop's jars on CLASSPATH (export CLASSPATH=$(hadoop classpath --glob))")
+    if missing:
+        raise StorageError(
+            f"{location.describe()}: HDFS is reached through Hadoop's native client, and this host lacks "
+            + "; ".join(missing)
+            + ". YARN nodes have them; elsewhere use an object store or a mounted path"
+        )
+    host, _, port = location.bucket.partition(":")
+    try:
+        return pafs.HadoopFileSystem(host, int(port) if port else 0)
+    except OSError as exc:
+        raise StorageError(f"{location.describe()}: cannot connect to HDFS: {exc}") from None
+
+
+def explain(location: Location, settings: StoreSettings, exc: BaseException, doing: str) -> StorageError:
+    """A :class:`StorageError` for ``exc`` (raised while ``doing`` something with ``location``) that
+    names the path, the store and the setting to change, without a credential."""
+    text = str(exc)
+    lowered = text.lower()
+    setting = ""
+    if location.store == "s3":
+        options = s3_options(settings, location.bucket)
+        endpoint = f"{options.scheme or 'https'}://{options.endpoint}" if options.endpoint else "AWS's own endpoint"
+        where = f"endpoint {endpoint}" + (f" (from {options.source})" if options.source else "")
+        creds = options.credentials_source or "the AWS credential chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, a role)"
+        squeezed = lowered.replace(" ", "").replace("_", "")
+        if "nosuchbucket" in squeezed or "bucket does not exist" in lowered:
+            setting = f"bucket {location.bucket!r} does not exist at {where}: create it, or fix the path"
+        elif any(w in squeezed for w in ("accessdenied", "forbidden", "invalidaccesskeyid", "signature")):
+            setting = f"the store at {where} refused the credentials from {creds}: check them"
+        elif any(w in lowered for w in ("curl", "connect", "timed out", "timeout", "resolve", "unreachable")):
+            setting = f"cannot reach {where}: check it (fs.s3a.endpoint, AWS_ENDPOINT_URL) and the network"
+        else:
+            setting = f"at {where}, credentials from {creds}"
+    elif location.store == "azure":
+        options = azure_options(settings, location.account)
+        creds = options.source or "the Azure default credential chain"
+        setting = f"account {location.account!r}, credentials from {creds}"
+    elif location.store == "gcs":
+        options = gcs_options()
+        setting = f"endpoint {options.endpoint} (STORAGE_EMULATOR_HOST)" if options.endpoint else (
+            "Google's default credentials (GOOGLE_APPLICATION_CREDENTIALS)"
+        )
+    message = f"cannot {doing} {location.describe()}: {_without_secrets(text, settings)}"
+    if setting:
+        message += f" [{setting}]"
+    return StorageError(message)
+
+
+def _without_secrets(text: str, settings: StoreSettings) -> str:
+    """``text`` with any secret sparkdl knows of replaced (store messages may echo request parts)."""
+    secrets = [value for name, value in settings.hadoop if value and len(value) >= 6 and _secret_name(name)]
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"):
+        if len(os.environ.get(name, "")) >= 6:
+            secrets.append(os.environ[name])
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text.strip().splitlines()[0] if text.strip() else type(text).__name__
+
+
+def _secret_name(name: str) -> bool:
+    from .settings import is_secret
+
+    return is_secret(name)

@@ -166,6 +166,7 @@ SECTIONS = (
         "keras3_train",
         (Run("keras3_train", "keras3_train.py", (), ("--runs", "1", "--rows", "3000", "--epochs", "1")),),
     ),
+    Section("storage", (Run("storage", "storage.py", (), ("--quick",)),)),
     Section(
         "limits",
         (

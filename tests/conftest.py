@@ -164,9 +164,10 @@ def spark_holder(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _start_connect_ci_run(request, tmp_path_factory):
+def _start_connect_ci_run(request, tmp_path_factory, _start_s3_server, _start_azurite):
     """Start CI's Spark Connect scenarios (``support/connect_runs.py``) with the session, when a
-    selected test reads them: they run beside the tests that come first. None otherwise."""
+    selected test reads them: they run beside the tests that come first. None otherwise. (After
+    ``_start_s3_server`` and ``_start_azurite``: their Sparks inherit their environment too.)"""
     import importlib.util
 
     wanted = any("connect_ci_run" in getattr(item, "fixturenames", ()) for item in request.session.items)
@@ -184,6 +185,93 @@ def _start_connect_ci_run(request, tmp_path_factory):
 def connect_ci_run(_start_connect_ci_run):
     """The session's run of CI's Connect scenarios (started with the session, read by test_connect.py)."""
     return _start_connect_ci_run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_s3_server(request):
+    """Start an S3-protocol server (``support/s3_server.py``) with the session, when a selected test
+    uses ``s3_store``, and put its AWS variables in ``os.environ`` at once: every Spark started later
+    in the session (its executors inherit the environment) reaches it as a user's would, by the
+    environment alone. None otherwise; the environment is restored and the server stopped at the end."""
+    import importlib.util
+
+    wanted = any("s3_store" in getattr(item, "fixturenames", ()) for item in request.session.items)
+    if not wanted or importlib.util.find_spec("moto") is None:  # s3_store skips without it
+        yield None
+        return
+    from s3_server import S3Server
+
+    server = S3Server()
+    saved = {name: os.environ.get(name) for name in server.env}
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_store(_start_s3_server):
+    """The session's S3 server (``support/s3_server.S3Server``: ``url(key)``, ``new_bucket()``,
+    ``endpoint``, ``bucket``, ``access_key``, ``secret_key``, ``client``, ``env``); its ``env`` is
+    in ``os.environ`` for the whole session."""
+    if _start_s3_server is None:
+        pytest.skip("no S3 server: moto[server] is not installed (pip install -e '.[dev]')")
+    return _start_s3_server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_azurite(request):
+    """Start an Azure Blob Storage emulator (``support/azurite_server.py``: Azurite, which
+    ``scripts/test.sh`` installs into ``$VENV/azurite``) with the session, when a selected test uses
+    ``azure_store``, and put its ``AZURE_STORAGE_CONNECTION_STRING`` in ``os.environ`` at once: every
+    Spark started later in the session (its executors inherit the environment) reaches it as a user's
+    would, by the environment alone. None otherwise, or when Azurite is not installed (``azure_store``
+    then skips; on CI it fails); the environment is restored and the server stopped at the end."""
+    wanted = any("azure_store" in getattr(item, "fixturenames", ()) for item in request.session.items)
+    if not wanted:
+        yield None
+        return
+    import azurite_server
+
+    if not azurite_server.installed():
+        yield None
+        return
+    server = azurite_server.AzuriteServer()
+    saved = {name: os.environ.get(name) for name in server.env}
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def azure_store(_start_azurite):
+    """The session's Azure Blob Storage emulator (``support/azurite_server.AzuriteServer``: ``url(path)``,
+    ``new_container()``, ``files_under(url)``, ``endpoint``, ``container``, ``account``, ``account_key``,
+    ``client``, ``env``); its ``env`` is in ``os.environ`` for the whole session."""
+    if _start_azurite is None:
+        import azurite_server
+
+        missing = (
+            f"no Azure emulator: Azurite is not installed at {azurite_server.executable()} (with node on PATH): "
+            "scripts/test.sh installs it with npm"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{missing}; CI runs the Azure tests", pytrace=False)
+        pytest.skip(missing)
+    return _start_azurite
 
 
 @pytest.fixture

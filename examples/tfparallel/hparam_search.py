@@ -28,7 +28,6 @@ def map_fn(args, ctx):
     import socket
 
     import keras
-    import tensorflow as tf
 
     (train_x, train_y), (test_x, test_y) = digits_common.load_digits_split()
     mine = args.learning_rates[ctx.executor_id :: args.cluster_size]
@@ -48,10 +47,8 @@ def map_fn(args, ctx):
         }
         print(f"trial {trial}", flush=True)  # also in the node's log
         lines.append(json.dumps(trial))
-    tf.io.gfile.makedirs(args.output_dir)
-    # tf.io.gfile writes local, shared, hdfs:// and gs:// paths alike.
-    with tf.io.gfile.GFile(f"{args.output_dir.rstrip('/')}/node{ctx.executor_id}.json", "w") as out:
-        out.write("\n".join(lines) + "\n")
+    # ctx.storage writes local and shared paths, s3://, gs://, abfss:// and hdfs:// alike (whole or not at all).
+    ctx.storage.write_text(f"{args.output_dir.rstrip('/')}/node{ctx.executor_id}.json", "\n".join(lines) + "\n")
 
 
 def parse_args(argv=None):

@@ -1,9 +1,12 @@
 """TensorFlowOnSpark's ``dfutil``: DataFrames to TFRecord files of ``tf.train.Example`` and back.
 
 The files are written and read on the executors by TensorFlow itself (``tf.io.TFRecordWriter``,
-``tf.data.TFRecordDataset``, through ``tf.io.gfile``: local paths, ``gs://``, ``hdfs://`` with
-TensorFlow's file systems), so no TFRecord JAR is needed; the driver lists and creates
-directories with Spark's Hadoop ``FileSystem`` and never imports TensorFlow. A saved directory
+``tf.data.TFRecordDataset``), so no TFRecord JAR is needed. Every path goes through
+:class:`sparkdl.storage.Storage` with the application's store settings (local paths, ``s3a://``,
+``gs://``, ``abfss://``, ``hdfs://``): a task writes its partition's file locally, then renames it
+into place or uploads it as one object (whole or absent; a retried task replaces it), and reads a
+store's file from a local copy. The driver lists and creates directories through the same storage
+layer and never imports TensorFlow. A saved directory
 holds one ``part-r-NNNNN`` file per partition, like TensorFlowOnSpark's (Hadoop's) output, which
 ``tf.data.TFRecordDataset`` reads inside a node as is.
 
@@ -17,10 +20,14 @@ named in ``binary_features``.
 
 from __future__ import annotations
 
+import fnmatch
+import os
+import shutil
+import tempfile
 import uuid
 from typing import Any, Callable, Iterable, Iterator
 
-from ..common.hadoop_files import for_tensorflow, hadoop_path
+from ..storage import Storage, StoreSettings, is_remote, locations, parse, spark_conf
 
 FLOAT_TYPES = ("float", "double")
 INT64_TYPES = ("boolean", "tinyint", "smallint", "int", "bigint", "long")
@@ -43,20 +50,33 @@ def saveAsTFRecords(df, output_dir: str) -> None:  # noqa: N802
     dtypes = df.dtypes
     for name, dtype in dtypes:
         _feature_kind(name, dtype)  # fail on the driver, before any task runs
-    target = _prepare_output(df.sparkSession.sparkContext, output_dir)
+    sc = df.sparkSession.sparkContext
+    settings = spark_conf.from_spark(sc)
+    target = _prepare_output(sc, Storage(settings), output_dir)
     to_example = toTFExample(dtypes)
 
     def write(index: int, rows: Iterable) -> Iterator[int]:
         import tensorflow as tf
 
         final = f"{target}/part-r-{index:05d}"
-        partial = f"{target}/.part-r-{index:05d}.{uuid.uuid4().hex}.tmp"
+        remote = is_remote(target)
+        scratch = tempfile.mkdtemp(prefix="sparkdl-tfrecords-") if remote else None
+        partial = os.path.join(scratch or target, f".part-r-{index:05d}.{uuid.uuid4().hex}.tmp")
         count = 0
-        with tf.io.TFRecordWriter(partial) as writer:
-            for record, _ in to_example(rows):
-                writer.write(bytes(record))
-                count += 1
-        tf.io.gfile.rename(partial, final, overwrite=True)  # a retried task replaces, never duplicates
+        try:
+            with tf.io.TFRecordWriter(partial) as writer:
+                for record, _ in to_example(rows):
+                    writer.write(bytes(record))
+                    count += 1
+            if remote:
+                Storage(settings).upload(partial, final)  # one object: whole or absent
+            else:
+                os.replace(partial, final)  # a retried task replaces, never duplicates
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+            elif os.path.exists(partial):
+                os.remove(partial)
         yield count
 
     df.rdd.mapPartitionsWithIndex(write).sum()
@@ -72,11 +92,12 @@ def loadTFRecords(sc, input_dir: str, binary_features: list[str] | tuple[str, ..
     """
     from pyspark.sql import SparkSession
 
-    files = _list_files(sc, input_dir)
+    settings = spark_conf.from_spark(sc)
+    files = _list_files(sc, Storage(settings), input_dir)
     if not files:
         raise FileNotFoundError(f"no TFRecord files under {input_dir}")
     binary = list(binary_features)
-    records = sc.parallelize(files, len(files)).flatMap(_read_records)
+    records = sc.parallelize(files, len(files)).flatMap(lambda path: _read_records(path, settings))
     schemas = records.mapPartitions(lambda it: [_schema_of_first(it, binary)]).filter(lambda s: s is not None)
     first = schemas.take(1)
     if not first:
@@ -225,36 +246,72 @@ def _schema_of_first(records: Iterator, binary_features):
     return None
 
 
-def _read_records(path: str) -> Iterator[bytes]:
+def _read_records(path: str, settings: StoreSettings) -> Iterator[bytes]:
+    """The records of one TFRecord file: a local one read in place, a store's from a local copy."""
     import tensorflow as tf
 
-    for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
-        yield bytes(record)
+    scratch = None
+    try:
+        if is_remote(path):
+            scratch = tempfile.mkdtemp(prefix="sparkdl-tfrecords-")
+            local = os.path.join(scratch, "records")
+            Storage(settings).download(path, local)
+            path = local
+        for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
+            yield bytes(record)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _prepare_output(sc, output_dir: str) -> str:
-    fs, qualified = hadoop_path(sc, output_dir)
-    if fs.exists(qualified):
-        if [s for s in fs.listStatus(qualified) if not s.getPath().getName().startswith(("_", "."))]:
-            raise FileExistsError(
-                f"output directory {qualified.toString()} already holds files; remove it or choose another"
-            )
+def _qualified(sc, path: str) -> str:
+    """``path`` as Spark resolves it (on ``fs.defaultFS`` without a scheme); a local one absolute."""
+    default_fs = sc._jsc.hadoopConfiguration().get("fs.defaultFS") if getattr(sc, "_jsc", None) else None
+    qualified = locations.qualify(path, default_fs)
+    location = parse(qualified)
+    return location.key if location.is_local else qualified.rstrip("/")
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+def _prepare_output(sc, storage: Storage, output_dir: str) -> str:
+    target = _qualified(sc, output_dir)
+    if storage.exists(target):
+        if [name for name, _ in storage.listdir(target) if not _hidden(name)]:
+            raise FileExistsError(f"output directory {target} already holds files; remove it or choose another")
     else:
-        fs.mkdirs(qualified)
-    return for_tensorflow(qualified)
+        storage.mkdirs(target)  # nothing to do in an object store, whose directories are key prefixes
+    return target
 
 
-def _list_files(sc, input_dir: str) -> list[str]:
-    fs, qualified = hadoop_path(sc, input_dir)
-    statuses = fs.globStatus(qualified) or []
+def _glob(storage: Storage, path: str) -> list[str]:
+    """The paths matching ``path`` (Hadoop's glob characters ``*``, ``?``, ``[...]`` in any component)."""
+    parts = path.split("/")
+    first = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), None)
+    if first is None:
+        return [path] if storage.exists(path) else []
+    candidates = ["/".join(parts[:first]) or "/"]
+    for part in parts[first:]:
+        expanded = []
+        for candidate in candidates:
+            if any(c in part for c in "*?["):
+                names = sorted(name for name, _ in storage.listdir(candidate) if fnmatch.fnmatchcase(name, part))
+                expanded += [f"{candidate.rstrip('/')}/{name}" for name in names]
+            else:
+                expanded.append(f"{candidate.rstrip('/')}/{part}")
+        candidates = expanded
+    return [candidate for candidate in candidates if storage.exists(candidate)]
+
+
+def _list_files(sc, storage: Storage, input_dir: str) -> list[str]:
     files = []
-    for status in statuses:
-        children = fs.listStatus(status.getPath()) if status.isDirectory() else [status]
-        files += [
-            for_tensorflow(c.getPath())
-            for c in children
-            if c.isFile() and not c.getPath().getName().startswith(("_", "."))
-        ]
+    for match in _glob(storage, _qualified(sc, input_dir)):
+        if storage.is_dir(match):
+            files += [f"{match}/{name}" for name, is_dir in storage.listdir(match) if not is_dir and not _hidden(name)]
+        elif not _hidden(parse(match).name):
+            files.append(match)
     return sorted(files)
 
 

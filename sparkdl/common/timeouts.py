@@ -34,6 +34,11 @@ CONTROL_CALL_MAX_S = 60.0
 STOP_WAIT_S = 60.0
 #: ``ClusterAttempt.abort``: how long an aborted attempt waits for its registered nodes and launch threads.
 ABORT_WAIT_S = 15.0
+#: ``sparkdl.storage``: seconds to connect to a store's endpoint before a request fails (the cloud
+#: SDKs' own default is 1 s; an emulator or a busy proxy needs more).
+STORE_CONNECT_TIMEOUT_S = 5.0
+#: How often a node copies what its TensorBoard log dir gained to a store ``log_dir`` (and once at its end).
+LOG_MIRROR_INTERVAL_S = 10.0
 #: How often the coordinator looks for stalled nodes.
 STALL_CHECK_S = 0.5
 #: How long a stalled node's supervisor has to report before the driver gives up on it.

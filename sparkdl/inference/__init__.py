@@ -22,14 +22,18 @@ Three forms over one engine:
 The model (a ``.keras`` file, a SavedModel directory, or a ``make_predict_fn``) is loaded once
 per Python worker and reused across tasks, batches and jobs while Spark keeps the worker alive
 (``spark.python.worker.reuse``, the default); overwriting the model file makes the next task
-reload it. See :mod:`sparkdl.inference.worker` for the cache and GPU rules and
-:mod:`sparkdl.inference.loaders` for the Keras rules.
+reload it. Models are read from local paths (a shared file system on every executor) or any
+store of :mod:`sparkdl.storage` (``s3://``/``s3a://``, ``gs://``, ``abfs[s]://``, ``hdfs://``),
+with the ``fs.s3a.*``/``fs.azure.*``/``fs.gs.*`` settings of the driver's Spark carried to the
+executors. See :mod:`sparkdl.inference.worker` for the cache and GPU rules and
+:mod:`sparkdl.inference.loaders` for the Keras and storage rules.
 
 Train and serve: ``ModelVersions(base, refresh_seconds=30)`` in place of a model path scores
-with the newest version of a versioned model directory (``base/<integer version>/``, written by
-:func:`sparkdl.model_versions.publish_version`); each worker looks for a newer one at most every
-``refresh_seconds`` as a batch starts, so a running streaming query switches without a restart,
-and ``Predictor(..., version_column="model_version")`` says which version scored each row.
+with the newest version of a versioned model directory (``base/<integer version>/``, local or on
+any of those stores, written by :func:`sparkdl.model_versions.publish_version`); each worker
+looks for a newer one at most every ``refresh_seconds`` as a batch starts, so a running
+streaming query switches without a restart, and ``Predictor(..., version_column="model_version")``
+says which version scored each row.
 
 Driver side: :mod:`.predictor` (the public forms) and :mod:`.planning` (the one plan builder,
 the signature probe). Executor side: :mod:`.scoring` (the functions Spark runs),

@@ -6,11 +6,20 @@ would leak into later tasks of the worker). ``.keras`` files are loaded by the K
 them, read from the archive's ``metadata.json`` (``keras_version`` 3.x: ``keras``; 2.x:
 ``tf_keras``); ``.h5`` files by ``tf_keras``; SavedModel directories by
 ``tf.saved_model.load``, which needs no Keras at all. In safe mode (the default) a Keras file's
-config is checked by :mod:`.model_safety` before any Keras code runs; a remote file is copied
-here first, so that the bytes checked are the bytes loaded.
+config is checked by :mod:`.model_safety` before any Keras code runs.
+
+**Where models are read.** A model path is local (on every executor: a shared file system
+mounted there) or on any store of :mod:`sparkdl.storage`: ``s3://``/``s3a://``/``s3n://``,
+``gs://``, ``abfs[s]://``, ``hdfs://``. A remote model is read through
+:class:`sparkdl.storage.Storage` (``pyarrow.fs``; TensorFlow's own file systems reach only local
+paths and ``gs://``), made by :mod:`.worker` from the settings the driver put in
+:attr:`.model.ModelSource.storage`: it is downloaded whole into a private temporary directory
+first, so that the bytes safe mode checks are the bytes Keras or TensorFlow load. A remote
+directory whose upload has not finished (:meth:`~sparkdl.storage.Storage.is_complete`: no
+``saved_model.pb``, nor the completion marker of ``Storage.upload``) is refused, never half loaded.
 
 TensorFlow is handed in (``tf``) by :mod:`.worker`, which imports it once per Python worker with
-the task's devices; only :func:`fingerprint` of a remote path imports it itself.
+the task's devices.
 """
 
 from __future__ import annotations
@@ -21,37 +30,64 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 import zipfile
 from typing import Any
 
+from ..storage import Storage, is_remote, parse
 from . import model_safety
 from .model import LoadedModel, ModelLoadError, ModelSource, TensorInfo
 
 
 def _is_remote(path: str) -> bool:
-    return "://" in path and not path.startswith("file://")
+    return is_remote(path)
 
 
 def _local(path: str) -> str:
-    return path[len("file://") :] if path.startswith("file://") else path
+    """A local model path as this machine's file system names it (``file:``/``dbfs:`` spellings too)."""
+    return parse(path).key if path.startswith(("file:", "dbfs:")) else path
 
 
-def fingerprint(path: str) -> str:
+def _store(storage: Storage | None) -> Storage:
+    return storage if storage is not None else Storage()
+
+
+def _remote_kind(path: str, storage: Storage) -> tuple[str, Any]:
+    """``("file" or "dir", pyarrow FileInfo)``: what is at the remote ``path``; ModelLoadError naming
+    it when there is nothing, or a directory whose upload has not finished."""
+    import pyarrow.fs as pafs
+
+    info = storage.info(path)
+    kind = info.type
+    if kind == pafs.FileType.File:
+        return "file", info
+    if kind != pafs.FileType.Directory:
+        raise ModelLoadError(
+            f"model path {path!r} does not exist (nothing there, as seen from host {os.uname().nodename}); "
+            "check the path and that the model was uploaded"
+        )
+    if not storage.is_complete(path):
+        raise ModelLoadError(
+            f"model directory {path!r}: upload not finished (it holds no saved_model.pb, nor the "
+            "_SPARKDL_COMPLETE marker that sparkdl.storage.Storage.upload writes last), so it is not "
+            "loaded: a part of a model would load as a broken one. Upload it whole, saved_model.pb last"
+        )
+    return "dir", info
+
+
+def fingerprint(path: str, storage: Storage | None = None) -> str:
     """A digest of a model file or directory's files (relative path, size, mtime): it changes
-    when the model is overwritten. Remote paths (``hdfs://``, ``gs://``...) use ``tf.io.gfile``."""
+    when the model is overwritten. Remote paths (``s3a://``, ``gs://``, ``hdfs://``...) are listed
+    through ``storage`` (:class:`sparkdl.storage.Storage`); a remote directory whose upload has
+    not finished is refused (ModelLoadError naming it)."""
     entries = []
     if _is_remote(path):
-        import tensorflow as tf
-
-        if not tf.io.gfile.isdir(path):
-            stat = tf.io.gfile.stat(path)
-            entries.append(("", stat.length, stat.mtime_nsec))
+        storage = _store(storage)
+        kind, info = _remote_kind(path, storage)
+        if kind == "file":
+            entries.append(("", info.size or 0, info.mtime_ns or 0))
         else:
-            for root, _, files in tf.io.gfile.walk(path):
-                for name in files:
-                    full = f"{root.rstrip('/')}/{name}"
-                    stat = tf.io.gfile.stat(full)
-                    entries.append((full[len(path) :], stat.length, stat.mtime_nsec))
+            entries.extend(storage.walk(path))
     else:
         local = _local(path)
         if not os.path.exists(local):
@@ -195,32 +231,38 @@ def _keras_file(path: str, local: str, safe_mode: bool) -> str:
     return flavour
 
 
-@contextlib.contextmanager
-def _local_copy(tf, path: str):
-    """A local path to the model file or directory: itself, or a temporary copy of a remote one
-    (checked and loaded from the same bytes)."""
-    if not _is_remote(path):
-        yield _local(path)
-        return
+def _download(path: str, storage: Storage | None) -> tuple[str, str]:
+    """``(local copy, its private scratch directory)`` of the remote model file or directory
+    ``path``, downloaded whole through ``storage`` (refused when its upload has not finished)."""
+    storage = _store(storage)
+    _remote_kind(path, storage)
     scratch = tempfile.mkdtemp(prefix="sparkdl-model-")
     try:
         local = os.path.join(scratch, os.path.basename(path.rstrip("/")) or "model")
-        if tf.io.gfile.isdir(path):
-            for root, _, files in tf.io.gfile.walk(path):
-                target = os.path.join(local, root[len(path) :].strip("/"))
-                os.makedirs(target, exist_ok=True)
-                for name in files:
-                    tf.io.gfile.copy(f"{root.rstrip('/')}/{name}", os.path.join(target, name))
-        else:
-            tf.io.gfile.copy(path, local)
+        storage.download(path, local)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return local, scratch
+
+
+@contextlib.contextmanager
+def _local_copy(path: str, storage: Storage | None = None):
+    """A local path to the model file or directory: itself, or a private temporary copy of a
+    remote one (checked and loaded from the same bytes), removed afterwards."""
+    if not _is_remote(path):
+        yield _local(path)
+        return
+    local, scratch = _download(path, storage)
+    try:
         yield local
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _read_keras_model(tf, path: str, device: str, safe_mode: bool):
+def _read_keras_model(tf, path: str, device: str, safe_mode: bool, storage: Storage | None = None):
     """The Keras model at ``path``, refused in safe mode when it may run code of its own."""
-    with _local_copy(tf, path) as local:
+    with _local_copy(path, storage) as local:
         flavour = _keras_file(path, local, safe_mode)
         if flavour == "tf_keras":
             import tf_keras as module
@@ -248,8 +290,8 @@ def _tf_keras_safe_mode(on: bool):
         yield
 
 
-def _load_keras(tf, path: str, device: str, safe_mode: bool = True) -> LoadedModel:
-    model = _read_keras_model(tf, path, device, safe_mode)
+def _load_keras(tf, path: str, device: str, safe_mode: bool = True, storage: Storage | None = None) -> LoadedModel:
+    model = _read_keras_model(tf, path, device, safe_mode, storage)
     inputs = []
     for tensor in model.inputs:
         shape, batch = _shape_info(tensor.shape)
@@ -321,11 +363,20 @@ def _input_spec(tf, info: TensorInfo):
     return tf.TensorSpec(shape, dtype)
 
 
-def _load_saved_model(tf, path: str, source: ModelSource, device: str) -> LoadedModel:
-    with tf.device(device):
-        loaded = tf.saved_model.load(
-            _local(path) if not _is_remote(path) else path, tags=list(source.tags) if source.tags else None
-        )
+def _load_saved_model(tf, path: str, source: ModelSource, device: str, storage: Storage | None = None) -> LoadedModel:
+    local, scratch = _download(path, storage) if _is_remote(path) else (_local(path), None)
+    try:
+        with tf.device(device):
+            loaded = tf.saved_model.load(local, tags=list(source.tags) if source.tags else None)
+    except BaseException:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    if scratch is not None:  # assets (vocabulary files...) stay readable while the model lives
+        try:
+            weakref.finalize(loaded, shutil.rmtree, scratch, True)
+        except TypeError:  # an object without weak references: its variables are loaded already
+            shutil.rmtree(scratch, ignore_errors=True)
     signatures = dict(loaded.signatures)
     if source.signature not in signatures:
         raise ModelLoadError(
@@ -369,11 +420,14 @@ def _load_function(tf, source: ModelSource, device: str | None) -> LoadedModel:
     return LoadedModel("function", None, None, call)
 
 
-def model_kind(path: str) -> str:
-    """``"keras"`` or ``"saved_model"``: how the model at ``path`` loads (raises when neither)."""
+def model_kind(path: str, storage: Storage | None = None) -> str:
+    """``"keras"`` or ``"saved_model"``: how the model at ``path`` loads (raises when neither;
+    a remote path is looked at through ``storage``)."""
     if path.endswith((".keras", ".h5", ".hdf5")):
         return "keras"
     if _is_remote(path):
+        if _remote_kind(path, _store(storage))[0] == "file":
+            return "keras"  # a Keras archive under another name: its bytes decide (see _keras_file)
         return "saved_model"
     local = _local(path)
     if os.path.isdir(local):
@@ -390,10 +444,13 @@ def model_kind(path: str) -> str:
     raise ModelLoadError(f"cannot tell what kind of model {path!r} is: use a .keras/.h5 file or a SavedModel directory")
 
 
-def load(tf, source: ModelSource, kind: str, device: str | None) -> LoadedModel:
-    """Load ``source`` (of ``kind``: ``keras``, ``saved_model`` or ``function``) onto ``device``."""
+def load(tf, source: ModelSource, kind: str, device: str | None, storage: Storage | None = None) -> LoadedModel:
+    """Load ``source`` (of ``kind``: ``keras``, ``saved_model`` or ``function``) onto ``device``
+    (a remote path through ``storage``, else one made from ``source.storage``)."""
+    if source.path is not None and _is_remote(source.path) and storage is None:
+        storage = Storage(source.storage)
     if kind == "keras":
-        return _load_keras(tf, source.path, device, source.safe_mode)
+        return _load_keras(tf, source.path, device, source.safe_mode, storage)
     if kind == "saved_model":
-        return _load_saved_model(tf, source.path, source, device)
+        return _load_saved_model(tf, source.path, source, device, storage)
     return _load_function(tf, source, device)

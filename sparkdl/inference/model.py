@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..common.errors import ModelLoadError as ModelLoadError  # re-exported: raised here
+from ..storage import StoreSettings
 from .model_versions import ModelVersions
 
 GPU_MODES = ("spark", "visible", "none")  #: the ``gpus=`` choices (see :mod:`.worker`)
@@ -74,6 +75,13 @@ class ModelSource:
     """Where a model comes from: a path (``.keras``/``.h5`` file or SavedModel directory) or a
     user ``make_predict_fn``. Picklable; shipped to executors inside the UDF closure.
 
+    ``path`` is a local path (on every executor: a shared file system) or a path on any store of
+    :mod:`sparkdl.storage` (``s3://``/``s3a://``/``s3n://``, ``gs://``, ``abfs[s]://``,
+    ``hdfs://``). ``storage`` carries the store settings of the user's Spark (``fs.s3a.*``,
+    ``fs.azure.*``, ``fs.gs.*``, read on the driver by :func:`sparkdl.storage.spark_conf.from_spark`)
+    to the executors, which read the model through :class:`sparkdl.storage.Storage` made from
+    them (its ``repr`` names settings, never their values).
+
     ``uid`` identifies a ``make_predict_fn`` source in the cache (fixed when the source is made,
     on the driver, so all tasks of all jobs using it share one load per worker). ``safe_mode``
     (default True) refuses Keras files whose config names anything but Keras' own classes and
@@ -92,6 +100,7 @@ class ModelSource:
     uid: str = field(default_factory=lambda: uuid.uuid4().hex)
     safe_mode: bool = True
     versions: ModelVersions | None = None
+    storage: StoreSettings = field(default_factory=StoreSettings)
 
     def __post_init__(self):
         if (self.path is None) == (self.make_predict_fn is None):

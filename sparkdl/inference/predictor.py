@@ -9,7 +9,10 @@ A :class:`Predictor` holds "this model, these columns" and, through the one plan
 - a pandas UDF (:func:`predict_batch_udf`) for ``select``/``withColumn``, called like PySpark's
   ``pyspark.ml.functions.predict_batch_udf``.
 
-The functions Spark runs on executors come from :mod:`.scoring`.
+The functions Spark runs on executors come from :mod:`.scoring`. A model on a remote store
+(``s3a://``, ``gs://``, ``abfss://``, ``hdfs://``: :mod:`sparkdl.storage`) travels with the store
+settings of the user's Spark (``fs.s3a.*``...), read here on the driver
+(:func:`_with_store_settings`), so executors reach the store as Spark's own readers do.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..columns.arrow_numpy import spark_type
 from ..columns.specs import check_columns
+from ..storage import StoreSettings, is_remote
+from ..storage import spark_conf as store_conf
 from .columns import InferenceInputError
 from .model import GPU_MODES, ModelSource
 from .model_versions import ModelVersions
@@ -50,6 +55,14 @@ def _arrow_passthrough(schema) -> bool:
     return all(plain(f.dataType) for f in schema.fields)
 
 
+def _with_store_settings(source: ModelSource, spark=None) -> ModelSource:
+    """``source`` carrying the store settings of ``spark`` (None: the active session, if any) when
+    its model is on a remote store; as it is otherwise (a local path needs none)."""
+    if source.path is None or not is_remote(source.path):
+        return source
+    return replace(source, storage=store_conf.from_spark(spark))
+
+
 class Predictor:
     """Score a Spark DataFrame with a TensorFlow model, one cached model per Python worker.
 
@@ -58,7 +71,11 @@ class Predictor:
     model:
         A Keras ``.keras`` (or tf-keras ``.h5``) file, or a SavedModel directory
         (``model.export(path)``, ``tf.saved_model.save``, tf-keras ``model.save(dir)``), on a path
-        every executor can read; or a versioned model directory,
+        every executor can read: a local path on a shared file system, or ``s3://``/``s3a://``,
+        ``gs://``, ``abfs[s]://``, ``hdfs://`` (read with the ``fs.s3a.*``/``fs.azure.*``/``fs.gs.*``
+        settings of the active Spark session and each cloud SDK's environment on the executors,
+        see :mod:`sparkdl.storage`; a remote directory counts once its upload finished:
+        ``saved_model.pb`` last); or a versioned model directory,
         ``ModelVersions(base, refresh_seconds=30)`` (:mod:`sparkdl.model_versions`): each Python
         worker scores with the newest version in ``base``, looking for a newer one at most once
         every ``refresh_seconds`` as a batch starts, also in a running streaming query. A new
@@ -171,14 +188,18 @@ class Predictor:
             raise ValueError(f"gpus must be one of {GPU_MODES}, got {gpus!r}")
         if pad_batches not in PAD_MODES:
             raise ValueError(f"pad_batches must be 'auto', True or False, got {pad_batches!r}")
-        self.source = ModelSource(
-            model,
-            make_predict_fn,
-            signature or "serving_default",
-            tuple(tags) if tags else None,
-            safe_mode=bool(safe_mode),
-            versions=versions,
+        self.source = _with_store_settings(
+            ModelSource(
+                model,
+                make_predict_fn,
+                signature or "serving_default",
+                tuple(tags) if tags else None,
+                safe_mode=bool(safe_mode),
+                versions=versions,
+            )
         )
+        # No settings read yet for a remote model (no active session): read them from the plan's session.
+        self._store_settings_pending = self.source.path is not None and self.source.storage == StoreSettings()
         self.version_column = version_column
         self.columns = check_columns(columns, "Predictor")
         self.input_pairs = normalise_inputs(input_mapping)
@@ -196,9 +217,17 @@ class Predictor:
         """The model's inputs and outputs as read on an executor (None for ``make_predict_fn``)."""
         if self.source.path is None:
             return None
+        self._read_store_settings(spark)
         if self._signature is None:
             self._signature = read_signature(spark or active_spark(), self.source, self.gpus)
         return self._signature
+
+    def _read_store_settings(self, spark) -> None:
+        """Read the store settings from ``spark`` when there was no session to read them from
+        when this predictor was made (a remote model whose source still carries none)."""
+        if spark is not None and self._store_settings_pending:
+            self._store_settings_pending = False
+            self.source = _with_store_settings(self.source, spark)
 
     def plan(self, df) -> ScoringPlan:
         """Validate the mapping against ``df``'s schema and the model; the executors' plan."""
@@ -207,6 +236,7 @@ class Predictor:
     def _build_plan(self, spark, schema, pairs=None, shapes=None, describe=None) -> ScoringPlan:
         """This predictor's plan from the one plan builder (the pandas UDF passes its own
         argument ``pairs``, their ``shapes`` and how to name them, without a ``schema``)."""
+        self._read_store_settings(spark)
         return build_plan(
             self.source,
             self.input_pairs if pairs is None else pairs,

@@ -11,7 +11,11 @@ time of every file), the signature and the device, so overwriting a model at the
 the next task load the new one. A versioned model directory
 (:class:`~sparkdl.model_versions.ModelVersions`) is listed at most once every
 ``refresh_seconds`` per worker (:func:`newest_source`); each version has its own path, so old
-and new versions are distinct entries under the same capacity. What empties the cache:
+and new versions are distinct entries under the same capacity. Models on a remote store
+(``s3a://``, ``gs://``, ``abfss://``, ``hdfs://``) are listed and read through a
+:class:`sparkdl.storage.Storage` made from the settings the driver carried in
+:attr:`.model.ModelSource.storage`; the worker keeps one per distinct settings, beside its models
+(their store clients are reused by every task). What empties the cache:
 ``spark.python.worker.reuse=false`` (every task starts a fresh worker, so every task loads the
 model), Spark killing workers that stayed idle (about a minute, ``PythonWorkerFactory``'s idle
 timeout), an executor restart, or :func:`clear_cache`. Large models count against the
@@ -47,12 +51,14 @@ from dataclasses import replace
 from typing import Any, Mapping
 
 from ..common import gpus as gpus_mod
+from ..storage import Storage, StoreSettings, is_remote
 from .loaders import fingerprint, load, model_kind
 from .model import GPU_MODES, LoadedModel, ModelLoadError, ModelSource
 
 logger = logging.getLogger(__name__)
 
 CACHE_CAPACITY = 3  #: models kept per Python worker (PySpark's predict_batch_udf keeps 3 too)
+STORES_CAPACITY = 4  #: Storage objects (one per distinct store settings) kept per Python worker
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,6 +76,7 @@ class _WorkerState:
         self.tf_setup: dict | None = None  # how this worker's TensorFlow was set up
         self.warned: set[str] = set()
         self.versions: dict[str, tuple[float, tuple[int, str]]] = {}  # base: (listed at, newest)
+        self.stores: OrderedDict[StoreSettings, Storage] = OrderedDict()  # settings: their Storage
 
 
 _WORKER = _WorkerState()
@@ -98,6 +105,7 @@ def clear_cache() -> None:
     with _WORKER.lock:
         _WORKER.models.clear()
         _WORKER.versions.clear()
+        _WORKER.stores.clear()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,6 +261,21 @@ def _tensorflow_or_none(mode: str) -> tuple[Any, str | None]:
     return ensure_tensorflow(mode)
 
 
+def storage_for(source: ModelSource) -> Storage:
+    """The :class:`~sparkdl.storage.Storage` made from ``source.storage`` in this worker (one per
+    distinct settings, kept with the cache so that store clients are reused across tasks)."""
+    settings = source.storage
+    with _WORKER.lock:
+        storage = _WORKER.stores.get(settings)
+        if storage is None:
+            storage = _WORKER.stores[settings] = Storage(settings)
+            while len(_WORKER.stores) > STORES_CAPACITY:
+                _WORKER.stores.popitem(last=False)
+        else:
+            _WORKER.stores.move_to_end(settings)
+        return storage
+
+
 def newest_source(source: ModelSource) -> tuple[int | None, ModelSource]:
     """``(version, source)`` to score with now: for a versioned source, its newest version (the
     base listed at most once every ``refresh_seconds`` in this worker) as a source of that
@@ -264,7 +287,8 @@ def newest_source(source: ModelSource) -> tuple[int | None, ModelSource]:
     with _WORKER.lock:
         seen = _WORKER.versions.get(versions.base)
     if seen is None or now - seen[0] >= versions.refresh_seconds:
-        seen = (now, versions.newest())  # one listing; raises naming the base when it has none
+        # one listing; raises naming the base when it has none
+        seen = (now, versions.newest(storage_for(source) if is_remote(versions.base) else None))
         with _WORKER.lock:
             _WORKER.versions[versions.base] = seen
     version, path = seen[1]
@@ -276,10 +300,11 @@ def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
     (a versioned source: its newest version, see :func:`newest_source`)."""
     if source.versions is not None:
         source = newest_source(source)[1]
+    storage = storage_for(source) if source.path is not None and is_remote(source.path) else None
     if source.path is not None:
         tf, device = ensure_tensorflow(gpus)
-        digest = fingerprint(source.path)  # first: it says clearly when the path does not exist
-        kind = model_kind(source.path)
+        digest = fingerprint(source.path, storage)  # first: it says clearly when the path does not exist
+        kind = model_kind(source.path, storage)
         key = (kind, source.path, digest, source.signature, source.tags, device, source.safe_mode)
     else:
         tf, device = _tensorflow_or_none(gpus)
@@ -292,7 +317,7 @@ def get_model(source: ModelSource, gpus: str = "spark") -> LoadedModel:
             _WORKER.hits += 1
             return cached[0]
     started = time.perf_counter()
-    model = load(tf, source, kind, device)
+    model = load(tf, source, kind, device, storage)
     seconds = time.perf_counter() - started
     logger.info("sparkdl: loaded %s in %.2f s on %s (worker pid %d)", source.describe(), seconds, device, os.getpid())
     with _WORKER.lock:

@@ -4,7 +4,9 @@
 ``fitMultiple``): every check first (Params, columns, model, callbacks, then the data scan and
 the shapes), so bad input fails before any TF node starts; then one ``TFCluster`` (InputMode.SPARK)
 runs ``node_program.main_fun`` and is fed once per param map, or local mode trains in this
-process. The models stay files where the driver chose (``run_store.py``); the chief's return
+process. The models stay files where the driver chose (``run_store.py``), on any store: the driver
+reaches them through a :class:`~sparkdl.storage.Storage` made from the application's store settings
+(``fs.s3a.*``...), the nodes through ``ctx.storage``, which carries the same. The chief's return
 value brings each run's history back (``TFCluster.shutdown()``). A tracked fit's MLflow runs
 (``tracking.FitRuns``) are opened before training and finished after it.
 """
@@ -18,12 +20,12 @@ import uuid
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..common import hadoop_files
 from ..common.errors import SparkDLError
+from ..storage import Storage, is_remote, preflight, spark_conf
 from . import checks, data, run_store, tracking
 from .compiling import CompileSpec, normalise
 from .layout import plan_layout
-from .model import KerasModel
+from .model import KerasModel, qualified_path
 from .run_store import RunPaths
 from .shipping import TF_KERAS, ship
 from .spec import RunSpec, TrainingJob
@@ -117,24 +119,27 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
     pickled = {index: checks.pickled_callbacks(settings.callbacks, info.flavour) for index, settings in group}
     store = use_run_store and first.run_id is not None
     base = _base_dir(sc, first, store)
+    storage = Storage(spark_conf.from_spark(sc))
+    if is_remote(base):  # the bucket, its credentials and endpoint are checked before any work starts
+        preflight.check([base], storage.settings)
     with tracking.FitRuns([index for index, _ in group], log_to_mlflow) as tracked:  # opened before training
-        runs, done, models = _plan_runs(sc, group, specs, info, pickled, store, base, tracked)
+        runs, done, models = _plan_runs(storage, group, specs, info, pickled, store, base, tracked)
         if runs:
-            outcomes = _train(dataset, sc, first, kinds, payload, info, runs, done, nodes, base)
-            models.update(_trained_models(sc, group, runs, outcomes, info))
+            outcomes = _train(dataset, storage, first, kinds, payload, info, runs, done, nodes, base)
+            models.update(_trained_models(storage, group, runs, outcomes, info))
         for index, settings in group:
             tracked.log_fit(index, settings, models[index], info)
     return models
 
 
-def _plan_runs(sc, group, specs, info, pickled, store: bool, base: str, tracked) -> tuple[list, dict, dict]:
+def _plan_runs(storage, group, specs, info, pickled, store: bool, base: str, tracked) -> tuple[list, dict, dict]:
     """``(runs to train, epochs each has done, models of finished runs)``: a run store's finished
     run returns its model; every other param map gets a ``RunSpec`` (its MLflow run: ``tracked``)."""
     runs, done, models = [], {}, {}
     for index, settings in group:
         paths = RunPaths(base if store else f"{base}/run-{index}")
         config = _config(settings, specs[index], info)
-        stored = run_store.read_stored_run(sc, paths, settings.run_id, config) if store else None
+        stored = run_store.read_stored_run(storage, paths, settings.run_id, config) if store else None
         if stored is not None and stored.finished and stored.epochs_completed >= settings.epochs:
             logger.info("sparkdl KerasEstimator: run %r is finished; its model is returned", settings.run_id)
             models[index] = _model(settings, paths, stored.history, info)
@@ -150,12 +155,12 @@ def _plan_runs(sc, group, specs, info, pickled, store: bool, base: str, tracked)
     return runs, done, models
 
 
-def _trained_models(sc, group, runs, outcomes: dict[int, dict], info) -> dict[int, KerasModel]:
+def _trained_models(storage, group, runs, outcomes: dict[int, dict], info) -> dict[int, KerasModel]:
     """The trained runs' models, each checked to be where the chief saved it."""
     models = {}
     for run in runs:
         outcome = outcomes.get(run.index)
-        if outcome is None or not hadoop_files.exists(sc, hadoop_files.from_tensorflow(run.paths.export_path)):
+        if outcome is None or not storage.exists(run.paths.export_path):
             raise SparkDLError(
                 f"sparkdl KerasEstimator: the chief saved no model at {run.paths.export_path} (param map "
                 f"{run.index}): are model_dir/checkpoint_dir on storage every node and the driver reach?"
@@ -165,7 +170,7 @@ def _trained_models(sc, group, runs, outcomes: dict[int, dict], info) -> dict[in
     return models
 
 
-def _train(dataset, sc, first: FitSettings, kinds, payload, info, runs, done, nodes, base) -> dict[int, dict]:
+def _train(dataset, storage, first: FitSettings, kinds, payload, info, runs, done, nodes, base) -> dict[int, dict]:
     """Prepare the data once, then train every run (local mode, or one cluster); outcomes by index."""
     started = time.perf_counter()
     prepared = data.prepare(dataset, list(kinds), kinds, first.validation, first.seed)
@@ -179,7 +184,7 @@ def _train(dataset, sc, first: FitSettings, kinds, payload, info, runs, done, no
         )
         job = TrainingJob(payload, layout, first.validation is not None, tuple(runs), marker)
         for run in runs:
-            hadoop_files.mkdirs(sc, hadoop_files.from_tensorflow(run.paths.run_dir))
+            storage.mkdirs(run.paths.run_dir)  # an object store has no directories: nothing to do there
         logger.info(
             "sparkdl KerasEstimator: %d rows checked and persisted in %.1f s", prepared.stats.rows,
             time.perf_counter() - started,
@@ -187,9 +192,10 @@ def _train(dataset, sc, first: FitSettings, kinds, payload, info, runs, done, no
         if nodes == 0:
             from .local import train_locally
 
-            result = train_locally(job, prepared.train, prepared.validation)
+            result = train_locally(job, prepared.train, prepared.validation, storage)
         else:
-            result = _train_on_cluster(dataset.sparkSession, sc, first, job, prepared, done, nodes, payload.flavour)
+            spark = dataset.sparkSession
+            result = _train_on_cluster(spark, storage, first, job, prepared, done, nodes, payload.flavour)
     finally:
         prepared.release()
     if not isinstance(result, dict) or not isinstance(result.get("runs"), list):
@@ -197,7 +203,7 @@ def _train(dataset, sc, first: FitSettings, kinds, payload, info, runs, done, no
     return {outcome["index"]: outcome for outcome in result["runs"]}
 
 
-def _train_on_cluster(spark, sc, first: FitSettings, job: TrainingJob, prepared, done, nodes, flavour) -> Any:
+def _train_on_cluster(spark, storage, first: FitSettings, job: TrainingJob, prepared, done, nodes, flavour) -> Any:
     from ..driver.arguments import InputMode
     from ..driver.run import run as run_cluster
     from .node_program import main_fun
@@ -214,8 +220,7 @@ def _train_on_cluster(spark, sc, first: FitSettings, job: TrainingJob, prepared,
         ready = time.perf_counter()
         for run in job.runs:
             if job.current_run_path is not None:  # a relaunched node reads which run is being fed
-                marker = hadoop_files.from_tensorflow(job.current_run_path)
-                hadoop_files.write_text(sc, marker, json.dumps({"index": run.index}))
+                storage.write_text(job.current_run_path, json.dumps({"index": run.index}))
             epochs = max(1, run.epochs - done[run.index])  # a resumed run is fed the epochs it has left
             cluster.train(
                 prepared.train, epochs, validation_data=prepared.validation, shuffle=run.shuffle, seed=run.seed
@@ -235,8 +240,8 @@ def _spark_context(dataset):
     access = spark_access(dataset.sparkSession)
     if access.connect:
         raise checks.KerasInputError(
-            "KerasEstimator needs a classic SparkSession (it reads and copies model files through the driver's "
-            "JVM); under Spark Connect, train with TFCluster.run and score with sparkdl.inference"
+            "KerasEstimator needs a classic SparkSession (it feeds a cluster of TF nodes from the driver); under "
+            "Spark Connect, train with TFCluster.run and score with sparkdl.inference"
         )
     return access.sc
 
@@ -251,9 +256,9 @@ def _nodes(sc, num_workers: int | None) -> int:
 
 
 def _base_dir(sc, s: FitSettings, store: bool) -> str:
-    """Where this fit's runs keep their files, as TensorFlow names it (see ``run_store.py``)."""
+    """Where this fit's runs keep their files, qualified as Spark would (see ``run_store.py``)."""
     if store:
-        return hadoop_files.tensorflow_path(sc, f"{s.checkpoint_dir.rstrip('/')}/{s.run_id}")
+        return qualified_path(sc, f"{s.checkpoint_dir.rstrip('/')}/{s.run_id}")
     root = s.model_dir or s.checkpoint_dir
     if root is None:
         if not sc.master.startswith("local"):
@@ -262,7 +267,7 @@ def _base_dir(sc, s: FitSettings, store: bool) -> str:
                 "the driver reach (HDFS, S3, a shared file system): set model_dir (or checkpoint_dir and run_id)"
             )
         root = sc._temp_dir  # the application's temporary directory: removed when Spark stops
-    return hadoop_files.tensorflow_path(sc, f"{root.rstrip('/')}/keras-{uuid.uuid4().hex[:12]}")
+    return qualified_path(sc, f"{root.rstrip('/')}/keras-{uuid.uuid4().hex[:12]}")
 
 
 def _config(s: FitSettings, spec: CompileSpec, info) -> dict:

@@ -5,15 +5,20 @@ cluster (``data.py``), collected to the driver as Arrow and turned into numpy co
 ``sparkdl/columns/arrow_numpy.py`` (Vectors densified, arrays reshaped, as the feed does), and each run
 is built, compiled, fitted (with the same callbacks, history and run store as on the nodes) and
 saved by the same code as ``node_program.py``, with one process instead of a strategy. The data
-must fit in the driver's memory.
+must fit in the driver's memory. Files go through a :class:`~sparkdl.storage.Storage` with the driver's
+store settings (``fitting.py`` hands it in), as ``ctx.storage`` on a node.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from typing import Any
 
 from ..columns.arrow_numpy import ColumnRef, arrow_to_numpy
 from ..common.tf_compat import save_keras_file
+from ..storage import Storage, is_remote
 from . import training
 from .compiling import compile_model
 from .layout import batch_mapper
@@ -27,9 +32,22 @@ def collect_columns(df, columns: list[str]) -> dict[str, Any]:
     return {name: arrow_to_numpy(table.column(name), ColumnRef(name)) for name in columns}
 
 
-def train_locally(job: TrainingJob, train_df, validation_df) -> dict:
-    """Train every run of ``job`` in this process; the same result as the node program's chief returns."""
+def train_locally(job: TrainingJob, train_df, validation_df, storage: Storage | None = None) -> dict:
+    """Train every run of ``job`` in this process; the same result as the node program's chief returns.
+    ``storage``: the driver's (its application's store settings), for a run directory in a store."""
+    storage = storage or Storage()
+    scratch = tempfile.mkdtemp(prefix="sparkdl-keras-local-")
+    try:
+        return _train_runs(job, train_df, validation_df, storage, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _train_runs(job: TrainingJob, train_df, validation_df, storage: Storage, scratch: str) -> dict:
     import tensorflow as tf
+
+    def private(kind: str) -> str:
+        return tempfile.mkdtemp(prefix=f"{kind}-", dir=scratch)
 
     columns = job.layout.columns()
     train_columns = collect_columns(train_df, columns)
@@ -52,7 +70,7 @@ def train_locally(job: TrainingJob, train_df, validation_df) -> dict:
         validation = None
         if validation_columns is not None:
             validation = tf.data.Dataset.from_tensor_slices(validation_columns).batch(run.batch_size).map(to_keras)
-        keeper, callbacks = training.run_callbacks(keras, run, chief=True)
+        keeper, callbacks = training.run_callbacks(keras, run, True, storage, private)
         model.fit(  # the dataset is shuffled above; Keras 3 would warn that its own shuffle cannot be
             train,
             validation_data=validation,
@@ -61,6 +79,16 @@ def train_locally(job: TrainingJob, train_df, validation_df) -> dict:
             verbose=run.verbose,
             shuffle=False,
         )
-        save_keras_file(model, run.paths.export_path)
-        outcomes.append(training.finish(run, keeper, chief=True))
+        _save(model, run.paths.export_path, storage, private)
+        outcomes.append(training.finish(run, keeper, True, storage))
     return {"runs": outcomes}
+
+
+def _save(model, path: str, storage: Storage, private) -> None:
+    """Save ``model`` at ``path``: in a store, saved locally and uploaded as one object."""
+    if not is_remote(path):
+        save_keras_file(model, path)
+        return
+    local = os.path.join(private("export"), os.path.basename(path))
+    save_keras_file(model, local)
+    storage.upload(local, path)

@@ -8,6 +8,14 @@ during training) and scored by :class:`sparkdl.inference.Predictor` (one cached 
 worker, Arrow batches). ``history`` holds the per-epoch metrics of the fit; ``keras_model`` loads
 the trained model on the driver. ``write()``/``read()`` save the model file and every Param, so a
 ``PipelineModel`` holding a ``KerasModel`` saves, loads and predicts the same.
+
+The model file is read and copied through :class:`sparkdl.storage.Storage` with the active
+application's store settings: local paths, ``s3a://``, ``gs://``, ``abfss://``, ``hdfs://`` alike. A
+``KerasModel`` saved to an object store (``s3a://``, ``gs://``, ``abfss://``) writes its metadata there
+too, in Spark ML's layout (``metadata/part-00000``), so it saves and loads without the JVM's file
+system for that store (hadoop-aws...). A ``PipelineModel``'s own metadata is written by Spark ML
+through the JVM, so saving a pipeline to ``s3a://`` needs Spark's S3A (``hadoop-aws``) as clusters
+such as EMR and Databricks have; its ``KerasModel`` stage's files still go through the storage layer.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import Any
 from pyspark.ml import Model
 from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter, MLReadable, MLReader, MLWritable, MLWriter
 
-from ..common import hadoop_files
+from ..storage import Storage, is_remote, locations, parse, spark_conf
 from . import outputs
 from .params import KerasModelParams, spark_ml_names
 
@@ -71,13 +79,10 @@ class KerasModel(Model, KerasModelParams, MLReadable, MLWritable):
     @contextlib.contextmanager
     def _local_copy(self):
         """The model file copied to a scratch path on the driver (removed afterwards)."""
-        from pyspark.sql import SparkSession
-
-        sc = SparkSession.active().sparkContext
         scratch = tempfile.mkdtemp(prefix="sparkdl-keras-model-")
         try:
             local = os.path.join(scratch, "model.keras")
-            hadoop_files.copy_to_local(sc, hadoop_files.from_tensorflow(self._path()), local)
+            _storage(None).download(self._path(), local)
             yield local
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -188,26 +193,108 @@ def _keras_for_file(path: str):
     return keras_module(TF_KERAS if version.startswith("2.") else KERAS3)
 
 
+def _storage(spark) -> Storage:
+    """A Storage with the store settings of ``spark`` (None: the active session's, if any)."""
+    return Storage(spark_conf.from_spark(spark))
+
+
+def qualified_path(spark, path: str) -> str:
+    """``path`` as Spark resolves it (one without a scheme: on ``fs.defaultFS`` of ``spark``, a SparkContext
+    or SparkSession); a local one as an absolute path without ``file:``, a store's as written (``s3a://b/k``)."""
+    try:
+        sc = getattr(spark, "sparkContext", spark) if spark is not None else None
+        jsc = getattr(sc, "_jsc", None)
+        default_fs = jsc.hadoopConfiguration().get("fs.defaultFS") if jsc is not None else None
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext: a path without a scheme is local
+        default_fs = None
+    qualified = locations.qualify(path, default_fs)
+    location = parse(qualified)
+    return location.key if location.is_local else qualified.rstrip("/")
+
+
+def _in_object_store(path: str) -> bool:
+    """Whether ``path`` is on S3, GCS or Azure (whose metadata ``KerasModel`` writes without the JVM)."""
+    return is_remote(path) and parse(path).store in ("s3", "gcs", "azure")
+
+
+def _copy(storage: Storage, source: str, target: str) -> None:
+    """Copy the file ``source`` to ``target`` (any stores), whole or not at all."""
+    if not is_remote(source):
+        storage.upload(parse(source).key, target)
+        return
+    scratch = tempfile.mkdtemp(prefix="sparkdl-keras-copy-")
+    try:
+        local = os.path.join(scratch, os.path.basename(source.rstrip("/")) or "model.keras")
+        storage.download(source, local)
+        storage.upload(local, target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _write_metadata(storage: Storage, path: str, text: str) -> None:
+    """Spark ML's metadata layout (``metadata/part-00000`` then ``_SUCCESS``), written through ``storage``."""
+    storage.write_text(f"{path}/metadata/part-00000", text + "\n")
+    storage.write_text(f"{path}/metadata/_SUCCESS", "")
+
+
+def _read_metadata(storage: Storage, path: str) -> str:
+    """The metadata JSON that Spark ML (or :func:`_write_metadata`) wrote under ``path``."""
+    directory = f"{path}/metadata"
+    names = sorted(
+        name for name, is_dir in storage.listdir(directory) if not is_dir and not name.startswith(("_", "."))
+    )
+    for name in names:
+        text = storage.read_text(f"{directory}/{name}") or ""
+        line = next((line for line in text.splitlines() if line.strip()), None)
+        if line is not None:
+            return line
+    raise FileNotFoundError(f"{path} holds no saved KerasModel (no metadata under {directory})")
+
+
 class _KerasModelWriter(MLWriter):
     def __init__(self, instance: KerasModel):
         super().__init__()
         self.instance = instance
 
+    def save(self, path: str) -> None:
+        """Save to ``path`` (``overwrite()``: replacing what is there); see ``saveImpl``."""
+        if not isinstance(path, str):
+            raise TypeError(f"path should be a string, got type {type(path)}")
+        target = qualified_path(self.sparkSession, path)
+        if not _in_object_store(target):
+            super().save(path)
+            return
+        storage = _storage(self.sparkSession)
+        if storage.exists(target):
+            if not self.shouldOverwrite:
+                raise FileExistsError(f"{path} already exists: save with write().overwrite().save(path) to replace it")
+            storage.delete(target)
+        self.saveImpl(path)
+
     def saveImpl(self, path: str) -> None:
-        sc = self.sparkSession.sparkContext
+        """Every Param and the history as Spark ML's metadata, and a copy of the model file inside ``path``."""
+        target = qualified_path(self.sparkSession, path)
+        storage = _storage(self.sparkSession)
         extra = {"history": self.instance._history, "model_file": MODEL_FILE}
-        DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession, extraMetadata=extra)
-        source = hadoop_files.from_tensorflow(self.instance._path())
-        hadoop_files.copy(sc, source, f"{path.rstrip('/')}/{MODEL_FILE}")
+        if _in_object_store(target):
+            _write_metadata(
+                storage, target, DefaultParamsWriter._get_metadata_to_save(self.instance, self.sparkSession, extra)
+            )
+        else:
+            DefaultParamsWriter.saveMetadata(self.instance, path, self.sparkSession, extraMetadata=extra)
+        _copy(storage, self.instance._path(), f"{target}/{MODEL_FILE}")
 
 
 class _KerasModelReader(MLReader):
     def load(self, path: str) -> KerasModel:
-        sc = self.sparkSession.sparkContext
-        metadata = DefaultParamsReader.loadMetadata(path, self.sparkSession)
+        target = qualified_path(self.sparkSession, path)
+        if _in_object_store(target):
+            metadata = DefaultParamsReader._parseMetaData(_read_metadata(_storage(self.sparkSession), target))
+        else:
+            metadata = DefaultParamsReader.loadMetadata(path, self.sparkSession)
         model = KerasModel()
         DefaultParamsReader.getAndSetParams(model, metadata, skipParams=["model_path"])
         model._resetUid(metadata["uid"])
-        model._set(model_path=hadoop_files.tensorflow_path(sc, f"{path.rstrip('/')}/{metadata['model_file']}"))
+        model._set(model_path=f"{target}/{metadata['model_file']}")
         model.set_history(metadata.get("history", {}))
         return model

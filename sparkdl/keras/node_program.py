@@ -6,7 +6,8 @@ file loaded in safe mode, or the user's function called), compile it with the ru
 read the fed rows as ``tf.data`` (every epoch in one iterator, ``batch_size`` rows per worker per
 step), fit with the run's callbacks and ``ctx.progress_callback()`` (the driver's progress and
 history), read whatever the fit left of the fed rows (an early stop, or an epoch the backup
-already held), and save the model where the driver said (the chief keeps it). It returns every
+already held), and save the model where the driver said (the chief keeps it; ``ctx.export_path`` uploads it to a
+store). Every file goes through ``ctx.storage`` (the application's store settings). It returns every
 run's history to the driver (``TFCluster.shutdown()``'s value): the model stays a file.
 """
 
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import gc
 import json
+import shutil
+import tempfile
 
 from ..common.tf_compat import save_keras_file
 from . import training
@@ -34,7 +37,12 @@ def main_fun(job: TrainingJob, ctx) -> dict:
     first = _first_run(job, ctx)
     outcomes = []
     for session, run in enumerate(job.runs[first:], start=1):  # feed sessions count this attempt's train calls
-        outcomes.append(_train(job, run, ctx, feed, strategy, session))
+        # The node's private local files of a run in a store (backup, best.keras), removed after the run.
+        scratch = tempfile.mkdtemp(prefix=f"sparkdl-keras-{ctx.job_name}{ctx.task_index}-")
+        try:
+            outcomes.append(_train(job, run, ctx, feed, strategy, session, scratch))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     return {"runs": outcomes}
 
 
@@ -42,14 +50,14 @@ def _first_run(job: TrainingJob, ctx) -> int:
     """The run the driver feeds first to this attempt: 0, or after a relaunch the one it named."""
     if ctx.attempt == 0 or job.current_run_path is None:
         return 0
-    import tensorflow as tf
-
-    with tf.io.gfile.GFile(job.current_run_path, "r") as marker:
-        index = int(json.loads(marker.read())["index"])
+    text = ctx.storage.read_text(job.current_run_path)
+    if text is None:
+        raise FileNotFoundError(f"relaunched, this node finds no marker of the run being fed at {job.current_run_path}")
+    index = int(json.loads(text)["index"])
     return next(position for position, run in enumerate(job.runs) if run.index == index)
 
 
-def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int) -> dict:
+def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int, scratch: str) -> dict:
     from .compiling import compile_model
 
     training.set_seed(job.model.flavour, run.seed)  # before a model function draws its initial weights
@@ -62,7 +70,8 @@ def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int) ->
     train = feed.as_dataset(global_batch, all_epochs=True).map(to_keras)
     steps = feed.keras_steps_per_epoch(global_batch, strategy if ctx.num_workers > 1 else None)
     validation = feed.as_dataset(global_batch, split="validation").map(to_keras) if job.validation else None
-    keeper, callbacks = training.run_callbacks(keras, run, ctx.is_chief)
+    private = lambda kind: tempfile.mkdtemp(prefix=f"{kind}-", dir=scratch)  # noqa: E731
+    keeper, callbacks = training.run_callbacks(keras, run, ctx.is_chief, ctx.storage, private)
     callbacks.append(ctx.progress_callback())  # after the backup: a relaunch is fed only the epochs not done
     model.fit(
         train,
@@ -77,7 +86,7 @@ def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int) ->
     _read_the_rest(feed, ctx, job.qname, session)
     with ctx.export_path(run.paths.export_path) as target:  # every node saves (MWMS); the chief keeps it
         save_keras_file(model, target)
-    return training.finish(run, keeper, ctx.is_chief)
+    return training.finish(run, keeper, ctx.is_chief, ctx.storage)
 
 
 def _read_the_rest(feed, ctx, qname: str, session: int) -> None:

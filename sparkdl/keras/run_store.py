@@ -1,9 +1,11 @@
 """The run store: a fit's directory, so a fit with the same ``run_id`` resumes, in any application.
 
-``checkpoint_dir/run_id/`` (any Hadoop path every node and the driver reach) holds::
+``checkpoint_dir/run_id/`` (a path every node and the driver reach: ``s3a://``, ``gs://``,
+``abfss://``, ``hdfs://`` or a shared mounted path) holds::
 
     backup/       Keras' BackupAndRestore checkpoint of model and optimizer, saved every epoch
-                  and kept at the end (the next fit with more epochs continues from it)
+                  and kept at the end (the next fit with more epochs continues from it); in a
+                  store, generations the chief publishes whole (``sparkdl/storage/keras_backup.py``)
     state.json    written by the chief after each epoch's backup: the run's settings, the
                   epochs completed and the history so far; ``finished`` once model.keras is saved
     model.keras   the trained model (Keras' format), saved by the chief at the end
@@ -12,8 +14,9 @@
 A fit without a run store uses the same layout in a directory of its own (under ``model_dir``),
 keeping ``backup/`` and ``state.json`` only when ``max_restarts`` may relaunch it.
 
-Nodes write with ``tf.io.gfile``; the driver reads ``state.json`` through Spark's Hadoop
-``FileSystem`` (``sparkdl/common/hadoop_files.py``) and opens only paths it chose itself. Fitting again
+Every file goes through :class:`sparkdl.storage.Storage` (nodes: ``ctx.storage``; the driver: one made
+from the application's store settings), whole or absent on every store; TensorFlow and Keras only
+ever write local files, which the chief uploads. The driver opens only paths it chose itself. Fitting again
 with a ``run_id`` whose state holds other settings (columns, model shape, batch size, optimizer,
 seed...) is refused, naming them, instead of mixing two trainings in one checkpoint.
 """
@@ -21,18 +24,18 @@ seed...) is refused, naming them, instead of mixing two trainings in one checkpo
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ..common import hadoop_files
+from ..storage import Storage
 
 STATE_VERSION = 1
 
 
 @dataclass(frozen=True)
 class RunPaths:
-    """Where one training run keeps its files (TensorFlow path names, e.g. ``hdfs://...`` or a local path)."""
+    """Where one training run keeps its files (qualified: a store URI, e.g. ``s3a://b/runs/r1``, or an
+    absolute local path)."""
 
     run_dir: str
 
@@ -80,12 +83,12 @@ def state_document(config: dict, epochs_completed: int, history: dict, finished:
     )
 
 
-def read_stored_run(sc, paths: RunPaths, run_id: str, config: dict) -> StoredRun | None:
-    """The state of run ``run_id`` (driver side, through Hadoop), None if it never completed an epoch.
+def read_stored_run(storage: Storage, paths: RunPaths, run_id: str, config: dict) -> StoredRun | None:
+    """The state of run ``run_id`` (driver side), None if it never completed an epoch.
 
     ValueError when it was trained with other settings than ``config``, naming them.
     """
-    text = hadoop_files.read_text(sc, paths.state_path)
+    text = storage.read_text(paths.state_path)
     if text is None:
         return None
     try:
@@ -106,27 +109,18 @@ def read_stored_run(sc, paths: RunPaths, run_id: str, config: dict) -> StoredRun
     return StoredRun(done, history, finished)
 
 
-# -- node side (and local mode): TensorFlow's file systems --
+# -- node side (and local mode) --
 
 
-def write_state(path: str, document: str) -> None:
-    """Write ``state.json`` with ``tf.io.gfile``: beside it first, then renamed into place."""
-    import tensorflow as tf
-
-    partial = f"{path}.{uuid.uuid4().hex}.part"
-    with tf.io.gfile.GFile(partial, "w") as out:
-        out.write(document)
-    tf.io.gfile.rename(partial, path, overwrite=True)
+def write_state(storage: Storage, path: str, document: str) -> None:
+    """Write ``state.json``, whole or not at all (a local file renamed into place, an object in one PUT)."""
+    storage.write_text(path, document)
 
 
-def read_history(path: str) -> dict[str, list[float]]:
+def read_history(storage: Storage, path: str) -> dict[str, list[float]]:
     """The history in ``state.json`` (node side), empty if there is none yet."""
-    import tensorflow as tf
-
-    if not tf.io.gfile.exists(path):
-        return {}
-    with tf.io.gfile.GFile(path, "r") as state:
-        return dict(json.loads(state.read()).get("history", {}))
+    text = storage.read_text(path)
+    return dict(json.loads(text).get("history", {})) if text is not None else {}
 
 
 def truncated(history: dict[str, Any], epochs: int) -> dict[str, list]:

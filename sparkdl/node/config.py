@@ -79,6 +79,7 @@ class NodeConfig:
     node_dir: str  # the node's private directory (logs, status)
     cache_dir: str  # its epoch caches' private directory, under Spark's local directory (launch.feed_cache_dir)
     pythonpath: str
+    log_store: str | None = None  # a store log_dir (s3://...) the local log_dir is copied to (node/log_mirror.py)
 
     @property
     def role(self) -> NodeRole:

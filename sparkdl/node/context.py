@@ -17,8 +17,8 @@ from typing import Any
 
 from ..common import paths, roles
 from ..common.errors import InputModeError
-from ..storage import Storage, StoreSettings, is_remote
 from ..common.timeouts import ELASTIC_GATE_WAIT_S, FEED_TIMEOUT_S
+from ..storage import Storage, StoreSettings, is_remote
 from ..transport import protocol
 
 
@@ -214,7 +214,9 @@ class NodeContext:
         files of your own in ``map_fun`` where ``tf.io.gfile`` cannot reach the store."""
         return self._storage
 
-    def _scratch(self, kind: str) -> str:
+    def scratch_dir(self, kind: str) -> str:
+        """A new directory of this node's own on its executor's local disk (in the cluster's private
+        directory, removed with it), named after ``kind``: where a store's files are staged."""
         from .launch import cluster_dir
 
         return tempfile.mkdtemp(prefix=f"{kind}-{self.job_name}{self.task_index}-", dir=cluster_dir(self.cluster_id))
@@ -235,10 +237,12 @@ class NodeContext:
         path = self.absolute_path(backup_dir)
         if not is_remote(path):
             return tf.keras.callbacks.BackupAndRestore(backup_dir=path, **kwargs)
-        from .store_sync import backup_and_restore
+        from ..storage.keras_backup import backup_and_restore
 
-        local = os.path.join(self._scratch("backup"), "backup")
-        return backup_and_restore(tf.keras.callbacks.BackupAndRestore, self._storage, path, self.is_chief, local, **kwargs)
+        local = os.path.join(self.scratch_dir("backup"), "backup")
+        return backup_and_restore(
+            tf.keras.callbacks.BackupAndRestore, self._storage, path, self.is_chief, local, **kwargs
+        )
 
     def stream_checkpoint(self, directory: str, max_to_keep: int = 3, **trackables: Any):
         """A :class:`~sparkdl.node.stream_checkpoint.StreamCheckpoint` of ``trackables`` (e.g.
@@ -248,7 +252,7 @@ class NodeContext:
         saved together (exactly once). In a store, the chief uploads each checkpoint whole."""
         from .stream_checkpoint import StreamCheckpoint
 
-        scratch = self._scratch("stream")
+        scratch = self.scratch_dir("stream")
         path = self.absolute_path(directory)
         if not is_remote(path):
             return StreamCheckpoint(path, self.is_chief, scratch, max_to_keep, **trackables)
@@ -287,7 +291,7 @@ class NodeContext:
         if self.is_chief and not remote:
             yield path
             return
-        scratch = self._scratch("export")
+        scratch = self.scratch_dir("export")
         try:
             local = os.path.join(scratch, os.path.basename(path.rstrip("/")) or "export")
             yield local

@@ -27,6 +27,7 @@ import psutil
 
 from ..common import gpus
 from ..common.roles import NodeRole
+from ..storage import is_remote
 from .config import LaunchSpec, NodeConfig
 
 #: What a supervisor prints on its stdout to the launching task once its node runs (or not).
@@ -168,6 +169,11 @@ def node_config(
     tensorboard = settings.tensorboard_node == node_number
     # TensorBoard's default log dir is per cluster, so concurrent clusters never share one.
     log_dir = settings.log_dir or (str(directory / "tensorboard") if tensorboard else None)
+    log_store = None
+    if log_dir is not None and is_remote(log_dir) and not log_dir.startswith("gs://"):
+        # TensorFlow writes and TensorBoard reads local paths and gs:// only: the node writes here,
+        # and its supervisor copies the files to the store (node/log_mirror.py).
+        log_store, log_dir = log_dir, str(directory / "tensorboard")
     return NodeConfig(
         launch=spec,
         node_number=node_number,
@@ -182,6 +188,7 @@ def node_config(
         cache_dir=str(feed_cache_dir(spec.cluster_id, role, spec.attempt)),
         # The node's processes import what this task can (sparkdl, addPyFile'd modules, test helpers).
         pythonpath=os.pathsep.join(p for p in sys.path if p),
+        log_store=log_store,
     )
 
 

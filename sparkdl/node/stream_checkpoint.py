@@ -39,7 +39,7 @@ class StreamCheckpoint:
     ):
         """``refresh`` (called before each restore) brings ``directory`` up to date, and ``published``
         (called after each save with its batch id) sends it on: ``ctx.stream_checkpoint`` passes both
-        for a store path, where ``directory`` is a local copy (``node/store_sync.py``)."""
+        for a store path, where ``directory`` is a local copy (``sparkdl/storage/files.py``: ``Storage.publish``)."""
         import tensorflow as tf
 
         if not trackables:

@@ -33,6 +33,7 @@ from . import fork_server, keras_policy, watchdog
 from .config import NodeConfig, ProcessConfig
 from .console import ConsoleFilter
 from .launch import FAILED, READY, executor_jvm_pid, user_root
+from .log_mirror import LogMirror
 from .logs import NodeLog, log_tail
 from .ports import reserve_port
 
@@ -60,6 +61,7 @@ class Supervisor:
         self.error_path = self.node_dir / "error.json"
         self.child: subprocess.Popen | fork_server.ForkedNode | None = None
         self.tensorboard: subprocess.Popen | None = None
+        self.log_mirror: LogMirror | None = None
         self.node_log: NodeLog | None = None
         self.status_relay: threading.Thread | None = None
         self.channel: Channel | None = None
@@ -133,6 +135,9 @@ class Supervisor:
         if tb_socket is not None:
             self.start_tensorboard(host, tb_socket)
         self.start_child(cluster_spec, host, tf_socket)
+        if self.cfg.log_store and self.cfg.log_dir:
+            Path(self.cfg.log_dir).mkdir(parents=True, exist_ok=True)
+            self.log_mirror = LogMirror(self.cfg.log_dir, self.cfg.log_store, self.cfg.settings.storage).start()
         tf_socket.close()  # the child holds its own copy until it releases the port
         self.send(protocol.Started(self.child.pid))
         self.announce(READY)
@@ -386,6 +391,8 @@ class Supervisor:
         shutil.rmtree(self.cfg.cache_dir, ignore_errors=True)  # however the node ended
         if self.tensorboard is not None:
             self.tensorboard.terminate()
+        if self.log_mirror is not None:
+            self.log_mirror.stop()  # the last summaries reach the store before the end is reported
         self.node_log.finish()  # every line in the file and at the driver before the end is reported
         self.status_relay.join(5)  # and every status event (e.g. the last progress report)
         failed = self.failure_cause is not None or (code != 0 and not self.stop_requested.is_set())

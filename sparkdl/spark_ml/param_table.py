@@ -410,8 +410,9 @@ PARAMS = (
     ParamSpec("callbacks", "Keras callbacks for fit (they must pickle: they travel to every node)", to_callbacks, []),
     ParamSpec(
         "checkpoint_dir",
-        "Any Hadoop path every node and the driver reach (HDFS, S3, a shared or local directory): with run_id, "
-        "every epoch is checkpointed there and a fit with the same run_id resumes",
+        "A path every node and the driver reach (s3://, gs://, abfss://, hdfs://, a shared or local directory; "
+        "docs/deployment.md#storage): with run_id, every epoch is checkpointed there and a fit with the same "
+        "run_id resumes",
         optional_string,
         None,
     ),

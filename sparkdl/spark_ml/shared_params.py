@@ -992,8 +992,9 @@ class HasRunStore(Params):
     checkpoint_dir: Param[str | None] = Param(
         Params._dummy(),
         "checkpoint_dir",
-        "Any Hadoop path every node and the driver reach (HDFS, S3, a shared or local directory): with run_id, every "
-        "epoch is checkpointed there and a fit with the same run_id resumes",
+        "A path every node and the driver reach (s3://, gs://, abfss://, hdfs://, a shared or local directory; "
+        "docs/deployment.md#storage): with run_id, every epoch is checkpointed there and a fit with the same run_id "
+        "resumes",
         typeConverter=optional_string,
     )
     run_id: Param[str | None] = Param(

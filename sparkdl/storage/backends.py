@@ -14,11 +14,11 @@ import os
 import shutil
 
 from ..common.errors import StorageError
+from ..common.timeouts import STORE_CONNECT_TIMEOUT_S
 from .locations import Location
 from .settings import StoreSettings, azure_options, gcs_options, s3_options
 
-#: Seconds to connect to a store's endpoint before giving up (the SDKs' own default is 1 s).
-CONNECT_TIMEOUT_S = 5.0
+CONNECT_TIMEOUT_S = STORE_CONNECT_TIMEOUT_S
 #: Attempts per request (the first and its retries) before an error is raised.
 MAX_ATTEMPTS = 3
 
@@ -143,7 +143,7 @@ def explain(location: Location, settings: StoreSettings, exc: BaseException, doi
         where = f"endpoint {endpoint}" + (f" (from {options.source})" if options.source else "")
         creds = options.credentials_source or "the AWS credential chain (AWS_ACCESS_KEY_ID, AWS_PROFILE, a role)"
         squeezed = lowered.replace(" ", "").replace("_", "")
-        if "nosuchbucket" in squeezed or "bucket does not exist" in lowered:
+        if "nosuchbucket" in squeezed or "does not exist" in lowered:
             setting = f"bucket {location.bucket!r} does not exist at {where}: create it, or fix the path"
         elif any(w in squeezed for w in ("accessdenied", "forbidden", "invalidaccesskeyid", "signature")):
             setting = f"the store at {where} refused the credentials from {creds}: check them"
@@ -154,11 +154,13 @@ def explain(location: Location, settings: StoreSettings, exc: BaseException, doi
     elif location.store == "azure":
         options = azure_options(settings, location.account)
         creds = options.source or "the Azure default credential chain"
-        setting = f"account {location.account!r}, credentials from {creds}"
+        setting = f"account {options.account!r}, credentials from {creds}"
     elif location.store == "gcs":
         options = gcs_options()
-        setting = f"endpoint {options.endpoint} (STORAGE_EMULATOR_HOST)" if options.endpoint else (
-            "Google's default credentials (GOOGLE_APPLICATION_CREDENTIALS)"
+        setting = (
+            f"endpoint {options.endpoint} (STORAGE_EMULATOR_HOST)"
+            if options.endpoint
+            else ("Google's default credentials (GOOGLE_APPLICATION_CREDENTIALS)")
         )
     message = f"cannot {doing} {location.describe()}: {_without_secrets(text, settings)}"
     if setting:

@@ -40,6 +40,11 @@ COMPLETE_MARKER = "_SPARKDL_COMPLETE"
 #: A generation directory's pointer file: the generation readers take, and its files' sizes.
 POINTER = "latest.json"
 _GENERATION_PREFIX = "gen-"
+#: Bytes read from a local file per write to an upload stream.
+_UPLOAD_BUFFER = 32 * 1024 * 1024
+#: A download's ranges: bytes per request, and requests in flight at once.
+_RANGE_BYTES = 16 * 1024 * 1024
+_RANGE_READERS = 4
 #: Files that mark a directory complete when uploaded last, in order of preference.
 _COMMIT_FILES = ("saved_model.pb", COMPLETE_MARKER)
 
@@ -54,8 +59,8 @@ class Storage:
 
     # -- clients --
 
-    def _fs(self, location: Location):
-        """``(pyarrow file system, its path)`` for ``location``, one client per bucket."""
+    def client(self, location: Location):
+        """``(pyarrow file system, the path it names location by)``: one client per bucket, kept."""
         key = (location.store, location.bucket, location.account)
         client = self._clients.get(key)
         if client is None:
@@ -64,7 +69,9 @@ class Storage:
             return client, path
         return client, backends.filesystem_path(location)
 
-    def _error(self, location: Location, exc: BaseException, doing: str) -> StorageError:
+    def explain(self, location: Location, exc: BaseException, doing: str) -> StorageError:
+        """A StorageError for ``exc``, raised while ``doing`` something with ``location`` (names the path,
+        the store and the setting to change; never a secret)."""
         return backends.explain(location, self.settings, exc, doing)
 
     # -- questions --
@@ -72,11 +79,11 @@ class Storage:
     def info(self, path: str):
         """pyarrow's ``FileInfo`` of ``path`` (``type`` NotFound when nothing is there)."""
         location = parse(path)
-        fs, target = self._fs(location)
+        fs, target = self.client(location)
         try:
             return fs.get_file_info(target)
         except OSError as exc:
-            raise self._error(location, exc, "look at") from None
+            raise self.explain(location, exc, "look at") from None
 
     def exists(self, path: str) -> bool:
         """Whether a file or directory is at ``path``."""
@@ -95,11 +102,11 @@ class Storage:
         import pyarrow.fs as pafs
 
         location = parse(path)
-        fs, target = self._fs(location)
+        fs, target = self.client(location)
         try:
             infos = fs.get_file_info(pafs.FileSelector(target, recursive=True, allow_not_found=True))
         except OSError as exc:
-            raise self._error(location, exc, "list") from None
+            raise self.explain(location, exc, "list") from None
         for info in infos:
             if info.type == pafs.FileType.File:
                 relative = info.path[len(target) :].lstrip("/")
@@ -110,11 +117,11 @@ class Storage:
         import pyarrow.fs as pafs
 
         location = parse(path)
-        fs, target = self._fs(location)
+        fs, target = self.client(location)
         try:
             infos = fs.get_file_info(pafs.FileSelector(target, recursive=False, allow_not_found=True))
         except OSError as exc:
-            raise self._error(location, exc, "list") from None
+            raise self.explain(location, exc, "list") from None
         return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
 
     def is_complete(self, path: str) -> bool:
@@ -136,14 +143,14 @@ class Storage:
     def read_bytes(self, path: str) -> bytes:
         """The bytes of the file at ``path`` (FileNotFoundError naming it when there is none)."""
         location = parse(path)
-        fs, target = self._fs(location)
+        fs, target = self.client(location)
         try:
             with fs.open_input_stream(target) as stream:
                 return stream.read()
         except FileNotFoundError:
             raise FileNotFoundError(f"no file at {location.describe()}") from None
         except OSError as exc:
-            raise self._error(location, exc, "read") from None
+            raise self.explain(location, exc, "read") from None
 
     def read_text(self, path: str) -> str | None:
         """The UTF-8 text of the file at ``path``; None when there is none."""
@@ -158,12 +165,12 @@ class Storage:
         if location.is_local:
             _write_local(location.key, data)
             return
-        fs, target = self._fs(location)
+        fs, target = self.client(location)
         try:
             with fs.open_output_stream(target) as stream:  # one PUT: the store shows it whole or not at all
                 stream.write(data)
         except OSError as exc:
-            raise self._error(location, exc, "write") from None
+            raise self.explain(location, exc, "write") from None
 
     def write_text(self, path: str, text: str) -> None:
         """:meth:`write_bytes` of ``text`` in UTF-8."""
@@ -174,7 +181,7 @@ class Storage:
         import pyarrow.fs as pafs
 
         location = parse(path)
-        fs, target = self._fs(location)
+        fs, target = self.client(location)
         try:
             kind = fs.get_file_info(target).type
             if kind == pafs.FileType.Directory:
@@ -184,7 +191,7 @@ class Storage:
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise self._error(location, exc, "delete") from None
+            raise self.explain(location, exc, "delete") from None
 
     def mkdirs(self, path: str) -> None:
         """Create the directory ``path`` (local and HDFS; object stores have no directories)."""
@@ -192,7 +199,7 @@ class Storage:
         if location.is_local:
             os.makedirs(location.key, exist_ok=True)
         elif location.store == "hdfs":
-            fs, target = self._fs(location)
+            fs, target = self.client(location)
             fs.create_dir(target, recursive=True)
 
     # -- files and directories between here and the store --
@@ -221,27 +228,27 @@ class Storage:
             self._get_file(location.child(*relative.split("/")), target)
 
     def _put_file(self, local: str, location: Location) -> None:
-        import pyarrow.fs as pafs
-
-        fs, target = self._fs(location)
+        fs, target = self.client(location)
         try:
-            pafs.copy_files(local, target, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+            # One stream (a multipart upload completed on close), not copy_files, which also writes
+            # directory marker objects for every parent.
+            with open(local, "rb") as source, fs.open_output_stream(target) as out:
+                out.upload(source, buffer_size=_UPLOAD_BUFFER)
         except OSError as exc:
-            raise self._error(location, exc, "upload to") from None
+            raise self.explain(location, exc, "upload to") from None
 
     def _get_file(self, location: Location, local: str) -> None:
-        import pyarrow.fs as pafs
-
         if location.is_local:
             shutil.copyfile(location.key, local)
             return
-        fs, target = self._fs(location)
+        fs, target = self.client(location)
         try:
-            pafs.copy_files(target, local, source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())
+            with fs.open_input_file(target) as source:
+                _download_ranges(source, local)
         except FileNotFoundError:
             raise FileNotFoundError(f"no file at {location.describe()}") from None
         except OSError as exc:
-            raise self._error(location, exc, "download") from None
+            raise self.explain(location, exc, "download") from None
 
     def _upload_dir(self, local: str, location: Location) -> None:
         files = sorted(_local_files(local))
@@ -258,6 +265,24 @@ class Storage:
             self._put_file(os.path.join(local, commit), location.child(commit))
         else:
             self.write_bytes(location.child(COMPLETE_MARKER).original, b"")
+
+    def mirror(self, local_dir: str, path: str, sent: dict[str, tuple[int, int]]) -> int:
+        """Upload each file under ``local_dir`` that is new or changed since ``sent`` (relative path ->
+        (size, mtime) of what was uploaded, updated here) to the same place under ``path``; returns how
+        many went up. For a directory that grows while it is read elsewhere (TensorBoard's log dir)."""
+        uploaded = 0
+        for relative in sorted(_local_files(local_dir)):
+            source = os.path.join(local_dir, relative)
+            try:
+                stat = os.stat(source)
+            except FileNotFoundError:  # removed since listed
+                continue
+            if sent.get(relative) == (stat.st_size, stat.st_mtime_ns):
+                continue
+            self.upload(source, parse(path).child(*relative.split("/")).original)
+            sent[relative] = (stat.st_size, stat.st_mtime_ns)
+            uploaded += 1
+        return uploaded
 
     # -- generations --
 
@@ -323,8 +348,36 @@ class Storage:
             pointer = json.loads(text)
             pointer["generation"], pointer["files"], pointer["number"]  # noqa: B018 - fields it must have
         except (ValueError, KeyError, TypeError) as exc:
-            raise StorageError(f"{parse(path).child(POINTER).describe()} is not a pointer sparkdl wrote ({exc})") from None
+            raise StorageError(
+                f"{parse(path).child(POINTER).describe()} is not a pointer sparkdl wrote ({exc})"
+            ) from None
         return pointer
+
+
+def _download_ranges(source, local: str) -> None:
+    """Copy the open remote file ``source`` to ``local`` in :data:`_RANGE_BYTES` ranges read by
+    :data:`_RANGE_READERS` threads at once (pyarrow releases the GIL): one request per range, where a
+    sequential copy would wait for one small ranged request after another."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    size = source.size()
+    descriptor = os.open(local, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.ftruncate(descriptor, size)
+
+        def copy(offset: int) -> None:
+            data = source.read_at(min(_RANGE_BYTES, size - offset), offset)
+            os.pwrite(descriptor, memoryview(data), offset)
+
+        offsets = range(0, size, _RANGE_BYTES)
+        if len(offsets) <= 1:
+            for offset in offsets:
+                copy(offset)
+        else:
+            with ThreadPoolExecutor(min(_RANGE_READERS, len(offsets)), thread_name_prefix="sparkdl-download") as pool:
+                list(pool.map(copy, offsets))
+    finally:
+        os.close(descriptor)
 
 
 def _local_files(directory: str) -> Iterator[str]:
@@ -337,7 +390,9 @@ def _local_files(directory: str) -> Iterator[str]:
 
 def _write_local(target: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-    descriptor, partial = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".part", dir=os.path.dirname(target) or ".")
+    descriptor, partial = tempfile.mkstemp(
+        prefix=f".{os.path.basename(target)}.", suffix=".part", dir=os.path.dirname(target) or "."
+    )
     try:
         with os.fdopen(descriptor, "wb") as out:
             out.write(data)

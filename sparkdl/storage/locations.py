@@ -8,8 +8,10 @@ path                                        store      bucket / key
 ``/data/m``, ``m`` (relative), ``file:``    ``local``  the absolute local path
 ``s3://b/k``, ``s3a://b/k``, ``s3n://b/k``  ``s3``     ``b``, ``k`` (one bucket whatever the spelling)
 ``gs://b/k``                                ``gcs``    ``b``, ``k``
-``abfs[s]://container@account.dfs.../k``    ``azure``  ``container`` in ``account``, ``k``
+``abfs[s]://container@account.dfs.../k``    ``azure``  ``container`` in ``account``, ``k`` (also
+                                                       ``wasb[s]://container@account.blob...``)
 ``hdfs://namenode:8020/k``, ``viewfs://``   ``hdfs``   the name node, ``/k``
+``dbfs:/k`` (Databricks)                    ``local``  ``/dbfs/k``, where Databricks mounts DBFS
 ==========================================  =========  ==================================================
 
 Anything else with a scheme is refused here, naming the schemes that work.
@@ -31,10 +33,15 @@ SCHEMES = {
     "gs": "gcs",
     "abfs": "azure",
     "abfss": "azure",
+    "wasb": "azure",
+    "wasbs": "azure",
     "hdfs": "hdfs",
     "viewfs": "hdfs",
     "file": "local",
+    "dbfs": "local",  # Databricks: DBFS is mounted at /dbfs on the driver and every worker
 }
+#: Hadoop stores sparkdl does not serve: a path on one is refused with the list of those it does.
+UNSERVED_SCHEMES = ("adl", "oss", "swift", "cos", "cosn", "obs", "ks3", "jfs", "alluxio", "ofs", "o3fs")
 
 
 @dataclass(frozen=True)
@@ -102,15 +109,20 @@ def parse(path: str | os.PathLike) -> Location:
     if not sep:
         if original.startswith("file:"):  # file:/a/b (Hadoop's spelling of a local path)
             return Location("local", "", os.path.abspath(original[len("file:") :]), original, "file")
+        if original.startswith("dbfs:"):
+            return Location(
+                "local", "", os.path.normpath("/dbfs/" + original[len("dbfs:") :].lstrip("/")), original, "dbfs"
+            )
         return Location("local", "", os.path.abspath(original), original)
     scheme = scheme.lower()
     store = SCHEMES.get(scheme)
     if store is None:
         known = ", ".join(f"{name}://" for name in SCHEMES)
         raise StorageError(
-            f"{original!r}: sparkdl cannot read or write {scheme}:// paths; it reads and writes local paths and "
-            f"{known}"
+            f"{original!r}: sparkdl cannot read or write {scheme}:// paths; it reads and writes local paths and {known}"
         )
+    if store == "local" and scheme == "dbfs":
+        return Location("local", "", os.path.normpath("/dbfs/" + rest.lstrip("/")), original, "dbfs")
     if store == "local":
         return Location("local", "", os.path.abspath("/" + rest.lstrip("/")), original, "file")
     authority, _, key = rest.partition("/")
@@ -138,7 +150,7 @@ def is_remote(path: str | os.PathLike) -> bool:
     text = os.fspath(path)
     if "://" not in text:
         return False
-    return not text.lower().startswith("file://")
+    return not text.lower().startswith(("file://", "dbfs://"))
 
 
 def qualify(path: str | os.PathLike, default_fs: str | None = "file://") -> str:

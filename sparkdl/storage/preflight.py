@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from ..common.errors import StorageError
 from .files import Storage
-from .locations import SCHEMES, parse
+from .locations import SCHEMES, UNSERVED_SCHEMES, parse
 from .settings import StoreSettings
 
 #: The probe object's name prefix (written beside a checked path, then deleted).
@@ -34,7 +34,9 @@ def paths_in(args: Any, limit: int = 64) -> list[str]:
         seen_ids.add(id(value))
         if isinstance(value, str):
             scheme, sep, _ = value.partition("://")
-            if sep and SCHEMES.get(scheme.lower(), "local") != "local" and value not in found:
+            scheme = scheme.lower()
+            stored = SCHEMES.get(scheme, "local") != "local" or scheme in UNSERVED_SCHEMES
+            if sep and stored and value not in found:
                 found.append(value)
         elif isinstance(value, dict):
             for item in value.values():
@@ -71,16 +73,14 @@ def _check_one(storage: Storage, location, write: bool) -> None:
     import pyarrow.fs as pafs
 
     root = type(location)(location.store, location.bucket, "", location.original, location.scheme, location.account)
-    fs, bucket_path = storage._fs(root)
+    fs, bucket_path = storage.client(root)
     try:
         bucket = fs.get_file_info(bucket_path if location.store != "hdfs" else "/")
     except OSError as exc:
-        raise storage._error(location, exc, "reach the store of") from None
+        raise storage.explain(location, exc, "reach the store of") from None
     if bucket.type == pafs.FileType.NotFound:
         what = {"s3": "bucket", "gcs": "bucket", "azure": "container", "hdfs": "name node"}[location.store]
-        raise storage._error(
-            location, FileNotFoundError(f"the {what} {location.bucket!r} does not exist (NoSuchBucket)"), "use"
-        )
+        raise storage.explain(location, FileNotFoundError(f"the {what} {location.bucket!r} does not exist"), "use")
     if not write:
         return
     probe = location.parent.child(f"{PROBE_PREFIX}{uuid.uuid4().hex[:12]}")

@@ -38,16 +38,24 @@ class StoreSettings:
     as read on the driver. Picklable; its ``repr`` lists names, never values."""
 
     hadoop: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: Where a setting came from, when not from the user's own configuration (names only, no values):
+    #: e.g. ``fs.s3a.endpoint`` -> "fs.s3a.endpoint, set by Spark from AWS_ENDPOINT_URL".
+    origins: tuple[tuple[str, str], ...] = ()
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, str]) -> "StoreSettings":
+    def from_mapping(cls, values: Mapping[str, str], origins: Mapping[str, str] | None = None) -> "StoreSettings":
         """The settings among ``values`` (Hadoop names, or ``spark.hadoop.``-prefixed Spark names)."""
         found = {}
         for name, value in values.items():
             bare = name[len("spark.hadoop.") :] if name.startswith("spark.hadoop.") else name
             if bare.startswith(HADOOP_PREFIXES) and value is not None:
                 found[bare] = str(value)
-        return cls(tuple(sorted(found.items())))
+        named = {name: text for name, text in (origins or {}).items() if name in found}
+        return cls(tuple(sorted(found.items())), tuple(sorted(named.items())))
+
+    def origin(self, name: str) -> str:
+        """How to name the setting ``name`` in a message: itself, and where Spark took it from."""
+        return dict(self.origins).get(name, name)
 
     def get(self, name: str) -> str | None:
         """The Hadoop setting ``name``, None when unset."""
@@ -100,6 +108,7 @@ def s3_options(settings: StoreSettings, bucket: str, environ: Mapping[str, str] 
         return None, ""
 
     endpoint, source = hadoop("endpoint")
+    source = settings.origin(source) if source else source
     if endpoint is None:
         for name in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"):
             if env.get(name):
@@ -113,11 +122,14 @@ def s3_options(settings: StoreSettings, bucket: str, environ: Mapping[str, str] 
             ssl, _ = hadoop("connection.ssl.enabled")
             scheme = "http" if (ssl or "true").lower() == "false" else "https"
         endpoint = endpoint.rstrip("/")
-    region = hadoop("endpoint.region")[0] or hadoop("region")[0] or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    region = (
+        hadoop("endpoint.region")[0] or hadoop("region")[0] or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+    )
     path_style, _ = hadoop("path.style.access")
     style = env.get("AWS_S3_ADDRESSING_STYLE", "").lower()
     virtual = (path_style or "").lower() == "false" or (path_style is None and style == "virtual")
     access_key, credentials_source = hadoop("access.key")
+    credentials_source = settings.origin(credentials_source) if credentials_source else ""
     secret_key, _ = hadoop("secret.key")
     token, _ = hadoop("session.token")
     provider = (hadoop("aws.credentials.provider")[0] or "").lower()

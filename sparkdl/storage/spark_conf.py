@@ -18,17 +18,27 @@ def from_spark(spark) -> StoreSettings:
     sc = getattr(spark, "sparkContext", spark) if not _is_connect(spark) else None
     if sc is not None and getattr(sc, "_jsc", None) is not None:
         hadoop = sc._jsc.hadoopConfiguration()
-        values = {}
+        values, origins = {}, {}
         for prefix in HADOOP_PREFIXES:
             props = hadoop.getPropsWithPrefix(prefix)  # Hadoop 3: {name without prefix: value}
             for name in props.keySet().toArray():
-                values[prefix + str(name)] = str(props.get(name))
-        return StoreSettings.from_mapping(values)
+                full = prefix + str(name)
+                sources = [str(source) for source in (hadoop.getPropertySources(full) or [])]
+                if sources and all(_is_default(source) for source in sources):
+                    continue  # Hadoop's own defaults (core-default.xml) are not the user's settings
+                values[full] = str(props.get(name))
+                if sources and " from " in sources[-1]:  # e.g. "Set by Spark on host from AWS_ENDPOINT_URL"
+                    origins[full] = f"{full}, set by Spark from {sources[-1].rsplit(' from ', 1)[1]}"
+        return StoreSettings.from_mapping(values, origins)
     try:
         values = dict(spark.conf.getAll) if hasattr(spark.conf, "getAll") else {}
     except Exception:  # noqa: BLE001 - a Connect server that cannot list its conf: the environment alone
         values = {}
     return StoreSettings.from_mapping(values)
+
+
+def _is_default(source: str) -> bool:
+    return source.endswith("-default.xml") or source.startswith("Set by Spark to default")
 
 
 def _is_connect(spark) -> bool:

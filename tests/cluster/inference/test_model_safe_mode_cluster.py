@@ -159,16 +159,17 @@ def test_models_of_keras_own_parts_load_in_safe_mode(tmp_path):
         assert get_model(ModelSource(str(tmp_path / name)), gpus="none").kind == "keras", name
 
 
-def test_a_remote_model_is_checked_on_the_bytes_that_load(tmp_path):
-    """A remote file (here TensorFlow's ram:// file system) is copied once, checked, and loaded
-    from that copy (before, safe mode could not read a remote .h5 file at all)."""
-    import tensorflow as tf
+def test_a_remote_model_is_checked_on_the_bytes_that_load(tmp_path, s3_store):
+    """A remote file (here in the session's S3-protocol server, read through sparkdl.storage) is
+    downloaded once, checked, and loaded from that copy (before, safe mode could not read a remote
+    .h5 file at all)."""
     import tf_keras
 
+    prefix = f"safe-mode-{os.getpid()}-{tmp_path.name}"
     marker = tmp_path / "ran"
     gadget = model_file(tmp_path, "gadget", "h5", tf_keras_gadgets(marker, "h5")["tf_op_write_file_live"])
-    tf.io.gfile.copy(gadget, "ram://models/gadget.h5", overwrite=True)
-    _refused_running_nothing("ram://models/gadget.h5", marker)
+    s3_store.client.upload_file(str(gadget), s3_store.bucket, f"{prefix}/gadget.h5")
+    _refused_running_nothing(f"s3a://{s3_store.bucket}/{prefix}/gadget.h5", marker)
     tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(2)]).save(str(tmp_path / "plain.h5"))
-    tf.io.gfile.copy(str(tmp_path / "plain.h5"), "ram://models/plain.h5", overwrite=True)
-    assert get_model(ModelSource("ram://models/plain.h5"), gpus="none").kind == "keras"
+    s3_store.client.upload_file(str(tmp_path / "plain.h5"), s3_store.bucket, f"{prefix}/plain.h5")
+    assert get_model(ModelSource(f"s3a://{s3_store.bucket}/{prefix}/plain.h5"), gpus="none").kind == "keras"

@@ -120,7 +120,8 @@ class Keras3EpochLog(_EpochLogging, keras.callbacks.Callback):
 def read_epoch_logs(out) -> list[dict]:
     """Every epoch any node logged, in order of time."""
     records = []
-    for path in sorted(Path(out).glob("epochs-*.jsonl")):
+    # By when each file was last written, not by name: a later process may have a lower pid.
+    for path in sorted(Path(out).glob("epochs-*.jsonl"), key=lambda p: (p.stat().st_mtime_ns, p.name)):
         records += [json.loads(line) for line in path.read_text().splitlines()]
     return records
 

@@ -21,8 +21,8 @@ from node_functions import wait_for_file
 pytestmark = [pytest.mark.timeout(420), pytest.mark.stops_spark]
 
 
-def _run(sc, out: Path, *holds: dict):
-    args = {"out": str(out), "backup_dir": str(out / "backup"), "holds": holds}
+def _run(sc, out: Path, *holds: dict, backup_dir: str | None = None):
+    args = {"out": str(out), "backup_dir": backup_dir or str(out / "backup"), "holds": holds}
     return TFCluster.run(
         sc,
         ef.elastic_fit,
@@ -35,10 +35,12 @@ def _run(sc, out: Path, *holds: dict):
     )
 
 
-def test_a_node_lost_for_good_mid_epoch_2_leaves_the_survivors_training_epochs_2_to_4(sc3, tmp_path):
+def test_a_node_lost_for_good_mid_epoch_2_leaves_the_survivors_training_epochs_2_to_4(sc3, tmp_path, s3_store):
+    """The backup is in a bucket (``s3_store``): the resized cluster restores epoch 1's from there."""
     set_executors(sc3, 3)
     frame = frame_of_ids(sc3)
-    cluster = _run(sc3, tmp_path, hold(attempt=0, node=2, epoch=1, step=2))
+    backup = s3_store.url(f"elastic-{tmp_path.name}/backup")
+    cluster = _run(sc3, tmp_path, hold(attempt=0, node=2, epoch=1, step=2), backup_dir=backup)
     try:
         training = {}
         import threading

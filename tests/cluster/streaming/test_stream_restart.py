@@ -28,11 +28,14 @@ FILES, ROWS_PER_FILE = 5, 10
 
 
 def app(tmp_path, until: str, *hold: str) -> list[str]:
+    model_dir = (
+        (tmp_path / "model-dir.txt").read_text() if (tmp_path / "model-dir.txt").exists() else tmp_path / "model"
+    )
     return [
         sys.executable,
         os.path.join(os.path.dirname(__file__), "stream_restart_app.py"),
         *("--source", str(tmp_path / "source"), "--out", str(tmp_path / "out")),
-        *("--model-dir", str(tmp_path / "model"), "--query-dir", str(tmp_path / "query")),
+        *("--model-dir", str(model_dir), "--query-dir", str(tmp_path / "query")),
         *("--ids", str(FILES * ROWS_PER_FILE), "--until", until, *hold),
     ]
 
@@ -62,6 +65,19 @@ def split_runs(events: list[dict]) -> list[list[dict]]:
 
 
 def test_killed_applications_restart_and_train_every_id_exactly_once(tmp_path):
+    check_restarts(tmp_path)
+
+
+def test_a_stream_checkpoint_in_a_bucket_survives_killed_applications_exactly_once(tmp_path, s3_store):
+    """The same three runs with ``ctx.stream_checkpoint`` in a bucket (``s3_store``, reached through the
+    AWS environment the applications inherit); Spark's own query checkpoint stays local (Spark's
+    S3A needs hadoop-aws on its classpath, which this machine's PySpark lacks)."""
+    (tmp_path / "model-dir.txt").write_text(s3_store.url(f"stream-{tmp_path.name}/model"))
+    check_restarts(tmp_path)
+
+
+def check_restarts(tmp_path) -> None:
+    """Kill the application twice, as the module docstring says, and check what each run trained."""
     source = tmp_path / "source"
     source.mkdir()
     (tmp_path / "out").mkdir()

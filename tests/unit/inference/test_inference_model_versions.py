@@ -81,7 +81,8 @@ def test_a_version_is_published_once_and_failed_writes_leave_nothing(tmp_path):
         publish_version(base, "6", _keras_file)
     with pytest.raises(ValueError, match="refresh_seconds"):
         ModelVersions(str(base), refresh_seconds=-1)
-    with pytest.raises(ModelVersionError, match="local paths"):
-        ModelVersions("hdfs://namenode/models")
+    assert ModelVersions("hdfs://namenode/models/").base == "hdfs://namenode/models"  # any store (see below)
+    with pytest.raises(ModelVersionError, match="cannot hold model versions.*ftp://"):
+        ModelVersions("ftp://host/models")
     with pytest.raises(ValueError, match="version_column .* needs a versioned model"):
         Predictor(str(base / "3" / "model.keras"), input_mapping="x", version_column="model_version")

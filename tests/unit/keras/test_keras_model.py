@@ -1,12 +1,18 @@
 """sparkdl.keras.model without Spark or TensorFlow: KerasModel's Params, history and the errors it
-raises before scoring. (Scoring on a cluster: tests/cluster/keras/test_keras_estimator.py.)"""
+raises before scoring; its model file and metadata in a bucket (``s3_store``). (Scoring on a cluster:
+tests/cluster/keras/test_keras_estimator.py, from a bucket: test_keras_store.py.)"""
 
 from __future__ import annotations
 
+import json
+import os
+import uuid
+import zipfile
+
 import pytest
 
-from sparkdl.keras import KerasModel
-from sparkdl.keras.model import _keras_for_file
+from sparkdl.keras import KerasModel, outputs
+from sparkdl.keras.model import MODEL_FILE, _copy, _keras_for_file, _read_metadata, _write_metadata, qualified_path
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -43,3 +49,41 @@ def test_a_file_that_is_not_a_keras_archive_is_named(tmp_path):
     path.write_bytes(b"\x89HDF\r\n")
     with pytest.raises(ValueError, match=rf"{path} is not a .keras model file"):
         _keras_for_file(str(path))
+
+
+def test_paths_are_qualified_as_spark_would_without_a_spark():
+    assert qualified_path(None, "models/m") == os.path.abspath("models/m")
+    assert qualified_path(None, "file:/tmp/m/") == "/tmp/m"
+    assert qualified_path(None, "s3a://b/runs/r1/") == "s3a://b/runs/r1"
+
+
+def test_a_model_in_a_bucket_is_read_copied_and_its_metadata_kept_in_spark_ml_s_layout(s3_store, tmp_path):
+    from pyspark.ml.util import DefaultParamsReader, DefaultParamsWriter
+
+    from sparkdl.storage import Storage
+
+    config = {"config": {"layers": [{"class_name": "Dense", "config": {"activation": "softmax"}}]}}
+    archive = tmp_path / "model.keras"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.writestr("config.json", json.dumps(config))
+    root = s3_store.url(f"models-{uuid.uuid4().hex[:8]}").replace("s3://", "s3a://")
+    storage = Storage()
+    _copy(storage, str(archive), f"{root}/m.keras")  # local -> bucket
+    _copy(storage, f"{root}/m.keras", f"{root}/saved/{MODEL_FILE}")  # bucket -> bucket
+    model = KerasModel(model_path=f"{root}/saved/{MODEL_FILE}", feature_cols=["x"])
+    assert model.resolved_output_kind() == outputs.output_kind(config)  # read from the bucket, no Spark
+    with model._local_copy() as local:
+        assert open(local, "rb").read() == archive.read_bytes()
+
+    metadata = DefaultParamsWriter._get_metadata_to_save(model, _Version(), {"history": {"loss": [1.0]}})
+    _write_metadata(storage, f"{root}/saved", metadata)
+    assert storage.exists(f"{root}/saved/metadata/_SUCCESS")
+    loaded = DefaultParamsReader._parseMetaData(_read_metadata(storage, f"{root}/saved"))
+    assert loaded["uid"] == model.uid and loaded["history"] == {"loss": [1.0]}
+    assert loaded["paramMap"]["feature_cols"] == ["x"]
+    with pytest.raises(FileNotFoundError, match="holds no saved KerasModel"):
+        _read_metadata(storage, f"{root}/nothing")
+
+
+class _Version:
+    version = "4.x"

@@ -55,8 +55,20 @@ def test_every_hop_adds_its_part_and_the_node_context_reads_them_all(tmp_path, m
 def test_the_tensorboard_node_gets_a_log_dir_and_a_user_log_dir_reaches_every_node():
     chief = node_config(_launch(_settings()), 0, gpus=None, spark_executor="", anchor_pid=1)
     assert chief.tensorboard and chief.log_dir.endswith("tensorboard") and "CUDA_VISIBLE_DEVICES" not in chief.env
-    launch = _launch(_settings(log_dir="hdfs://logs"))
-    assert [node_config(launch, i, None, "", 1).log_dir for i in (0, 1)] == ["hdfs://logs", "hdfs://logs"]
+    launch = _launch(_settings(log_dir="/shared/logs"))
+    assert [node_config(launch, i, None, "", 1).log_dir for i in (0, 1)] == ["/shared/logs", "/shared/logs"]
+    assert _launch(_settings(log_dir="gs://b/logs")).settings.log_dir == "gs://b/logs"  # TensorFlow writes gs://
+
+
+def test_a_store_log_dir_is_written_locally_on_each_node_and_copied_to_the_store():
+    """TensorFlow writes and TensorBoard reads local paths and gs:// only: with an s3:// or hdfs://
+    log_dir each node gets a local one of its own, and its supervisor copies it there."""
+    for store in ("hdfs://nn/logs", "s3a://bucket/logs"):
+        configs = [node_config(_launch(_settings(log_dir=store)), i, None, "", 1) for i in (0, 1)]
+        assert [c.log_store for c in configs] == [store, store]
+        assert all(c.log_dir.startswith(c.node_dir) and "://" not in c.log_dir for c in configs)
+    gcs = node_config(_launch(_settings(log_dir="gs://b/logs")), 0, None, "", 1)
+    assert (gcs.log_dir, gcs.log_store) == ("gs://b/logs", None)
 
 
 def test_a_mistyped_field_fails_where_it_is_written():

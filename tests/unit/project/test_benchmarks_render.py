@@ -70,6 +70,7 @@ Not generated yet: this placeholder stays.
 <!-- generated: columns --><!-- end generated -->
 <!-- generated: keras_estimator --><!-- end generated -->
 <!-- generated: keras3_train --><!-- end generated -->
+<!-- generated: storage --><!-- end generated -->
 <!-- generated: limits --><!-- end generated -->
 
 Closing prose.

@@ -1,7 +1,7 @@
 """The rooms of sparkdl import one another only along the arrows of docs/architecture.md's map.
 
 Each module belongs to a room (``driver``, ``node``, ``feed``, ``inference``, ``transport``,
-``keras``, ``spark_ml``, ``columns``, ``common``) or is a face at the package root (a public
+``keras``, ``spark_ml``, ``columns``, ``storage``, ``common``) or is a face at the package root (a public
 import path that re-exports a room). The test reads every ``import`` in the source (no module is
 imported) and checks: the root holds the faces and nothing else; every room-to-room import is an
 arrow of ``ARROWS``; no room imports a face (the faces re-export the rooms, never the other way);
@@ -26,7 +26,7 @@ from conftest import layout_problems
 
 ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "sparkdl"
-ROOMS = ("driver", "node", "feed", "inference", "transport", "keras", "spark_ml", "columns", "common")
+ROOMS = ("driver", "node", "feed", "inference", "transport", "keras", "spark_ml", "columns", "storage", "common")
 #: The package root's modules: the public import paths, each re-exporting a room (TensorFlowOnSpark's
 #: module names, sparkdl's ``ml`` and ``model_versions``, the package itself and its command line).
 FACES = (
@@ -35,7 +35,10 @@ FACES = (
 )  # fmt: skip
 #: The folders of tests/unit/: the rooms, the package root's faces, the repository itself.
 UNIT_ROOMS = (*ROOMS, "faces", "project")
-#: Which rooms each room may import, besides ``common`` (open to every room; it imports none).
+#: The rooms open to every room above them, drawn with dotted arrows, lowest first: ``common`` imports
+#: no room, ``storage`` only ``common``, and every other room may import both.
+OPEN_ROOMS = ("common", "storage")
+#: Which rooms each room may import, besides the open rooms (``OPEN_ROOMS``).
 ARROWS = {
     "keras": {"driver", "inference", "spark_ml", "columns"},
     "spark_ml": {"driver", "inference"},
@@ -45,8 +48,14 @@ ARROWS = {
     "inference": {"columns"},
     "transport": set(),
     "columns": set(),
+    "storage": set(),
     "common": set(),
 }
+
+
+def _open_rooms_below(room: str) -> set[str]:
+    """The open rooms ``room`` may import: all of them, or for an open room those below it."""
+    return set(OPEN_ROOMS[: OPEN_ROOMS.index(room)] if room in OPEN_ROOMS else OPEN_ROOMS)
 
 
 def _room(module: str) -> str | None:
@@ -119,7 +128,7 @@ def face_imports(package: Path = PACKAGE) -> list[str]:
 
 def test_rooms_import_one_another_only_along_the_arrows():
     edges = _room_imports()
-    allowed = {room: targets | ({"common"} if room != "common" else set()) for room, targets in ARROWS.items()}
+    allowed = {room: targets | _open_rooms_below(room) for room, targets in ARROWS.items()}
     extra = {room: sorted(targets - allowed[room]) for room, targets in edges.items() if targets - allowed[room]}
     assert not extra, f"imports against the arrows of docs/architecture.md: {extra}"
     assert edges["driver"], "the import scan found nothing: is the package layout still sparkdl/<room>/?"

@@ -1,10 +1,12 @@
-"""Keras' and TensorFlow's checkpoints kept in any store: written locally, then published whole.
+"""Keras' BackupAndRestore kept in any store: written locally, then published whole.
 
 TensorFlow 2.21 writes only local paths and ``gs://`` (``s3://``, ``hdfs://``, ``abfss://`` raise
 ``UnimplementedError``), and a store without rename would show a checkpoint half written. So every
 node's Keras ``BackupAndRestore`` (and a stream checkpoint) works in a local directory of the node,
 and the chief publishes that directory to the store as a new generation after each save
-(:meth:`sparkdl.storage.Storage.publish`: uploaded beside the last, then pointed at). A relaunched
+(:meth:`sparkdl.storage.Storage.publish`: uploaded beside the last, then pointed at). Used by
+``ctx.backup_and_restore`` and by KerasEstimator's run store; ``ctx.stream_checkpoint`` publishes the
+same way. Keras is handed in (its ``BackupAndRestore`` class): this module imports none. A relaunched
 or resized cluster's nodes each download the newest generation before ``fit`` restores from it, so a
 node killed mid-upload leaves the previous backup in use, and only the chief's copy ever lands.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ..storage import Storage
+from .files import Storage
 
 logger = logging.getLogger(__name__)
 

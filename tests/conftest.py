@@ -164,10 +164,11 @@ def spark_holder(tmp_path_factory):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _start_connect_ci_run(request, tmp_path_factory, _start_s3_server, _start_azurite):
+def _start_connect_ci_run(request, tmp_path_factory, _start_s3_server, _start_azurite, _start_gcs_server):
     """Start CI's Spark Connect scenarios (``support/connect_runs.py``) with the session, when a
     selected test reads them: they run beside the tests that come first. None otherwise. (After
-    ``_start_s3_server`` and ``_start_azurite``: their Sparks inherit their environment too.)"""
+    ``_start_s3_server``, ``_start_azurite`` and ``_start_gcs_server``: their Sparks inherit their
+    environment too.)"""
     import importlib.util
 
     wanted = any("connect_ci_run" in getattr(item, "fixturenames", ()) for item in request.session.items)
@@ -272,6 +273,49 @@ def azure_store(_start_azurite):
             pytest.fail(f"{missing}; CI runs the Azure tests", pytrace=False)
         pytest.skip(missing)
     return _start_azurite
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_gcs_server(request):
+    """Start a GCS emulator (``support/gcs_server.py``: gcp-storage-emulator, from the ``dev`` extra)
+    with the session, when a selected test uses ``gcs_store``, and put its ``STORAGE_EMULATOR_HOST`` in
+    ``os.environ`` at once: every Spark started later in the session (its executors inherit the
+    environment) reaches it as a user's would, by the environment alone. None otherwise, or when the
+    emulator is not installed (``gcs_store`` then skips; on CI it fails); the environment is restored
+    and the server stopped at the end."""
+    import importlib.util
+
+    wanted = any("gcs_store" in getattr(item, "fixturenames", ()) for item in request.session.items)
+    if not wanted or importlib.util.find_spec("gcp_storage_emulator") is None:
+        yield None
+        return
+    from gcs_server import GcsServer
+
+    server = GcsServer()
+    saved = {name: os.environ.get(name) for name in server.env}
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def gcs_store(_start_gcs_server):
+    """The session's GCS emulator (``support/gcs_server.GcsServer``: ``url(key)``, ``new_bucket()``,
+    ``files_under(url)``, ``endpoint``, ``bucket``, ``client``, ``env``); its ``env`` is in
+    ``os.environ`` for the whole session."""
+    if _start_gcs_server is None:
+        missing = "no GCS emulator: gcp-storage-emulator is not installed (pip install -e '.[dev]')"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{missing}; CI runs the GCS tests", pytrace=False)
+        pytest.skip(missing)
+    return _start_gcs_server
 
 
 @pytest.fixture

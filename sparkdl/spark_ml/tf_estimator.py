@@ -26,13 +26,13 @@ where ``export_dir`` points; ``tf_args`` are not saved). ``TFEstimator`` is not 
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any, Callable
 
 from pyspark.ml import Estimator, Model
 from pyspark.ml.util import DefaultParamsReadable, DefaultParamsWritable
 
 from ..inference import ModelVersions, Predictor
+from ..storage import Storage, spark_conf
 from .params import Namespace, TFParams
 from .shared_params import TFEstimatorParams, TFModelParams
 
@@ -186,7 +186,7 @@ class TFEstimator(Estimator, TFParams, TFEstimatorParams):
 
             spark.range(0, 1, 1, numPartitions=1).mapInArrow(export, "done long").collect()
         location = args.export_dir or args.model_dir
-        if location and "://" not in location and not os.path.exists(location):
+        if location and not _exists(spark, location):
             logger.warning(
                 "sparkdl TFEstimator: %s does not exist after training; train_fn (chief) or export_fn "
                 "should save the model there for TFModel to use",
@@ -222,3 +222,12 @@ class TFEstimator(Estimator, TFParams, TFEstimatorParams):
 
 
 __all__ = ["TFEstimator", "TFModel"]
+
+
+def _exists(spark, path: str) -> bool:
+    """Whether the model path exists, as the driver sees it through the storage layer (any store);
+    True when the store cannot be asked (the warning it feeds is advice, not a check)."""
+    try:
+        return Storage(spark_conf.from_spark(spark)).exists(path)
+    except OSError:
+        return True

@@ -41,7 +41,8 @@ def filesystem(location: Location, settings: StoreSettings, attempts: int = MAX_
         return _s3(pafs, location, settings, attempts), path
     if location.store == "gcs":
         options = gcs_options()
-        kwargs = {"retry_time_limit": _duration(CONNECT_TIMEOUT_S * attempts)}
+        # google-cloud-cpp retries for 15 minutes by default: a preflight (one attempt) gives up in seconds.
+        kwargs = {"retry_time_limit": _duration(2.0 if attempts <= 1 else CONNECT_TIMEOUT_S * 12)}
         if options.endpoint:
             kwargs.update(endpoint_override=options.endpoint, scheme=options.scheme, anonymous=True)
         return pafs.GcsFileSystem(**kwargs), path
@@ -153,8 +154,18 @@ def explain(location: Location, settings: StoreSettings, exc: BaseException, doi
             setting = f"at {where}, credentials from {creds}"
     elif location.store == "azure":
         options = azure_options(settings, location.account)
-        creds = options.source or "the Azure default credential chain"
-        setting = f"account {options.account!r}, credentials from {creds}"
+        creds = options.source or "the Azure default credential chain (managed identity, AZURE_CLIENT_ID...)"
+        if "does not exist" in lowered or "containernotfound" in lowered.replace(" ", ""):
+            setting = (
+                f"container {location.bucket!r} does not exist in account {options.account!r} (credentials from "
+                f"{creds}): create it, or fix the path"
+            )
+        elif any(w in lowered for w in ("403", "authorization", "authentication", "forbidden", "signature")):
+            setting = f"account {options.account!r} refused the credentials from {creds}: check them"
+        elif any(w in lowered for w in ("connect", "timed out", "timeout", "resolve", "unreachable")):
+            setting = f"cannot reach account {options.account!r}: check its endpoint and the network"
+        else:
+            setting = f"account {options.account!r}, credentials from {creds}"
     elif location.store == "gcs":
         options = gcs_options()
         setting = (
@@ -171,9 +182,20 @@ def explain(location: Location, settings: StoreSettings, exc: BaseException, doi
 def _without_secrets(text: str, settings: StoreSettings) -> str:
     """``text`` with any secret sparkdl knows of replaced (store messages may echo request parts)."""
     secrets = [value for name, value in settings.hadoop if value and len(value) >= 6 and _secret_name(name)]
-    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"):
+    for name in (
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AZURE_STORAGE_KEY",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_SAS_TOKEN",
+        "AZURE_CLIENT_SECRET",
+    ):
         if len(os.environ.get(name, "")) >= 6:
             secrets.append(os.environ[name])
+    for part in os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "").split(";"):  # its key or signature
+        name, _, value = part.partition("=")
+        if name.strip().lower() in ("accountkey", "sharedaccesssignature") and len(value.strip()) >= 6:
+            secrets.append(value.strip())
     for secret in secrets:
         text = text.replace(secret, "***")
     return text.strip().splitlines()[0] if text.strip() else type(text).__name__

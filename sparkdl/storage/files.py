@@ -118,11 +118,21 @@ class Storage:
 
         location = parse(path)
         fs, target = self.client(location)
+        # pyarrow's GCS lists one level as objects only, dropping the sub-prefixes no marker object
+        # stands for (every directory sparkdl uploads): there the whole tree is listed and folded.
+        whole = location.store == "gcs"
         try:
-            infos = fs.get_file_info(pafs.FileSelector(target, recursive=False, allow_not_found=True))
+            infos = fs.get_file_info(pafs.FileSelector(target, recursive=whole, allow_not_found=True))
         except OSError as exc:
             raise self.explain(location, exc, "list") from None
-        return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
+        if not whole:
+            return [(info.base_name, info.type == pafs.FileType.Directory) for info in infos]
+        entries: dict[str, bool] = {}
+        for info in infos:
+            first, sep, _ = info.path[len(target) :].lstrip("/").partition("/")
+            if first:
+                entries[first] = entries.get(first, False) or bool(sep) or info.type == pafs.FileType.Directory
+        return list(entries.items())
 
     def is_complete(self, path: str) -> bool:
         """Whether ``path`` is a whole file, or a directory whose upload finished (see the module)."""

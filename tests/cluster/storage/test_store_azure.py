@@ -14,7 +14,9 @@ import store_functions as sfn
 from sparkdl import TFCluster
 from sparkdl.inference import predict_batch_udf
 
-pytestmark = pytest.mark.timeout(240)
+# Slow tier (--slow): the storage layer, preflight and generations are tested against Azurite in
+# tests/unit/storage; this whole-cluster run (two TensorFlow imports, ~90 s) repeats the S3 one's path.
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 EPOCHS = 3
 
 

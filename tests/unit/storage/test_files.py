@@ -395,3 +395,98 @@ def test_azure_a_refused_key_is_a_storage_error_without_the_key(azure_prefix, az
     message = str(caught.value)
     assert azure_prefix in message and "AZURE_STORAGE_CONNECTION_STRING" in message
     assert wrong not in message and azure_store.account_key not in message
+
+
+# -- GCS (gcp-storage-emulator, reached through STORAGE_EMULATOR_HOST alone) --
+
+
+@pytest.fixture
+def gcs_prefix(gcs_store):
+    """``gs://<bucket>/<unique>``: this test's own place in the session's bucket."""
+    return gcs_store.url(f"t-{uuid.uuid4().hex[:10]}")
+
+
+def test_gcs_write_read_exists_delete(store, gcs_prefix, gcs_store):
+    path = f"{gcs_prefix}/a/b.bin"
+    assert not store.exists(path) and store.read_text(path) is None
+    store.write_bytes(path, b"\x00first")
+    store.write_text(path, "second é")  # replaces
+    assert store.read_bytes(path) == "second é".encode()
+    assert store.read_text(path) == "second é"
+    assert store.exists(path) and store.is_complete(path) and not store.is_dir(path)
+    assert store.exists(f"{gcs_prefix}/a") and store.is_dir(f"{gcs_prefix}/a")
+    assert gcs_store.files_under(gcs_prefix) == ["a/b.bin"]
+    store.delete(path)
+    assert not store.exists(path) and store.read_text(path) is None
+    assert gcs_store.files_under(gcs_prefix) == []
+    store.delete(path)  # nothing there: nothing to do
+
+
+def test_gcs_listdir_names_the_directories_no_marker_stands_for(store, gcs_prefix):
+    """pyarrow's one-level GCS listing drops prefixes without a marker object (every directory sparkdl
+    uploads has none): listdir still names them, as model_versions and publish need."""
+    for key in ("1/saved_model.pb", "2/variables/v.data", "top.bin"):
+        store.write_bytes(f"{gcs_prefix}/{key}", b"x")
+    assert sorted(store.listdir(gcs_prefix)) == [("1", True), ("2", True), ("top.bin", False)]
+    assert store.listdir(f"{gcs_prefix}/2/") == [("variables", True)]
+    assert store.listdir(f"{gcs_prefix}/2/variables") == [("v.data", False)]
+    assert store.listdir(f"{gcs_prefix}/missing") == []
+    assert sorted(store.walk(gcs_prefix))[0][:2] == ("1/saved_model.pb", 1)
+
+
+def test_gcs_a_directory_upload_writes_saved_model_pb_last(store, gcs_prefix, tmp_path, gcs_store, monkeypatch):
+    """As on S3: when saved_model.pb starts to go up, every other file is in the bucket and the
+    directory does not yet count as complete; a plain directory gets the marker last."""
+    local = make_dir(tmp_path / "model", SAVED_MODEL)
+    target = f"{gcs_prefix}/model"
+    order, complete_before_commit = [], []
+    real_put = Storage._put_file
+
+    def watched_put(self, source, location):
+        if location.name == "saved_model.pb":
+            complete_before_commit.append(self.is_complete(target))
+            assert gcs_store.files_under(target) == sorted(set(SAVED_MODEL) - {"saved_model.pb"})
+        order.append(location.key.split("/model/", 1)[1])
+        real_put(self, source, location)
+
+    monkeypatch.setattr(Storage, "_put_file", watched_put)
+    store.upload(local, target)
+    assert order[-1] == "saved_model.pb" and sorted(order) == sorted(SAVED_MODEL)
+    assert complete_before_commit == [False]
+    assert store.is_complete(target) and gcs_store.files_under(target) == sorted(SAVED_MODEL)
+    back = tmp_path / "back"
+    store.download(target, str(back))
+    assert {str(p.relative_to(back)): p.read_bytes() for p in back.rglob("*") if p.is_file()} == SAVED_MODEL
+
+    monkeypatch.undo()
+    store.upload(make_dir(tmp_path / "model2", {"saved_model.pb": b"new"}), target)  # replaces the whole directory
+    assert gcs_store.files_under(target) == ["saved_model.pb"]
+    plain = f"{gcs_prefix}/out"
+    store.upload(make_dir(tmp_path / "out", {"a.json": b"{}", "sub/b.bin": b"12345"}), plain)
+    assert gcs_store.files_under(plain) == sorted(["a.json", "sub/b.bin", COMPLETE_MARKER])
+    assert store.is_complete(plain)
+    store.delete(f"{plain}/{COMPLETE_MARKER}")
+    assert not store.is_complete(plain) and not store.is_complete(f"{gcs_prefix}/missing")
+
+
+def test_gcs_generations_replace_each_other_and_a_half_written_one_is_never_fetched(store, gcs_prefix, tmp_path):
+    base = f"{gcs_prefix}/gens"
+    assert store.fetch(base, str(tmp_path / "out")) is None
+    names = []
+    for epoch in (1, 2, 3):
+        local = make_dir(tmp_path / f"b{epoch}", {"ckpt.index": b"i" * epoch, "d/ckpt.data": bytes([epoch]) * 1000})
+        names.append(store.publish(local, base, epoch=epoch))
+    assert [name.split("-")[1] for name in names] == ["000000", "000001", "000002"]
+    assert generations(store, base) == sorted(names[1:])  # the first is gone, the one before the last stays
+    store.write_bytes(f"{base}/gen-000099-deadbeef/ckpt.index", b"half")  # a writer died mid-publish
+    out = tmp_path / "out"
+    assert store.fetch(base, str(out)) == {"epoch": 3}
+    assert (out / "ckpt.index").read_bytes() == b"iii" and (out / "d" / "ckpt.data").read_bytes() == b"\x03" * 1000
+    pointer = json.loads(store.read_text(f"{base}/{POINTER}"))
+    assert (pointer["generation"], pointer["files"]) == (names[-1], {"ckpt.index": 3, "d/ckpt.data": 1000})
+    store.write_bytes(f"{base}/{names[-1]}/ckpt.index", b"changed!")
+    with pytest.raises(StorageError, match=r"holds 8 bytes, its generation says 3"):
+        store.fetch(base, str(out))
+    store.remove_generations(base)
+    assert generations(store, base) == [] and store.fetch(base, str(out)) is None
+    assert store.listdir(base) == []  # the leftover gen-000099 went too

@@ -213,3 +213,22 @@ def test_azure_a_wrong_account_key_is_refused(where, azure_store, monkeypatch):
     message = refused([path], settings)
     assert path in message and setting in message and "403" in message
     assert_no_azure_key(message, azure_store)
+
+
+# -- GCS (gcp-storage-emulator, reached through STORAGE_EMULATOR_HOST alone) --
+
+
+def test_gcs_a_good_path_passes_and_leaves_no_probe(gcs_store):
+    run = f"runs/{uuid.uuid4().hex[:8]}"
+    path = gcs_store.url(f"{run}/m.keras")
+    started = time.monotonic()
+    check([path, "/local/paths/are/the/nodes/to/check"])
+    assert time.monotonic() - started < FAST_S
+    assert gcs_store.files_under(gcs_store.url(run)) == []  # the probe came and went
+    check([gcs_store.url("m.keras", bucket=gcs_store.new_bucket())])  # a new bucket: usable at once
+
+
+def test_gcs_a_missing_bucket_is_named(gcs_store):
+    path = gcs_store.url("m.keras", bucket=f"no-such-bucket-{uuid.uuid4().hex[:8]}")
+    message = refused([path])
+    assert path in message and "does not exist" in message and "STORAGE_EMULATOR_HOST" in message

@@ -188,73 +188,85 @@ def connect_ci_run(_start_connect_ci_run):
     return _start_connect_ci_run
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _start_s3_server(request):
-    """Start an S3-protocol server (``support/s3_server.py``) with the session, when a selected test
-    uses ``s3_store``, and put its AWS variables in ``os.environ`` at once: every Spark started later
-    in the session (its executors inherit the environment) reaches it as a user's would, by the
-    environment alone. None otherwise; the environment is restored and the server stopped at the end."""
-    import importlib.util
+#: Each store fixture: the support module of its server (with ``installed()``) and that server's class.
+STORE_SERVERS = {
+    "s3_store": ("s3_server", "S3Server"),
+    "azure_store": ("azurite_server", "AzuriteServer"),
+    "gcs_store": ("gcs_server", "GcsServer"),
+}
 
-    wanted = any("s3_store" in getattr(item, "fixturenames", ()) for item in request.session.items)
-    if not wanted or importlib.util.find_spec("moto") is None:  # s3_store skips without it
+
+def _selected_tests_use(session, fixture: str) -> bool:
+    """Whether a selected test uses ``fixture``: names it (itself or through its fixtures), or is
+    parametrized with its name (``any_store`` and the fixtures like it reach a store by
+    ``request.getfixturevalue``, which the fixture closure does not show)."""
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        if fixture in getattr(item, "fixturenames", ()) or any(
+            value == fixture for value in params if isinstance(value, str)
+        ):
+            return True
+    return False
+
+
+def _serve_store(request, fixture: str):
+    """The body of a store's autouse session fixture: start its server (``STORE_SERVERS``) with the
+    session when a selected test uses ``fixture``, and put its ``env`` in ``os.environ`` at once: every
+    Spark started later in the session (its executors inherit the environment) reaches it as a user's
+    would, by the environment alone. None otherwise, or when the server is not installed (``fixture``
+    then skips); the environment is restored and the server stopped at the end."""
+    import importlib
+
+    module_name, class_name = STORE_SERVERS[fixture]
+    if not _selected_tests_use(request.session, fixture):
         yield None
         return
-    from s3_server import S3Server
-
-    server = S3Server()
-    saved = {name: os.environ.get(name) for name in server.env}
-    os.environ.update(server.env)
+    module = importlib.import_module(module_name)
+    if not module.installed():
+        yield None
+        return
+    server = getattr(module, class_name)()
     try:
-        yield server
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in server.env.items():
+                patch.setenv(name, value)
+            yield server
     finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
         server.stop()
+
+
+def _started(server, missing: str, ci_runs: str | None = None):
+    """``server``, or a skip saying what is ``missing`` when there is none (a failure on CI when CI
+    runs the ``ci_runs`` tests)."""
+    if server is None:
+        if ci_runs is not None and os.environ.get("CI") == "true":
+            pytest.fail(f"{missing}; CI runs the {ci_runs} tests", pytrace=False)
+        pytest.skip(missing)
+    return server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_s3_server(request):
+    """Start an S3-protocol server (``support/s3_server.py``: moto, from the ``dev`` extra) with the
+    session when a selected test uses ``s3_store`` (``_serve_store``)."""
+    yield from _serve_store(request, "s3_store")
 
 
 @pytest.fixture(scope="session")
 def s3_store(_start_s3_server):
     """The session's S3 server (``support/s3_server.S3Server``: ``url(key)``, ``new_bucket()``,
-    ``endpoint``, ``bucket``, ``access_key``, ``secret_key``, ``client``, ``env``); its ``env`` is
-    in ``os.environ`` for the whole session."""
-    if _start_s3_server is None:
-        pytest.skip("no S3 server: moto[server] is not installed (pip install -e '.[dev]')")
-    return _start_s3_server
+    ``files_under(url)``, ``endpoint``, ``bucket``, ``access_key``, ``secret_key``, ``client``, ``env``);
+    its ``env`` is in ``os.environ`` for the whole session."""
+    return _started(_start_s3_server, "no S3 server: moto[server] is not installed (pip install -e '.[dev]')")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _start_azurite(request):
     """Start an Azure Blob Storage emulator (``support/azurite_server.py``: Azurite, which
-    ``scripts/test.sh`` installs into ``$VENV/azurite``) with the session, when a selected test uses
-    ``azure_store``, and put its ``AZURE_STORAGE_CONNECTION_STRING`` in ``os.environ`` at once: every
-    Spark started later in the session (its executors inherit the environment) reaches it as a user's
-    would, by the environment alone. None otherwise, or when Azurite is not installed (``azure_store``
-    then skips; on CI it fails); the environment is restored and the server stopped at the end."""
-    wanted = any("azure_store" in getattr(item, "fixturenames", ()) for item in request.session.items)
-    if not wanted:
-        yield None
-        return
-    import azurite_server
-
-    if not azurite_server.installed():
-        yield None
-        return
-    server = azurite_server.AzuriteServer()
-    saved = {name: os.environ.get(name) for name in server.env}
-    os.environ.update(server.env)
-    try:
-        yield server
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        server.stop()
+    ``scripts/test.sh`` installs into ``$VENV/azurite``) with the session when a selected test uses
+    ``azure_store`` (``_serve_store``)."""
+    yield from _serve_store(request, "azure_store")
 
 
 @pytest.fixture(scope="session")
@@ -262,47 +274,20 @@ def azure_store(_start_azurite):
     """The session's Azure Blob Storage emulator (``support/azurite_server.AzuriteServer``: ``url(path)``,
     ``new_container()``, ``files_under(url)``, ``endpoint``, ``container``, ``account``, ``account_key``,
     ``client``, ``env``); its ``env`` is in ``os.environ`` for the whole session."""
-    if _start_azurite is None:
-        import azurite_server
+    import azurite_server
 
-        missing = (
-            f"no Azure emulator: Azurite is not installed at {azurite_server.executable()} (with node on PATH): "
-            "scripts/test.sh installs it with npm"
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{missing}; CI runs the Azure tests", pytrace=False)
-        pytest.skip(missing)
-    return _start_azurite
+    missing = (
+        f"no Azure emulator: Azurite is not installed at {azurite_server.executable()} (with node on PATH): "
+        "scripts/test.sh installs it with npm"
+    )
+    return _started(_start_azurite, missing, ci_runs="Azure")
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _start_gcs_server(request):
     """Start a GCS emulator (``support/gcs_server.py``: gcp-storage-emulator, from the ``dev`` extra)
-    with the session, when a selected test uses ``gcs_store``, and put its ``STORAGE_EMULATOR_HOST`` in
-    ``os.environ`` at once: every Spark started later in the session (its executors inherit the
-    environment) reaches it as a user's would, by the environment alone. None otherwise, or when the
-    emulator is not installed (``gcs_store`` then skips; on CI it fails); the environment is restored
-    and the server stopped at the end."""
-    import importlib.util
-
-    wanted = any("gcs_store" in getattr(item, "fixturenames", ()) for item in request.session.items)
-    if not wanted or importlib.util.find_spec("gcp_storage_emulator") is None:
-        yield None
-        return
-    from gcs_server import GcsServer
-
-    server = GcsServer()
-    saved = {name: os.environ.get(name) for name in server.env}
-    os.environ.update(server.env)
-    try:
-        yield server
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        server.stop()
+    with the session when a selected test uses ``gcs_store`` (``_serve_store``)."""
+    yield from _serve_store(request, "gcs_store")
 
 
 @pytest.fixture(scope="session")
@@ -310,12 +295,16 @@ def gcs_store(_start_gcs_server):
     """The session's GCS emulator (``support/gcs_server.GcsServer``: ``url(key)``, ``new_bucket()``,
     ``files_under(url)``, ``endpoint``, ``bucket``, ``client``, ``env``); its ``env`` is in
     ``os.environ`` for the whole session."""
-    if _start_gcs_server is None:
-        missing = "no GCS emulator: gcp-storage-emulator is not installed (pip install -e '.[dev]')"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{missing}; CI runs the GCS tests", pytrace=False)
-        pytest.skip(missing)
-    return _start_gcs_server
+    missing = "no GCS emulator: gcp-storage-emulator is not installed (pip install -e '.[dev]')"
+    return _started(_start_gcs_server, missing, ci_runs="GCS")
+
+
+@pytest.fixture(params=list(STORE_SERVERS), ids=lambda fixture: fixture.removesuffix("_store"))
+def any_store(request):
+    """Each store's server in turn: a test that uses it runs once per store (``s3_store``, ``azure_store``,
+    ``gcs_store``), and skips where that store's fixture does. A test narrows it to some stores with
+    ``pytest.mark.parametrize("any_store", [...fixture names], indirect=True)``."""
+    return request.getfixturevalue(request.param)
 
 
 @pytest.fixture

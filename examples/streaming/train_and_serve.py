@@ -62,7 +62,9 @@ def node_main(args, ctx):
             # under MWMS every node saves (a collective); only the chief's copy is published
             if ctx.is_chief:
                 try:
-                    publish_version(args["export_dir"], batch.batch_id + 1, lambda d: model.save(f"{d}/model.keras"))
+                    publish_version(  # storage=: the application's store settings, for a store export_dir
+                        args["export_dir"], batch.batch_id + 1, lambda d: model.save(f"{d}/model.keras"), ctx.storage
+                    )
                 except FileExistsError:  # published before a crash that came ahead of the checkpoint
                     pass
             else:

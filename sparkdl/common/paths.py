@@ -7,20 +7,26 @@ import logging
 
 logger = logging.getLogger(__name__)
 
-#: Schemes that are already fully qualified and pass through untouched.
+#: Schemes that are already fully qualified and pass through untouched. Hadoop also reads one slash
+#: after the scheme: ``hdfs:/p`` and ``viewfs:/p`` (the default name node), ``dbfs:/p`` (Databricks'
+#: DBFS), ``file:/p``.
 QUALIFIED_SCHEMES = (
     "adl://",
     "abfs://",
     "abfss://",
+    "dbfs:",
     "file://",
+    "file:/",
     "gs://",
     "hdfs://",
+    "hdfs:/",
     "oss://",
     "s3://",
     "s3a://",
     "s3n://",
     "swift://",
     "viewfs://",
+    "viewfs:/",
     "wasb://",
     "wasbs://",
 )
@@ -41,7 +47,7 @@ def hdfs_path(default_fs: str, working_dir: str, path: str) -> str:
       directory on ``file://``, and directly under the default filesystem otherwise.
     """
     default_fs = normalize_default_fs(default_fs)
-    if path.startswith(QUALIFIED_SCHEMES):
+    if path.lower().startswith(QUALIFIED_SCHEMES):
         return path
     if path.startswith("/"):
         return default_fs + path

@@ -39,6 +39,10 @@ ABORT_WAIT_S = 15.0
 STORE_CONNECT_TIMEOUT_S = 5.0
 #: How often a node copies what its TensorBoard log dir gained to a store ``log_dir`` (and once at its end).
 LOG_MIRROR_INTERVAL_S = 10.0
+#: ``hadoop classpath --glob``, run once per process that opens HDFS without Hadoop's jars on CLASSPATH.
+HADOOP_CLASSPATH_TIMEOUT_S = 60.0
+#: How long a node's end waits for a copy of its logs still under way before it copies the rest.
+LOG_MIRROR_STOP_S = 60.0
 #: How often the coordinator looks for stalled nodes.
 STALL_CHECK_S = 0.5
 #: How long a stalled node's supervisor has to report before the driver gives up on it.

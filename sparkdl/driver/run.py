@@ -70,7 +70,9 @@ def run(
     then the ``master_node`` ('chief', 'master' or None), then an evaluator if ``eval_node``,
     then workers. ``tf_args`` (argparse Namespace, dict or argv list) reaches ``map_fun`` as is.
     ``tensorboard`` starts TensorBoard on the chief (or worker 0) logging ``log_dir`` (default:
-    a per-cluster directory next to the node's log).
+    a per-cluster directory next to the node's log). A store ``log_dir`` (``s3://``, ``abfss://``,
+    ``hdfs://``) is written locally on each node as ``ctx.log_dir`` and copied there while the node
+    runs and when it ends, with each node's own logs under ``sparkdl-nodes/`` (``node/log_mirror.py``).
     ``release_port=False`` keeps each node's TF port reserved in ``ctx.tmp_socket`` until
     ``ctx.release_port()``. ``queues`` is accepted for compatibility and ignored.
 
@@ -146,9 +148,10 @@ def run(
         raise ValueError(f"elastic_wait must be positive seconds, got {elastic_wait!r}")
     feeds = input_mode == InputMode.SPARK
     spark = spark_access(sc)
-    # Every store path in tf_args is reached now, before any node starts (bucket, credentials, endpoint).
+    # Every store path in tf_args is reached now, before any node starts (endpoint, bucket, credentials).
+    # Listed, not written: tf_args name input data too, which read-only credentials may serve.
     store = spark.store_settings()
-    storage_preflight.check(storage_preflight.paths_in(tf_args), store)
+    storage_preflight.check(storage_preflight.paths_in(tf_args), store, write=False)
     if nodes.elastic and spark.connect:
         raise PreflightError(
             f"{min_nodes_param} needs a classic SparkContext: a Spark Connect client cannot see the executors "

@@ -30,7 +30,9 @@ the scoring side calls :func:`newest_version` (``sparkdl.inference`` does, throu
 
 Remote paths are reached with the store settings given (``storage=``: a
 :class:`~sparkdl.storage.Storage` or :class:`~sparkdl.storage.StoreSettings`), else those of the
-active Spark session, if any, and each cloud SDK's own environment. No TensorFlow here.
+active Spark session, if any, and each cloud SDK's own environment. Inside ``map_fun`` there is no
+Spark session: pass ``storage=ctx.storage`` (the node's settings, the application's own). No
+TensorFlow here.
 """
 
 from __future__ import annotations

@@ -250,7 +250,7 @@ class NodeContext:
         sees: a store URI or a shared mounted path), restored from its newest checkpoint: pass it to
         ``feed.micro_batches(checkpoint)`` so the model and the last micro-batch it trained on are
         saved together (exactly once). In a store, the chief uploads each checkpoint whole."""
-        from .stream_checkpoint import StreamCheckpoint
+        from .stream_checkpoint import StreamCheckpoint, newest_only
 
         scratch = self.scratch_dir("stream")
         path = self.absolute_path(directory)
@@ -259,15 +259,12 @@ class NodeContext:
         local = os.path.join(scratch, "checkpoint")
         storage, chief = self._storage, self.is_chief
         storage.fetch(path, local)  # every node starts from the newest checkpoint the chief published
-        return StreamCheckpoint(
-            local,
-            chief,
-            scratch,
-            max_to_keep,
-            refresh=lambda: None if chief else storage.fetch(path, local),
-            published=lambda batch_id: storage.publish(local, path, batch=batch_id) if chief else None,
-            **trackables,
-        )
+
+        def published(batch_id: int) -> None:
+            if chief:  # the newest checkpoint only: the others were published before
+                storage.publish(newest_only(local, os.path.join(scratch, "publishing")), path, batch=batch_id)
+
+        return StreamCheckpoint(local, chief, scratch, max_to_keep, published=published, **trackables)
 
     @property
     def is_chief(self) -> bool:

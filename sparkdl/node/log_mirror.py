@@ -5,7 +5,9 @@ TensorFlow's summary writers and TensorBoard reach local paths and ``gs://`` onl
 local directory of the node, and its supervisor copies every new or grown file to the same place
 under the store path every :data:`~sparkdl.common.timeouts.LOG_MIRROR_INTERVAL_S` seconds while the
 node runs, and once more when it ends. Event files carry their host and process in their names, so
-the nodes' files never collide. TensorBoard on the chief reads the local directory.
+the nodes' files never collide. TensorBoard on the chief reads the local directory. The node's own
+logs (``node.log``, ``supervisor.log``, ``error.json``...) are kept beside them, under
+``<log_dir>/sparkdl-nodes/<cluster id>/<node>/``, so they outlive the executor that held them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from ..common.timeouts import LOG_MIRROR_INTERVAL_S
+from ..common.timeouts import LOG_MIRROR_INTERVAL_S, LOG_MIRROR_STOP_S
 from ..storage import Storage, StoreSettings
 
 logger = logging.getLogger(__name__)
@@ -45,13 +47,20 @@ class LogMirror:
     def copy_once(self) -> int:
         """Copy what changed now; a store error is logged (the console is best effort), never raised."""
         try:
-            return self._storage.mirror(self.local_dir, self.store_path, self._sent)
-        except OSError as exc:  # StorageError included: the next round tries again
+            copied = self._storage.mirror(self.local_dir, self.store_path, self._sent)
+            if self._node_logs is not None:
+                copied += self._storage.mirror(*self._node_logs, self._sent_logs, recursive=False)
+            return copied
+        except Exception as exc:  # noqa: BLE001 - a store error (or a client that cannot be made) must never
+            # end the node or its supervisor: logged, and the next round tries again
             logger.warning("sparkdl: cannot copy TensorBoard logs to %s: %s", self.store_path, exc)
             return 0
 
     def stop(self) -> None:
-        """Stop the thread, then copy what is left."""
+        """Stop the thread, then copy what is left (not when the thread is still inside a copy after
+        :data:`~sparkdl.common.timeouts.LOG_MIRROR_STOP_S`: two copies would share its bookkeeping)."""
         self._stopped.set()
-        self._thread.join(60)
-        self.copy_once()
+        if self._thread.is_alive():
+            self._thread.join(LOG_MIRROR_STOP_S)
+        if not self._thread.is_alive():
+            self.copy_once()

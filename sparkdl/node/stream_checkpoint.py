@@ -33,13 +33,12 @@ class StreamCheckpoint:
         is_chief: bool,
         scratch_dir: str,
         max_to_keep: int = 3,
-        refresh: Callable[[], object] | None = None,
         published: Callable[[int], object] | None = None,
         **trackables: Any,
     ):
-        """``refresh`` (called before each restore) brings ``directory`` up to date, and ``published``
-        (called after each save with its batch id) sends it on: ``ctx.stream_checkpoint`` passes both
-        for a store path, where ``directory`` is a local copy (``sparkdl/storage/files.py``: ``Storage.publish``)."""
+        """``published`` (called after each save with its batch id) sends the checkpoint on:
+        ``ctx.stream_checkpoint`` passes it for a store path, where ``directory`` is a local copy the
+        chief publishes (:func:`newest_only`, ``Storage.publish``)."""
         import tensorflow as tf
 
         if not trackables:
@@ -47,8 +46,8 @@ class StreamCheckpoint:
         if BATCH_KEY in trackables:
             raise ValueError(f"{BATCH_KEY!r} is the name sparkdl saves the micro-batch id under; pick another")
         self.directory = directory
-        self._refresh = refresh
         self._published = published
+        self._manager = None
         self._batch = tf.Variable(-1, dtype=tf.int64, trainable=False, name=BATCH_KEY)
         self._checkpoint = tf.train.Checkpoint(**{BATCH_KEY: self._batch}, **trackables)
         self.restored_from = self.restore_last()
@@ -64,9 +63,11 @@ class StreamCheckpoint:
         """Restore the newest checkpoint in ``directory`` (the chief's), if any; returns its path."""
         import tensorflow as tf
 
-        if self._refresh is not None:
-            self._refresh()
-        latest = tf.train.latest_checkpoint(self.directory)
+        # Once this node has saved, its own manager holds the state every node saved together (MWMS
+        # saves are collective): a worker rolls back to it, never to a copy of the chief's that an
+        # upload may not have finished. Before that, the chief's directory (or a store's copy of it).
+        own = self._manager.latest_checkpoint if self._manager is not None else None
+        latest = own or tf.train.latest_checkpoint(self.directory)
         if latest:
             # Optimizer slots that do not exist yet are restored when created (deferred restoration).
             self._checkpoint.restore(latest).expect_partial()
@@ -104,3 +105,20 @@ class StreamCheckpoint:
             self.restore_last()
         elif self._kept is not None:
             self._checkpoint.read(self._kept).expect_partial()
+
+
+def newest_only(directory: str, staging: str) -> str:
+    """``staging`` filled with hard links to the newest checkpoint of ``directory`` and its
+    ``checkpoint`` state file (what a restore reads), for publishing one checkpoint, not every kept one."""
+    import shutil
+
+    import tensorflow as tf
+
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    latest = tf.train.latest_checkpoint(directory)
+    prefix = os.path.basename(latest) + "." if latest else None
+    for name in os.listdir(directory):
+        if name == "checkpoint" or (prefix and name.startswith(prefix)):
+            os.link(os.path.join(directory, name), os.path.join(staging, name))
+    return staging

@@ -137,7 +137,10 @@ class Supervisor:
         self.start_child(cluster_spec, host, tf_socket)
         if self.cfg.log_store and self.cfg.log_dir:
             Path(self.cfg.log_dir).mkdir(parents=True, exist_ok=True)
-            self.log_mirror = LogMirror(self.cfg.log_dir, self.cfg.log_store, self.cfg.settings.storage).start()
+            kept = f"{self.cfg.log_store.rstrip('/')}/sparkdl-nodes/{self.cfg.launch.cluster_id}/{self.node_dir.name}"
+            self.log_mirror = LogMirror(
+                self.cfg.log_dir, self.cfg.log_store, self.cfg.settings.storage, (str(self.node_dir), kept)
+            ).start()
         tf_socket.close()  # the child holds its own copy until it releases the port
         self.send(protocol.Started(self.child.pid))
         self.announce(READY)
@@ -391,9 +394,9 @@ class Supervisor:
         shutil.rmtree(self.cfg.cache_dir, ignore_errors=True)  # however the node ended
         if self.tensorboard is not None:
             self.tensorboard.terminate()
-        if self.log_mirror is not None:
-            self.log_mirror.stop()  # the last summaries reach the store before the end is reported
         self.node_log.finish()  # every line in the file and at the driver before the end is reported
+        if self.log_mirror is not None:
+            self.log_mirror.stop()  # the last summaries and the whole node log reach the store before the end
         self.status_relay.join(5)  # and every status event (e.g. the last progress report)
         failed = self.failure_cause is not None or (code != 0 and not self.stop_requested.is_set())
         failure = {}

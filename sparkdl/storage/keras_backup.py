@@ -35,14 +35,30 @@ def backup_and_restore(base, storage: Storage, remote: str, is_chief: bool, loca
     epoch ends for the callbacks after it (``ctx.progress_callback()`` among them)."""
     restore_local(storage, remote, local_dir)
     delete_at_end = kwargs.get("delete_checkpoint", True)
+    every_epoch = kwargs.get("save_freq", "epoch") == "epoch"
 
     class StoreBackupAndRestore(base):
-        """Keras' BackupAndRestore on a local directory, published to the store every epoch."""
+        """Keras' BackupAndRestore on a local directory, published to the store by the chief every
+        time it saves (each epoch, or every ``save_freq`` batches)."""
+
+        published = None  # what the last publish held: (name, size, mtime) of the local files
+
+        def _publish_if_saved(self, epoch: int) -> None:
+            if not is_chief:
+                return
+            held = _files_state(local_dir)
+            if held and held != self.published:
+                storage.publish(local_dir, remote, epoch=epoch)
+                self.published = held
+
+        def on_train_batch_end(self, batch, logs=None):
+            super().on_train_batch_end(batch, logs)
+            if not every_epoch:  # Keras saved mid-epoch: that backup reaches the store too
+                self._publish_if_saved(int(getattr(self, "_current_epoch", 0)))
 
         def on_epoch_end(self, epoch, logs=None):
             super().on_epoch_end(epoch, logs)
-            if is_chief:
-                storage.publish(_chief_files(local_dir), remote, epoch=int(epoch) + 1)
+            self._publish_if_saved(int(epoch) + 1)
 
         def on_train_end(self, logs=None):
             super().on_train_end(logs)
@@ -53,8 +69,15 @@ def backup_and_restore(base, storage: Storage, remote: str, is_chief: bool, loca
     return StoreBackupAndRestore(local_dir, **kwargs)
 
 
-def _chief_files(local_dir: str) -> str:
-    """The directory to publish: tf-keras keeps its other workers' scratch (``workertemp_*``) beside the
-    chief's files only on those workers, so the chief's ``local_dir`` is published as it is."""
-    os.makedirs(local_dir, exist_ok=True)
-    return local_dir
+def _files_state(directory: str) -> tuple:
+    """``(relative name, size, mtime)`` of every file under ``directory`` (what a publish would hold)."""
+    state = []
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            try:
+                stat = os.stat(path)
+            except FileNotFoundError:
+                continue
+            state.append((os.path.relpath(path, directory), stat.st_size, stat.st_mtime_ns))
+    return tuple(sorted(state))

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from ..common.errors import StorageError
 from .files import Storage
-from .locations import SCHEMES, UNSERVED_SCHEMES, parse
+from .locations import SCHEMES, UNSERVED_SCHEMES, is_remote, parse
 from .settings import StoreSettings
 
 #: The probe object's name prefix (written beside a checked path, then deleted).
@@ -33,10 +33,9 @@ def paths_in(args: Any, limit: int = 64) -> list[str]:
             return
         seen_ids.add(id(value))
         if isinstance(value, str):
-            scheme, sep, _ = value.partition("://")
-            scheme = scheme.lower()
-            stored = SCHEMES.get(scheme, "local") != "local" or scheme in UNSERVED_SCHEMES
-            if sep and stored and value not in found:
+            scheme = value.partition(":")[0].lower()
+            stored = scheme in UNSERVED_SCHEMES or (SCHEMES.get(scheme, "local") != "local" and is_remote(value))
+            if ":/" in value and stored and value not in found:
                 found.append(value)
         elif isinstance(value, dict):
             for item in value.values():

@@ -23,6 +23,7 @@ setting names only; no message of this package holds one.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
@@ -83,7 +84,7 @@ class S3Options:
 
     endpoint: str | None = None  # host[:port], without a scheme
     scheme: str | None = None  # "http" or "https" (None: the client's default, https)
-    region: str | None = None
+    region: str | None = None  # None: look the bucket's region up (AWS itself, no region configured)
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
@@ -123,8 +124,14 @@ def s3_options(settings: StoreSettings, bucket: str, environ: Mapping[str, str] 
             scheme = "http" if (ssl or "true").lower() == "false" else "https"
         endpoint = endpoint.rstrip("/")
     region = (
-        hadoop("endpoint.region")[0] or hadoop("region")[0] or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+        hadoop("endpoint.region")[0]
+        or hadoop("region")[0]
+        or endpoint_region(endpoint)
+        or env.get("AWS_REGION")
+        or env.get("AWS_DEFAULT_REGION")
     )
+    if region is None and endpoint is not None and not is_aws_endpoint(endpoint):
+        region = "us-east-1"  # an S3-protocol server of one's own: any region will do
     path_style, _ = hadoop("path.style.access")
     style = env.get("AWS_S3_ADDRESSING_STYLE", "").lower()
     virtual = (path_style or "").lower() == "false" or (path_style is None and style == "virtual")
@@ -132,7 +139,7 @@ def s3_options(settings: StoreSettings, bucket: str, environ: Mapping[str, str] 
     credentials_source = settings.origin(credentials_source) if credentials_source else ""
     secret_key, _ = hadoop("secret.key")
     token, _ = hadoop("session.token")
-    provider = (hadoop("aws.credentials.provider")[0] or "").lower()
+    providers = [name.strip() for name in (hadoop("aws.credentials.provider")[0] or "").split(",") if name.strip()]
     return S3Options(
         endpoint=endpoint,
         scheme=scheme,
@@ -140,11 +147,42 @@ def s3_options(settings: StoreSettings, bucket: str, environ: Mapping[str, str] 
         access_key=access_key,
         secret_key=secret_key,
         session_token=token,
-        anonymous="anonymous" in provider,
+        # anonymous only when it is the one provider: as one fallback among several, the others come first
+        anonymous=len(providers) == 1 and "anonymous" in providers[0].lower(),
         virtual_addressing=virtual,
         source=source,
         credentials_source=credentials_source,
     )
+
+
+#: An AWS S3 endpoint host that names its region: s3.<region>.amazonaws.com, s3-<region>.amazonaws.com,
+#: s3.dualstack.<region>..., s3-fips.<region>..., <bucket>.s3.<region>... (and .amazonaws.com.cn).
+_AWS_S3_HOST = re.compile(
+    r"(?:^|\.)s3(?:-fips)?(?:[.-]dualstack)?[.-](?P<region>[a-z]{2,4}(?:-[a-z]+)+-\d+)\.amazonaws\.com(?:\.cn)?$"
+)
+
+
+def _host(endpoint: str) -> str:
+    """The host of an endpoint (``[scheme://]host[:port][/path]``), lower-cased."""
+    rest = endpoint.partition("://")[2] if "://" in endpoint else endpoint
+    host = rest.split("/", 1)[0]
+    if not host.endswith("]"):
+        host = host.rsplit(":", 1)[0] if ":" in host else host
+    return host.lower()
+
+
+def is_aws_endpoint(endpoint: str) -> bool:
+    """Whether ``endpoint`` is one of AWS's own S3 endpoints (``*.amazonaws.com[.cn]``)."""
+    return _host(endpoint).endswith((".amazonaws.com", ".amazonaws.com.cn"))
+
+
+def endpoint_region(endpoint: str | None) -> str | None:
+    """The AWS region an S3 endpoint names (``s3.eu-west-1.amazonaws.com``: eu-west-1); None for AWS's
+    global endpoint (``s3.amazonaws.com``), no endpoint, or another server's."""
+    if not endpoint:
+        return None
+    match = _AWS_S3_HOST.search(_host(endpoint))
+    return match.group("region") if match else None
 
 
 # -- Azure --
@@ -152,7 +190,8 @@ def s3_options(settings: StoreSettings, bucket: str, environ: Mapping[str, str] 
 
 @dataclass(frozen=True)
 class AzureOptions:
-    """What the Azure client of one storage account is made with."""
+    """What the Azure client of one storage account is made with (a service principal's ``client_id``,
+    ``client_secret`` and ``tenant_id``; or a managed identity's ``client_id`` alone)."""
 
     account: str
     account_key: str | None = field(default=None, repr=False)
@@ -161,28 +200,67 @@ class AzureOptions:
     dfs_authority: str | None = None
     scheme: str | None = None
     source: str = ""
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    tenant_id: str | None = None
+
+
+#: Azure's public cloud: a host under it needs no endpoint of its own.
+_PUBLIC_AZURE = ".core.windows.net"
 
 
 def azure_options(settings: StoreSettings, host: str, environ: Mapping[str, str] | None = None) -> AzureOptions:
-    """The Azure client options for the account of ``host`` (``<account>.dfs.core.windows.net``):
-    Hadoop's ``fs.azure.account.key.<host>``, then ``AZURE_STORAGE_CONNECTION_STRING`` (its
-    ``AccountKey``, ``SharedAccessSignature``, ``BlobEndpoint``), ``AZURE_STORAGE_KEY`` /
-    ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``; with none of them the Azure SDK's
-    default chain (service principal environment, workload or managed identity, Azure CLI)."""
+    """The Azure client options for the account of ``host`` (``<account>.dfs.core.windows.net``), as
+    Hadoop's ABFS reads them (each ``fs.azure.X.<host>`` over ``fs.azure.X``):
+
+    - ``fs.azure.account.auth.type=OAuth`` with ``fs.azure.account.oauth2.client.id``,
+      ``.client.secret`` and ``.client.endpoint`` (``https://login.microsoftonline.com/<tenant>/...``):
+      that service principal (a client id alone: that managed identity);
+    - else ``fs.azure.account.key.<host>``, then ``AZURE_STORAGE_CONNECTION_STRING`` (its
+      ``AccountKey``, ``SharedAccessSignature``, ``BlobEndpoint``), ``AZURE_STORAGE_KEY`` /
+      ``AZURE_STORAGE_ACCOUNT_KEY``; a SAS from ``fs.azure.sas.fixed.token.<host>`` or
+      ``AZURE_STORAGE_SAS_TOKEN``;
+    - with none of them the Azure SDK's default chain (service principal environment, workload or
+      managed identity, Azure CLI).
+
+    A host outside Azure's public cloud (``<account>.dfs.core.usgovcloudapi.net``) is the account's
+    endpoint (its Blob one: ``.dfs.`` as ``.blob.``), unless a connection string names endpoints."""
     env = os.environ if environ is None else environ
     account = host.split(".", 1)[0]
+
+    def hadoop(name: str) -> tuple[str | None, str]:
+        for key in (f"{name}.{host}", f"{name}.{account}.dfs.core.windows.net", name):
+            value = settings.get(key)
+            if value not in (None, ""):
+                return value, key
+        return None, ""
+
     key, source = None, ""
+    client_id = client_secret = tenant_id = None
+    auth_type = (hadoop("fs.azure.account.auth.type")[0] or "").strip().lower()
+    if auth_type == "oauth":
+        client_id, _ = hadoop("fs.azure.account.oauth2.client.id")
+        secret, secret_name = hadoop("fs.azure.account.oauth2.client.secret")
+        tenant_id = _tenant(hadoop("fs.azure.account.oauth2.client.endpoint")[0])
+        if client_id and secret and tenant_id:
+            client_secret, source = secret, secret_name
+        else:  # not a whole service principal: a managed identity's (MsiTokenProvider) client id, if any
+            provider = (hadoop("fs.azure.account.oauth.provider.type")[0] or "").lower()
+            client_id = client_id if "msi" in provider else None
+            tenant_id = None
+            source = "fs.azure.account.oauth2.client.id (a managed identity)" if client_id else ""
     for name in (f"fs.azure.account.key.{host}", f"fs.azure.account.key.{account}.dfs.core.windows.net"):
-        if settings.get(name):
+        if auth_type != "oauth" and settings.get(name):
             key, source = settings.get(name), name
             break
     parts = _connection_string(env.get("AZURE_STORAGE_CONNECTION_STRING", ""))
     sas = None
     blob_authority = dfs_authority = scheme = None
     if parts and parts.get("accountname", account) == account:
-        if key is None and parts.get("accountkey"):
+        if key is None and auth_type != "oauth" and parts.get("accountkey"):
             key, source = parts["accountkey"], "AZURE_STORAGE_CONNECTION_STRING"
-        sas = parts.get("sharedaccesssignature")
+        if auth_type != "oauth":
+            sas = parts.get("sharedaccesssignature")
         endpoint = parts.get("blobendpoint")
         if endpoint:
             scheme, _, rest = endpoint.partition("://")
@@ -190,12 +268,30 @@ def azure_options(settings: StoreSettings, host: str, environ: Mapping[str, str]
             dfs_authority = blob_authority
         elif parts.get("defaultendpointsprotocol"):
             scheme = parts["defaultendpointsprotocol"]
-    for name in ("AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"):
-        if key is None and env.get(name):
-            key, source = env[name], name
-    if sas is None and env.get("AZURE_STORAGE_SAS_TOKEN"):
-        sas = env["AZURE_STORAGE_SAS_TOKEN"]
-    return AzureOptions(account, key, sas, blob_authority, dfs_authority, scheme, source)
+    if auth_type != "oauth":
+        for name in ("AZURE_STORAGE_KEY", "AZURE_STORAGE_ACCOUNT_KEY"):
+            if key is None and env.get(name):
+                key, source = env[name], name
+        fixed, fixed_name = hadoop("fs.azure.sas.fixed.token")
+        if key is None and sas is None and fixed:
+            sas, source = fixed, fixed_name
+        if sas is None and env.get("AZURE_STORAGE_SAS_TOKEN"):
+            sas = env["AZURE_STORAGE_SAS_TOKEN"]
+    if blob_authority is None and "." in host and not host.lower().endswith(_PUBLIC_AZURE):
+        dfs_authority = host.replace(".blob.", ".dfs.", 1)
+        blob_authority = dfs_authority.replace(".dfs.", ".blob.", 1)
+    return AzureOptions(
+        account, key, sas, blob_authority, dfs_authority, scheme, source, client_id, client_secret, tenant_id
+    )
+
+
+def _tenant(endpoint: str | None) -> str | None:
+    """The tenant of an OAuth token endpoint (``https://login.microsoftonline.com/<tenant>/oauth2/token``)."""
+    if not endpoint:
+        return None
+    path = endpoint.partition("://")[2].partition("/")[2] if "://" in endpoint else endpoint.partition("/")[2]
+    tenant = path.split("/", 1)[0]
+    return tenant or None
 
 
 def _connection_string(text: str) -> dict[str, str]:

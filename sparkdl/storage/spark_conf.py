@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from .settings import HADOOP_PREFIXES, StoreSettings
+
+logger = logging.getLogger(__name__)
 
 
 def from_spark(spark) -> StoreSettings:
@@ -32,7 +36,12 @@ def from_spark(spark) -> StoreSettings:
         return StoreSettings.from_mapping(values, origins)
     try:
         values = dict(spark.conf.getAll) if hasattr(spark.conf, "getAll") else {}
-    except Exception:  # noqa: BLE001 - a Connect server that cannot list its conf: the environment alone
+    except Exception as exc:  # noqa: BLE001 - a Connect server that cannot list its conf: the environment alone
+        logger.warning(
+            "sparkdl could not read the Spark Connect session's configuration (%s); store settings come from "
+            "the environment only (spark.hadoop.fs.s3a.*, fs.azure.*, fs.gs.* are not applied)",
+            type(exc).__name__,
+        )
         values = {}
     return StoreSettings.from_mapping(values)
 

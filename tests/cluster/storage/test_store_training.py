@@ -89,6 +89,8 @@ def test_a_fit_backed_up_to_a_bucket_survives_a_sigkilled_worker_and_scores_from
     keys = [o["Key"] for o in listed if not o["Key"].endswith("/")]  # pyarrow's empty directory markers aside
     assert [k for k in keys if "/tensorboard/" not in k] == [f"{prefix}/models/digits.keras"], keys
     assert any("/tensorboard/events.out.tfevents." in k for k in keys), "the chief's summaries reached the store"
+    kept = [k for k in keys if "/tensorboard/sparkdl-nodes/" in k and k.endswith("/node.log")]
+    assert len(kept) == 4, f"each node's log of each attempt is kept in the store: {kept}"
 
     scored = frame.withColumn("probs", predict_batch_udf(model=args["model"], batch_size=128)("pixels"))
     right = scored.where("array_position(probs, array_max(probs)) - 1 = label").count()

@@ -86,3 +86,9 @@ def test_known_paths_do_not_warn(caplog):
 )
 def test_normalize_default_fs(value, expected):
     assert normalize_default_fs(value) == expected
+
+
+@pytest.mark.parametrize("path", ["dbfs:/x", "dbfs:/mnt/models/m", "hdfs:/user/me/m", "viewfs:/a/b", "file:/tmp/x"])
+@pytest.mark.parametrize("default_fs", ["hdfs://nn:8020", "file:///", "dbfs:/"])
+def test_one_slash_hadoop_spellings_pass_through(default_fs, path):
+    assert hdfs_path(default_fs, WORKDIR, path) == path

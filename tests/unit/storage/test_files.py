@@ -1,7 +1,8 @@
-"""files.py: ``Storage`` against a real S3-protocol server (``s3_store``: moto, checking credentials,
-reached through the standard AWS environment as a user's would be) and on local paths: single files,
-directories uploaded with their commit file last, and generations that readers only ever see whole.
-Each test works under a prefix of its own in the session's bucket."""
+"""files.py: ``Storage`` against real store servers, each reached through its standard environment alone
+as a user's would be (``s3_store``: moto, checking credentials; ``azure_store``: Azurite; ``gcs_store``:
+gcp-storage-emulator; ``any_store``: each in turn) and on local paths: single files, directories
+uploaded with their commit file last, and generations that readers only ever see whole. Each test works
+under a prefix of its own in the session's bucket (or container)."""
 
 import json
 import os
@@ -28,13 +29,10 @@ def prefix(s3_store):
     return s3_store.url(f"t-{uuid.uuid4().hex[:10]}")
 
 
-def keys_under(s3_store, url: str) -> list[str]:
-    """Every object key under ``url``, as the store lists it (boto3, behind sparkdl's back), less the
-    empty ``dir/`` objects pyarrow leaves as directory markers when it deletes a directory's content."""
-    key = url.split("/", 3)[3]
-    pages = s3_store.client.get_paginator("list_objects_v2").paginate(Bucket=s3_store.bucket, Prefix=key + "/")
-    keys = (item["Key"][len(key) + 1 :] for page in pages for item in page.get("Contents", []))
-    return sorted(name for name in keys if name and not name.endswith("/"))
+@pytest.fixture
+def any_prefix(any_store):
+    """This test's own place in the session's bucket (or container) of each store in turn."""
+    return any_store.url(f"t-{uuid.uuid4().hex[:10]}")
 
 
 def make_dir(root, files: dict[str, bytes]) -> str:
@@ -57,26 +55,35 @@ SAVED_MODEL = {
 # -- one file --
 
 
-def test_write_read_exists_delete(store, prefix, s3_store):
-    path = f"{prefix}/a/b.bin"
+def test_write_read_exists_delete(store, any_prefix, any_store):
+    path = f"{any_prefix}/a/b.bin"
     assert not store.exists(path) and store.read_text(path) is None
     store.write_bytes(path, b"\x00first")
     store.write_text(path, "second é")  # replaces
     assert store.read_bytes(path) == "second é".encode()
     assert store.read_text(path) == "second é"
     assert store.exists(path) and store.is_complete(path) and not store.is_dir(path)
-    assert store.exists(f"{prefix}/a") and store.is_dir(f"{prefix}/a")
-    body = s3_store.client.get_object(Bucket=s3_store.bucket, Key=path.split("/", 3)[3])["Body"].read()
-    assert body == "second é".encode()
+    assert store.exists(f"{any_prefix}/a") and store.is_dir(f"{any_prefix}/a")
+    assert any_store.files_under(any_prefix) == ["a/b.bin"]
     store.delete(path)
     assert not store.exists(path) and store.read_text(path) is None
+    assert any_store.files_under(any_prefix) == []
     store.delete(path)  # nothing there: nothing to do
 
 
-def test_every_s3_spelling_reaches_the_same_object(store, prefix):
-    store.write_text(f"{prefix}/x.txt", "one")
+def test_every_s3_spelling_reaches_the_same_object(store, prefix, s3_store):
+    store.write_text(f"{prefix}/x.txt", "one é")
+    body = s3_store.client.get_object(Bucket=s3_store.bucket, Key=f"{prefix.split('/', 3)[3]}/x.txt")["Body"].read()
+    assert body == "one é".encode()
     for scheme in ("s3a", "s3n"):
-        assert store.read_text(prefix.replace("s3://", f"{scheme}://", 1) + "/x.txt") == "one"
+        assert store.read_text(prefix.replace("s3://", f"{scheme}://", 1) + "/x.txt") == "one é"
+
+
+def test_wasbs_the_blob_endpoints_spelling_reaches_the_same_blob(store, azure_store):
+    path = azure_store.url(f"t-{uuid.uuid4().hex[:10]}/a/b.bin")
+    store.write_text(path, "second é")
+    wasbs = path.replace("abfss://", "wasbs://", 1).replace(".dfs.core.", ".blob.core.", 1)
+    assert store.read_text(wasbs) == "second é"
 
 
 def test_reading_a_missing_file_names_it(store, prefix):
@@ -101,24 +108,24 @@ def test_walk_and_listdir(store, prefix, s3_store):
     assert sorted(store.listdir(prefix)) == [("a.txt", False), ("d", True)]
     assert store.listdir(f"{prefix}/nowhere") == []
     store.delete(f"{prefix}/d")
-    assert keys_under(s3_store, prefix) == ["a.txt"]
+    assert s3_store.files_under(prefix) == ["a.txt"]
 
 
 # -- a directory --
 
 
-def test_a_directory_upload_writes_saved_model_pb_last(store, prefix, tmp_path, s3_store, monkeypatch):
+def test_a_directory_upload_writes_saved_model_pb_last(store, any_prefix, tmp_path, any_store, monkeypatch):
     """Every upload is watched: when saved_model.pb starts to go up, every other file is in the store
     and the directory does not yet count as complete."""
     local = make_dir(tmp_path / "model", SAVED_MODEL)
-    target = f"{prefix}/model"
+    target = f"{any_prefix}/model"
     order, complete_before_commit = [], []
     real_put = Storage._put_file
 
     def watched_put(self, source, location):
         if location.name == "saved_model.pb":
             complete_before_commit.append(self.is_complete(target))
-            assert sorted(keys_under(s3_store, target)) == sorted(set(SAVED_MODEL) - {"saved_model.pb"})
+            assert any_store.files_under(target) == sorted(set(SAVED_MODEL) - {"saved_model.pb"})
         order.append(location.key.split("/model/", 1)[1])
         real_put(self, source, location)
 
@@ -127,7 +134,7 @@ def test_a_directory_upload_writes_saved_model_pb_last(store, prefix, tmp_path, 
     assert order[-1] == "saved_model.pb" and sorted(order) == sorted(SAVED_MODEL)
     assert complete_before_commit == [False]
     assert store.is_complete(target)
-    assert keys_under(s3_store, target) == sorted(SAVED_MODEL)  # no marker: saved_model.pb is the commit
+    assert any_store.files_under(target) == sorted(SAVED_MODEL)  # no marker: saved_model.pb is the commit
 
 
 def test_a_directory_without_its_commit_file_is_not_complete(store, prefix, tmp_path, s3_store):
@@ -136,40 +143,45 @@ def test_a_directory_without_its_commit_file_is_not_complete(store, prefix, tmp_
     assert store.exists(f"{prefix}/model") and not store.is_complete(f"{prefix}/model")
 
 
-def test_a_plain_directory_gets_the_marker_last(store, prefix, tmp_path, s3_store):
+def test_a_plain_directory_gets_the_marker_last(store, any_prefix, tmp_path, any_store):
     files = {"a.json": b"{}", "sub/b.bin": b"12345"}
-    target = f"{prefix}/out"
+    target = f"{any_prefix}/out"
     store.upload(make_dir(tmp_path / "out", files), target)
-    assert keys_under(s3_store, target) == sorted([*files, COMPLETE_MARKER])
+    assert any_store.files_under(target) == sorted([*files, COMPLETE_MARKER])
     assert store.is_complete(target)
     store.delete(f"{target}/{COMPLETE_MARKER}")
     assert not store.is_complete(target)
-    assert not store.is_complete(f"{prefix}/missing")
+    assert not store.is_complete(f"{any_prefix}/missing")
 
 
-def test_a_directory_upload_replaces_the_previous_one(store, prefix, tmp_path, s3_store):
-    target = f"{prefix}/model"
+def test_a_directory_upload_replaces_the_previous_one(store, any_prefix, tmp_path, any_store):
+    target = f"{any_prefix}/model"
     store.upload(make_dir(tmp_path / "one", {"old.bin": b"1", "saved_model.pb": b"1"}), target)
     store.upload(make_dir(tmp_path / "two", {"new.bin": b"2", "saved_model.pb": b"2"}), target)
-    assert keys_under(s3_store, target) == ["new.bin", "saved_model.pb"]
+    assert any_store.files_under(target) == ["new.bin", "saved_model.pb"]
+    store.upload(make_dir(tmp_path / "three", {"saved_model.pb": b"3"}), target)
+    assert any_store.files_under(target) == ["saved_model.pb"]
 
 
-def test_a_directory_comes_back_whole(store, prefix, tmp_path):
-    store.upload(make_dir(tmp_path / "model", SAVED_MODEL), f"{prefix}/model")
+def test_a_directory_comes_back_whole(store, any_prefix, tmp_path):
+    store.upload(make_dir(tmp_path / "model", SAVED_MODEL), f"{any_prefix}/model")
     back = tmp_path / "back"
-    store.download(f"{prefix}/model", str(back))
+    store.download(f"{any_prefix}/model", str(back))
     assert {str(p.relative_to(back)): p.read_bytes() for p in back.rglob("*") if p.is_file()} == SAVED_MODEL
 
 
-# -- generations, on S3 and on a local path --
+# -- generations, on every store and on a local path --
 
 
-@pytest.fixture(params=["s3", "local"])
-def base(request, s3_store, tmp_path):
-    """Where a generation directory lives: the test's own S3 prefix, or a local directory."""
-    if request.param == "s3":
-        return s3_store.url(f"gens-{uuid.uuid4().hex[:10]}")
-    return str(tmp_path / "store" / "gens")
+@pytest.fixture(
+    params=["s3_store", "azure_store", "gcs_store", "local"], ids=lambda where: where.removesuffix("_store")
+)
+def base(request, tmp_path):
+    """Where a generation directory lives: the test's own prefix on each store (the store fixture the
+    parameter names: conftest starts its server for this test), or a local directory."""
+    if request.param == "local":
+        return str(tmp_path / "store" / "gens")
+    return request.getfixturevalue(request.param).url(f"gens-{uuid.uuid4().hex[:10]}")
 
 
 def generations(store: Storage, base: str) -> list[str]:
@@ -183,7 +195,7 @@ def test_nothing_published_fetches_none_and_empties_the_target(store, base, tmp_
     assert list(out.iterdir()) == []
 
 
-def test_each_publish_replaces_the_last_and_keeps_one_before_it(store, base, tmp_path):
+def test_each_publish_replaces_the_last_and_keeps_the_generations_before_it(store, base, tmp_path):
     names = []
     for epoch in (1, 2, 3):
         local = make_dir(
@@ -191,7 +203,7 @@ def test_each_publish_replaces_the_last_and_keeps_one_before_it(store, base, tmp
         )
         names.append(store.publish(local, base, epoch=epoch, loss=1.0 / epoch))
     assert [name.split("-")[1] for name in names] == ["000000", "000001", "000002"]
-    assert generations(store, base) == sorted(names[1:])  # the first is gone, the one before the last stays
+    assert generations(store, base) == sorted(names)  # the newest three stay (see the review fixes below)
     out = tmp_path / "out"
     assert store.fetch(base, str(out)) == {"epoch": 3, "loss": 1.0 / 3}
     assert (out / "ckpt.index").read_bytes() == b"iii" and (out / "d" / "ckpt.data").read_bytes() == b"\x03" * 1000
@@ -237,8 +249,10 @@ def test_a_pointer_sparkdl_did_not_write_is_refused(store, base, tmp_path):
 def test_remove_generations_leaves_nothing_to_fetch(store, base, tmp_path):
     for epoch in (1, 2):
         store.publish(make_dir(tmp_path / f"b{epoch}", {"w.bin": b"w"}), base, epoch=epoch)
+    store.write_bytes(f"{base}/gen-000099-deadbeef/w.bin", b"half")  # a writer died mid-publish
     store.remove_generations(base)
     assert generations(store, base) == [] and not store.exists(f"{base}/{POINTER}")
+    assert store.listdir(base) == []  # the leftover went too
     assert store.fetch(base, str(tmp_path / "out")) is None
     store.publish(make_dir(tmp_path / "again", {"w.bin": b"again"}), base, epoch=1)
     assert store.fetch(base, str(tmp_path / "out")) == {"epoch": 1}
@@ -297,7 +311,7 @@ def test_an_upload_killed_half_way_leaves_the_last_generation_and_no_partial_obj
     child.wait(30)
     killed.set()
 
-    assert not any(name.endswith("weights.h5") and "gen-000001" in name for name in keys_under(s3_store, prefix))
+    assert not any(name.endswith("weights.h5") and "gen-000001" in name for name in s3_store.files_under(prefix))
     restored = tmp_path / "restored"
     assert store.fetch(prefix, str(restored)) == {"epoch": 1}
     assert (restored / "weights.h5").read_bytes() == b"w" * 1000
@@ -310,80 +324,6 @@ def test_an_upload_killed_half_way_leaves_the_last_generation_and_no_partial_obj
 def azure_prefix(azure_store):
     """``abfss://<container>@devstoreaccount1.dfs.core.windows.net/<unique>``: this test's own place."""
     return azure_store.url(f"t-{uuid.uuid4().hex[:10]}")
-
-
-def test_azure_write_read_exists_delete(store, azure_prefix, azure_store):
-    path = f"{azure_prefix}/a/b.bin"
-    assert not store.exists(path) and store.read_text(path) is None
-    store.write_bytes(path, b"\x00first")
-    store.write_text(path, "second é")  # replaces
-    assert store.read_bytes(path) == "second é".encode()
-    assert store.read_text(path) == "second é"
-    assert store.exists(path) and store.is_complete(path) and not store.is_dir(path)
-    assert store.exists(f"{azure_prefix}/a") and store.is_dir(f"{azure_prefix}/a")
-    assert azure_store.files_under(azure_prefix) == ["a/b.bin"]
-    # wasbs://, the Blob endpoint's spelling, names the same blob
-    wasbs = path.replace("abfss://", "wasbs://", 1).replace(".dfs.core.", ".blob.core.", 1)
-    assert store.read_text(wasbs) == "second é"
-    store.delete(path)
-    assert not store.exists(path) and store.read_text(path) is None
-    assert azure_store.files_under(azure_prefix) == []
-    store.delete(path)  # nothing there: nothing to do
-
-
-def test_azure_a_directory_upload_writes_saved_model_pb_last(store, azure_prefix, tmp_path, azure_store, monkeypatch):
-    """As on S3: when saved_model.pb starts to go up, every other file is in the container and the
-    directory does not yet count as complete; a plain directory gets the marker last."""
-    local = make_dir(tmp_path / "model", SAVED_MODEL)
-    target = f"{azure_prefix}/model"
-    order, complete_before_commit = [], []
-    real_put = Storage._put_file
-
-    def watched_put(self, source, location):
-        if location.name == "saved_model.pb":
-            complete_before_commit.append(self.is_complete(target))
-            assert azure_store.files_under(target) == sorted(set(SAVED_MODEL) - {"saved_model.pb"})
-        order.append(location.key.split("/model/", 1)[1])
-        real_put(self, source, location)
-
-    monkeypatch.setattr(Storage, "_put_file", watched_put)
-    store.upload(local, target)
-    assert order[-1] == "saved_model.pb" and sorted(order) == sorted(SAVED_MODEL)
-    assert complete_before_commit == [False]
-    assert store.is_complete(target) and azure_store.files_under(target) == sorted(SAVED_MODEL)
-    back = tmp_path / "back"
-    store.download(target, str(back))
-    assert {str(p.relative_to(back)): p.read_bytes() for p in back.rglob("*") if p.is_file()} == SAVED_MODEL
-
-    monkeypatch.undo()
-    plain = f"{azure_prefix}/out"
-    store.upload(make_dir(tmp_path / "out", {"a.json": b"{}", "sub/b.bin": b"12345"}), plain)
-    assert azure_store.files_under(plain) == sorted(["a.json", "sub/b.bin", COMPLETE_MARKER])
-    assert store.is_complete(plain)
-    store.delete(f"{plain}/{COMPLETE_MARKER}")
-    assert not store.is_complete(plain) and not store.is_complete(f"{azure_prefix}/missing")
-
-
-def test_azure_generations_replace_each_other_and_a_half_written_one_is_never_fetched(store, azure_prefix, tmp_path):
-    base = f"{azure_prefix}/gens"
-    assert store.fetch(base, str(tmp_path / "out")) is None
-    names = []
-    for epoch in (1, 2, 3):
-        local = make_dir(tmp_path / f"b{epoch}", {"ckpt.index": b"i" * epoch, "d/ckpt.data": bytes([epoch]) * 1000})
-        names.append(store.publish(local, base, epoch=epoch))
-    assert [name.split("-")[1] for name in names] == ["000000", "000001", "000002"]
-    assert generations(store, base) == sorted(names[1:])  # the first is gone, the one before the last stays
-    store.write_bytes(f"{base}/gen-000099-deadbeef/ckpt.index", b"half")  # a writer died mid-publish
-    out = tmp_path / "out"
-    assert store.fetch(base, str(out)) == {"epoch": 3}
-    assert (out / "ckpt.index").read_bytes() == b"iii" and (out / "d" / "ckpt.data").read_bytes() == b"\x03" * 1000
-    pointer = json.loads(store.read_text(f"{base}/{POINTER}"))
-    assert (pointer["generation"], pointer["files"]) == (names[-1], {"ckpt.index": 3, "d/ckpt.data": 1000})
-    store.write_bytes(f"{base}/{names[-1]}/ckpt.index", b"changed!")
-    with pytest.raises(StorageError, match=r"holds 8 bytes, its generation says 3"):
-        store.fetch(base, str(out))
-    store.remove_generations(base)
-    assert generations(store, base) == [] and store.fetch(base, str(out)) is None
 
 
 def test_azure_a_refused_key_is_a_storage_error_without_the_key(azure_prefix, azure_store, monkeypatch):
@@ -406,22 +346,6 @@ def gcs_prefix(gcs_store):
     return gcs_store.url(f"t-{uuid.uuid4().hex[:10]}")
 
 
-def test_gcs_write_read_exists_delete(store, gcs_prefix, gcs_store):
-    path = f"{gcs_prefix}/a/b.bin"
-    assert not store.exists(path) and store.read_text(path) is None
-    store.write_bytes(path, b"\x00first")
-    store.write_text(path, "second é")  # replaces
-    assert store.read_bytes(path) == "second é".encode()
-    assert store.read_text(path) == "second é"
-    assert store.exists(path) and store.is_complete(path) and not store.is_dir(path)
-    assert store.exists(f"{gcs_prefix}/a") and store.is_dir(f"{gcs_prefix}/a")
-    assert gcs_store.files_under(gcs_prefix) == ["a/b.bin"]
-    store.delete(path)
-    assert not store.exists(path) and store.read_text(path) is None
-    assert gcs_store.files_under(gcs_prefix) == []
-    store.delete(path)  # nothing there: nothing to do
-
-
 def test_gcs_listdir_names_the_directories_no_marker_stands_for(store, gcs_prefix):
     """pyarrow's one-level GCS listing drops prefixes without a marker object (every directory sparkdl
     uploads has none): listdir still names them, as model_versions and publish need."""
@@ -434,59 +358,241 @@ def test_gcs_listdir_names_the_directories_no_marker_stands_for(store, gcs_prefi
     assert sorted(store.walk(gcs_prefix))[0][:2] == ("1/saved_model.pb", 1)
 
 
-def test_gcs_a_directory_upload_writes_saved_model_pb_last(store, gcs_prefix, tmp_path, gcs_store, monkeypatch):
-    """As on S3: when saved_model.pb starts to go up, every other file is in the bucket and the
-    directory does not yet count as complete; a plain directory gets the marker last."""
-    local = make_dir(tmp_path / "model", SAVED_MODEL)
-    target = f"{gcs_prefix}/model"
-    order, complete_before_commit = [], []
+# -- review fixes --
+
+
+def _review_dir(root, files: dict[str, bytes]) -> str:
+    for relative, data in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return str(root)
+
+
+class _ReaderFailingAfterOneChunk:
+    """A local file whose second read fails with ``error``."""
+
+    def __init__(self, handle, error):
+        self.handle, self.error, self.reads = handle, error, 0
+
+    def read(self, *args):
+        self.reads += 1
+        if self.reads > 1:
+            raise self.error
+        return self.handle.read(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+@pytest.mark.parametrize("error", [OSError("the local disk failed"), KeyboardInterrupt()], ids=["oserror", "interrupt"])
+def test_review_an_upload_failing_mid_way_leaves_no_partial_object(
+    store, prefix, s3_store, tmp_path, monkeypatch, error
+):
+    """pyarrow's stream completes the multipart upload when closed after an exception: the partial
+    object must be removed (the previous one goes too: pyarrow cannot abort), and the error raised."""
+    from sparkdl.storage import files
+
+    local = tmp_path / "big.bin"
+    local.write_bytes(os.urandom(12 * 1024 * 1024))
+    target = f"{prefix}/big.bin"
+    store.write_bytes(target, b"previous")
+    monkeypatch.setattr(files, "_UPLOAD_BUFFER", 5 * 1024 * 1024)
+    real_open = open
+
+    def failing_open(path, *args, **kwargs):
+        handle = real_open(path, *args, **kwargs)
+        return _ReaderFailingAfterOneChunk(handle, error) if os.fspath(path) == str(local) else handle
+
+    monkeypatch.setattr(files, "open", failing_open, raising=False)
+    expected = StorageError if isinstance(error, OSError) else KeyboardInterrupt
+    with pytest.raises(expected):
+        store.upload(str(local), target)
+    assert s3_store.files_under(prefix) == []
+    assert not store.exists(target)
+
+
+def test_review_a_local_file_is_written_beside_its_target_and_moved_into_place(store, tmp_path, monkeypatch):
+    """Local paths (and HDFS, through the same code) are written to a ``.part`` beside the target and
+    moved: the target shows the old bytes while the new ones are written, and a failure leaves it be."""
+    from sparkdl.storage import files
+
+    target = tmp_path / "out" / "w.bin"
+    store.write_bytes(str(target), b"previous")
+    local = tmp_path / "w.bin"
+    local.write_bytes(b"x" * 3000)
+    monkeypatch.setattr(files, "_UPLOAD_BUFFER", 1000)
+    real_chunks = files._read_chunks
+    seen = []
+
+    def watched(source, size):
+        for chunk in real_chunks(source, size):
+            seen.append(target.read_bytes())
+            yield chunk
+
+    monkeypatch.setattr(files, "_read_chunks", watched)
+    store.upload(str(local), str(target))
+    assert seen == [b"previous"] * 3 and target.read_bytes() == b"x" * 3000
+
+    def failing(source, size):
+        yield source.read(1000)
+        raise OSError("the local disk failed")
+
+    monkeypatch.setattr(files, "_read_chunks", failing)
+    (tmp_path / "w2.bin").write_bytes(b"y" * 3000)
+    with pytest.raises(StorageError, match="w.bin"):
+        store.upload(str(tmp_path / "w2.bin"), str(target))
+    assert target.read_bytes() == b"x" * 3000 and os.listdir(target.parent) == ["w.bin"]
+
+
+def test_review_a_directory_replace_keeps_the_old_files_until_the_new_ones_are_up(
+    store, prefix, s3_store, tmp_path, monkeypatch
+):
+    """The old commit file goes first, the old files stay until the new ones are up, the old files the
+    new directory lacks are gone before its commit file goes up last."""
+    target = f"{prefix}/model"
+    old = {"a.bin": b"a" * 10, "sub/old.bin": b"o", "saved_model.pb": b"A"}
+    new = {"b.bin": b"b" * 20, "a.bin": b"A" * 5, "saved_model.pb": b"BB"}
+    store.upload(_review_dir(tmp_path / "old", old), target)
     real_put = Storage._put_file
+    watched = []
 
     def watched_put(self, source, location):
-        if location.name == "saved_model.pb":
-            complete_before_commit.append(self.is_complete(target))
-            assert gcs_store.files_under(target) == sorted(set(SAVED_MODEL) - {"saved_model.pb"})
-        order.append(location.key.split("/model/", 1)[1])
+        watched.append((location.name, s3_store.files_under(target), self.is_complete(target)))
         real_put(self, source, location)
 
     monkeypatch.setattr(Storage, "_put_file", watched_put)
-    store.upload(local, target)
-    assert order[-1] == "saved_model.pb" and sorted(order) == sorted(SAVED_MODEL)
-    assert complete_before_commit == [False]
-    assert store.is_complete(target) and gcs_store.files_under(target) == sorted(SAVED_MODEL)
+    store.upload(_review_dir(tmp_path / "new", new), target)
+    first_name, first_listing, first_complete = watched[0]
+    assert "sub/old.bin" in first_listing and "saved_model.pb" not in first_listing and not first_complete
+    last_name, last_listing, last_complete = watched[-1]
+    assert (last_name, last_listing, last_complete) == ("saved_model.pb", ["a.bin", "b.bin"], False)
+    assert s3_store.files_under(target) == sorted(new) and store.is_complete(target)
+    assert store.read_bytes(f"{target}/a.bin") == b"A" * 5
+
+
+def test_review_a_directory_replaced_while_downloaded_is_downloaded_again(store, prefix, tmp_path, monkeypatch):
+    target = f"{prefix}/model"
+    first = {"a.bin": b"a" * 10, "saved_model.pb": b"A"}
+    second = {"b.bin": b"b" * 20, "saved_model.pb": b"BB"}
+    store.upload(_review_dir(tmp_path / "first", first), target)
+    real_get = Storage._get_file
+    replaced = []
+
+    def get_while_replaced(self, location, local):
+        if not replaced:
+            replaced.append(True)
+            self.upload(_review_dir(tmp_path / "second", second), target)
+        real_get(self, location, local)
+
+    monkeypatch.setattr(Storage, "_get_file", get_while_replaced)
     back = tmp_path / "back"
     store.download(target, str(back))
-    assert {str(p.relative_to(back)): p.read_bytes() for p in back.rglob("*") if p.is_file()} == SAVED_MODEL
-
-    monkeypatch.undo()
-    store.upload(make_dir(tmp_path / "model2", {"saved_model.pb": b"new"}), target)  # replaces the whole directory
-    assert gcs_store.files_under(target) == ["saved_model.pb"]
-    plain = f"{gcs_prefix}/out"
-    store.upload(make_dir(tmp_path / "out", {"a.json": b"{}", "sub/b.bin": b"12345"}), plain)
-    assert gcs_store.files_under(plain) == sorted(["a.json", "sub/b.bin", COMPLETE_MARKER])
-    assert store.is_complete(plain)
-    store.delete(f"{plain}/{COMPLETE_MARKER}")
-    assert not store.is_complete(plain) and not store.is_complete(f"{gcs_prefix}/missing")
+    assert {str(p.relative_to(back)): p.read_bytes() for p in back.rglob("*") if p.is_file()} == second
 
 
-def test_gcs_generations_replace_each_other_and_a_half_written_one_is_never_fetched(store, gcs_prefix, tmp_path):
-    base = f"{gcs_prefix}/gens"
-    assert store.fetch(base, str(tmp_path / "out")) is None
-    names = []
-    for epoch in (1, 2, 3):
-        local = make_dir(tmp_path / f"b{epoch}", {"ckpt.index": b"i" * epoch, "d/ckpt.data": bytes([epoch]) * 1000})
-        names.append(store.publish(local, base, epoch=epoch))
-    assert [name.split("-")[1] for name in names] == ["000000", "000001", "000002"]
-    assert generations(store, base) == sorted(names[1:])  # the first is gone, the one before the last stays
-    store.write_bytes(f"{base}/gen-000099-deadbeef/ckpt.index", b"half")  # a writer died mid-publish
-    out = tmp_path / "out"
-    assert store.fetch(base, str(out)) == {"epoch": 3}
-    assert (out / "ckpt.index").read_bytes() == b"iii" and (out / "d" / "ckpt.data").read_bytes() == b"\x03" * 1000
-    pointer = json.loads(store.read_text(f"{base}/{POINTER}"))
-    assert (pointer["generation"], pointer["files"]) == (names[-1], {"ckpt.index": 3, "d/ckpt.data": 1000})
-    store.write_bytes(f"{base}/{names[-1]}/ckpt.index", b"changed!")
-    with pytest.raises(StorageError, match=r"holds 8 bytes, its generation says 3"):
-        store.fetch(base, str(out))
-    store.remove_generations(base)
-    assert generations(store, base) == [] and store.fetch(base, str(out)) is None
-    assert store.listdir(base) == []  # the leftover gen-000099 went too
+def test_review_a_directory_that_keeps_changing_is_refused(store, prefix, tmp_path, monkeypatch):
+    target = f"{prefix}/model"
+    store.upload(_review_dir(tmp_path / "m", {"a.bin": b"a", "saved_model.pb": b"A"}), target)
+    real_walk = Storage.walk
+    calls = []
+
+    def changing_walk(self, path):
+        calls.append(path)
+        for relative, size, mtime in real_walk(self, path):
+            yield relative, size, mtime + len(calls)  # as if rewritten between every two listings
+
+    monkeypatch.setattr(Storage, "walk", changing_walk)
+    with pytest.raises(StorageError, match="changed while it was read") as caught:
+        store.download(target, str(tmp_path / "back"))
+    assert target in str(caught.value) and len(calls) == 6
+
+
+def test_review_publish_keeps_the_newest_three_generations(store, prefix, tmp_path):
+    names = [
+        store.publish(_review_dir(tmp_path / f"b{epoch}", {"w.bin": bytes([epoch])}), prefix, epoch=epoch)
+        for epoch in range(4)
+    ]
+    listed = sorted(name for name, is_dir in store.listdir(prefix) if is_dir and name.startswith("gen-"))
+    assert listed == sorted(names[1:])
+    assert store.fetch(prefix, str(tmp_path / "out")) == {"epoch": 3}
+
+
+def test_review_a_fetch_that_finds_a_file_removed_reads_the_pointer_again(store, prefix, tmp_path, monkeypatch):
+    """A slow reader: the generation it read the pointer for is removed (and a new one published)
+    while it downloads; it follows the pointer again and gets the new one, whole, with no leftovers."""
+    first = store.publish(_review_dir(tmp_path / "one", {"w.bin": b"one", "x.bin": b"1"}), prefix, epoch=1)
+    real_get = Storage._get_file
+    moved = []
+
+    def get_after_a_publish(self, location, local):
+        if not moved:
+            moved.append(True)
+            self.publish(_review_dir(tmp_path / "two", {"w.bin": b"two!", "x.bin": b"22"}), prefix, epoch=2)
+            self.delete(f"{prefix}/{first}")
+        real_get(self, location, local)
+
+    monkeypatch.setattr(Storage, "_get_file", get_after_a_publish)
+    out = tmp_path / "fetched" / "out"
+    assert store.fetch(prefix, str(out)) == {"epoch": 2}
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == {"w.bin": b"two!", "x.bin": b"22"}
+    assert os.listdir(out.parent) == ["out"]  # no staged download left beside it
+
+
+def test_review_a_fetch_that_keeps_failing_raises_a_storage_error_and_leaves_the_target(store, prefix, tmp_path):
+    name = store.publish(_review_dir(tmp_path / "b", {"w.bin": b"1", "x.bin": b"2"}), prefix)
+    store.delete(f"{prefix}/{name}/x.bin")
+    out = tmp_path / "fetched" / "out"
+    _review_dir(out, {"old.txt": b"old"})
+    with pytest.raises(StorageError, match="x.bin"):
+        store.fetch(prefix, str(out))
+    assert os.listdir(out) == ["old.txt"] and os.listdir(out.parent) == ["out"]
+
+
+@pytest.mark.parametrize(
+    "generation, relative",
+    [
+        ("gen-000000-aaaaaaaa", "../../escape.bin"),
+        ("gen-000000-aaaaaaaa", "/tmp/escape.bin"),
+        ("gen-000000-aaaaaaaa", "a\\..\\..\\escape.bin"),
+        ("gen-000000-aaaaaaaa", "a/./b.bin"),
+        ("../gen-000000-aaaaaaaa", "w.bin"),
+    ],
+)
+def test_review_a_pointer_leading_out_of_its_generation_is_refused(store, prefix, tmp_path, generation, relative):
+    store.write_bytes(f"{prefix}/gen-000000-aaaaaaaa/w.bin", b"w")
+    pointer = {"generation": generation, "number": 0, "files": {relative: 1}, "facts": {}}
+    store.write_text(f"{prefix}/{POINTER}", json.dumps(pointer))
+    out = tmp_path / "fetched" / "out"
+    with pytest.raises(StorageError, match="not a pointer sparkdl wrote"):
+        store.fetch(prefix, str(out))
+    assert not out.exists()
+    assert not (tmp_path / "escape.bin").exists()
+
+
+def test_review_saved_model_pbtxt_commits_a_directory(store, prefix, s3_store, tmp_path, monkeypatch):
+    written = f"{prefix}/written"
+    store.write_bytes(f"{written}/variables/variables.index", b"i")
+    assert not store.is_complete(written)
+    store.write_bytes(f"{written}/saved_model.pbtxt", b"text")
+    assert store.is_complete(written)
+
+    files = {"saved_model.pbtxt": b"text", "variables/variables.index": b"i", "fingerprint.pb": b"f"}
+    order = []
+    real_put = Storage._put_file
+
+    def watched_put(self, source, location):
+        order.append(location.name)
+        real_put(self, source, location)
+
+    monkeypatch.setattr(Storage, "_put_file", watched_put)
+    store.upload(_review_dir(tmp_path / "m", files), f"{prefix}/uploaded")
+    assert order[-1] == "saved_model.pbtxt"
+    assert s3_store.files_under(f"{prefix}/uploaded") == sorted(files)  # no marker: the pbtxt commits it
+    assert store.is_complete(f"{prefix}/uploaded")

@@ -148,3 +148,132 @@ def test_qualify_on_a_local_default_fs_is_the_absolute_local_path(default_fs, tm
 def test_qualify_on_hdfs_puts_relative_paths_in_the_users_home(default_fs):
     assert qualify("/data/m", default_fs) == "hdfs://nn:8020/data/m"
     assert qualify("m", default_fs) == f"hdfs://nn:8020/user/{getpass.getuser()}/m"
+
+
+# -- parent and child rebuild the path from its parts (the preflight probe goes beside the path) --
+
+
+@pytest.mark.parametrize(
+    "root",
+    ["s3://bucket", "s3a://bucket/", "S3A://bucket", "gs://bucket", "abfss://c@acct.dfs.core.windows.net",
+     "wasbs://c@acct.blob.core.windows.net/", "hdfs://nn:8020/", "hdfs:///", "viewfs://cluster/"],
+)  # fmt: skip
+def test_a_bucket_roots_parent_is_itself_and_its_children_stay_in_the_store(root):
+    location = parse(root)
+    parent = location.parent
+    assert parent == location.parent.parent
+    assert (parent.store, parent.bucket, parent.account) == (location.store, location.bucket, location.account)
+    probe = parent.child("_sparkdl_preflight_1")
+    again = parse(probe.original)  # the spelling files.py hands back to parse
+    assert not again.is_local and probe.original.lower().startswith(root.split(":")[0].lower() + "://")
+    assert (again.store, again.bucket, again.account, again.key) == (
+        probe.store,
+        probe.bucket,
+        probe.account,
+        probe.key,
+    )
+    assert again.name == "_sparkdl_preflight_1"
+
+
+@pytest.mark.parametrize(
+    "path, parent, child",
+    [("s3://bucket/m", "s3://bucket", "s3://bucket/x"),
+     ("s3a://bucket/a/b/", "s3a://bucket/a", "s3a://bucket/a/x"),
+     ("gs://bucket/m", "gs://bucket", "gs://bucket/x"),
+     ("abfss://c@acct.dfs.core.windows.net/m", "abfss://c@acct.dfs.core.windows.net",
+      "abfss://c@acct.dfs.core.windows.net/x"),
+     ("hdfs://nn:8020/m", "hdfs://nn:8020/", "hdfs://nn:8020/x"),
+     ("hdfs:///u/m", "hdfs:///u", "hdfs:///u/x"),
+     ("hdfs:/u/m", "hdfs:///u", "hdfs:///u/x"),
+     ("viewfs://cluster/u/m", "viewfs://cluster/u", "viewfs://cluster/u/x"),
+     ("file:///tmp/m", "file:///tmp", "file:///tmp/x"),
+     ("/tmp/m", "/tmp", "/tmp/x"),
+     ("dbfs:/tmp/m", "dbfs:/tmp", "dbfs:/tmp/x"),
+     ("dbfs:/m", "dbfs:/", "dbfs:/x")],
+)  # fmt: skip
+def test_parent_and_child_are_spelled_from_the_parsed_path(path, parent, child):
+    location = parse(path)
+    assert location.parent.original == parent
+    assert location.parent.child("x").original == child
+    reparsed = parse(location.parent.child("x").original)
+    assert (reparsed.store, reparsed.bucket, reparsed.key) == (location.store, location.bucket, parse(child).key)
+
+
+@pytest.mark.parametrize("root", ["/", "file:///", "dbfs:/"])
+def test_a_local_roots_parent_is_itself(root):
+    assert parse(root).parent == parse(root)
+
+
+# -- scheme:/path with one slash --
+
+
+@pytest.mark.parametrize("scheme", ["hdfs", "viewfs", "HDFS"])
+def test_hdfs_with_one_slash_is_the_default_name_node(scheme):
+    location = parse(f"{scheme}:/user/x/m")
+    assert (location.store, location.bucket, location.key) == ("hdfs", "default", "/user/x/m")
+    assert location.uri == f"{scheme.lower()}:///user/x/m"
+    assert is_remote(f"{scheme}:/user/x/m")
+
+
+@pytest.mark.parametrize("path", ["s3:/bucket/k", "s3a:/bucket", "gs:/b/k", "abfss:/c/k"])
+def test_an_object_store_path_with_one_slash_is_refused_with_the_form_to_write(path):
+    scheme = path.split(":")[0]
+    with pytest.raises(StorageError, match="two slashes") as caught:
+        parse(path)
+    assert f"{scheme}://<" in str(caught.value) and path in str(caught.value)
+    assert is_remote(path)  # so callers parse it, and see this message
+
+
+@pytest.mark.parametrize("path", ["foo:/x", "foo:x", "weird+fs:/a"])
+def test_an_unknown_scheme_without_two_slashes_is_refused_too(path):
+    with pytest.raises(StorageError, match="cannot read or write"):
+        parse(path)
+    assert is_remote(path)
+
+
+@pytest.mark.parametrize(
+    "path, remote",
+    [("hdfs:/x", True), ("viewfs:/x", True), ("hdfs:///x", True), ("dbfs:/x", False), ("dbfs:///x", False),
+     ("DBFS:/x", False), ("file:/x", False)],
+)  # fmt: skip
+def test_is_remote_agrees_with_parse(path, remote):
+    assert is_remote(path) is remote
+    assert parse(path).is_local is (not remote)
+
+
+@pytest.mark.parametrize(
+    "path, default_fs",
+    [("dbfs:/tmp/m", "dbfs:/"), ("hdfs:/u/m", "hdfs://nn"), ("viewfs:/u/m", "viewfs://c"), ("file:/tmp/m", "hdfs://nn"),
+     ("s3a://b/k", "dbfs:/")],
+)  # fmt: skip
+def test_qualify_takes_any_scheme_path_as_qualified(path, default_fs):
+    assert qualify(path, default_fs) == path
+
+
+@pytest.mark.parametrize("default_fs", ["dbfs:/", "dbfs:", "dbfs:///"])
+def test_qualify_on_dbfs_is_under_dbfs_root(default_fs):
+    assert qualify("/tmp/m", default_fs) == "dbfs:/tmp/m"
+    assert qualify("tmp/m", default_fs) == "dbfs:/tmp/m"  # DBFS's working directory is its root
+    assert parse(qualify("tmp/m", default_fs)).key == "/dbfs/tmp/m"
+
+
+# -- credentials in the path --
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["s3a://AKIAKEY:sEcReT-1234@bucket/k", "s3://AKIAKEY:sEcReT/1234@bucket/k", "s3n://sEcReT-1234@bucket",
+     "gs://user:sEcReT-1234@bucket/k", "hdfs://user:sEcReT-1234@nn:8020/k", "hdfs://user:sEcReT/1234@nn/k"],
+)  # fmt: skip
+def test_credentials_in_the_path_are_refused_without_echoing_them(path):
+    with pytest.raises(StorageError, match="credentials in the path are not supported") as caught:
+        parse(path)
+    message = str(caught.value)
+    assert "sEcReT" not in message and "AKIAKEY" not in message and "1234" not in message
+    if path.startswith("s3"):
+        assert "fs.s3a." in message
+
+
+@pytest.mark.parametrize("path", ["hdfs://nn:8020/k", "hdfs://[::1]:8020/k", "hdfs://nn/k"])
+def test_a_name_node_with_a_port_holds_no_credentials(path):
+    assert parse(path).store == "hdfs"

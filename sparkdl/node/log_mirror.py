@@ -25,12 +25,21 @@ class LogMirror:
     """Copies ``local_dir``'s new and changed files to ``store_path`` in a thread, until :meth:`stop`."""
 
     def __init__(
-        self, local_dir: str, store_path: str, settings: StoreSettings, interval_s: float = LOG_MIRROR_INTERVAL_S
+        self,
+        local_dir: str,
+        store_path: str,
+        settings: StoreSettings,
+        node_logs: tuple[str, str] | None = None,
+        interval_s: float = LOG_MIRROR_INTERVAL_S,
     ):
+        """``node_logs``: ``(the node's directory, where its files go in the store)``, copied too (its
+        files only, not its subdirectories: caches, TensorBoard's own directory)."""
         self.local_dir = local_dir
         self.store_path = store_path
+        self._node_logs = node_logs
         self._storage = Storage(settings)
         self._sent: dict[str, tuple[int, int]] = {}
+        self._sent_logs: dict[str, tuple[int, int]] = {}
         self._interval_s = interval_s
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="sparkdl-log-mirror", daemon=True)

@@ -48,6 +48,7 @@ from typing import Any, Callable
 
 from ..common.errors import ModelVersionError as ModelVersionError  # re-exported: raised here
 from ..common.errors import StorageError
+from ..storage.files import fsync
 
 __all__ = ["ModelVersions", "ModelVersionError", "publish_version", "newest_version", "version_model_path"]
 
@@ -233,20 +234,12 @@ def newest_version(base: str | os.PathLike, storage: Any = None) -> tuple[int, s
     return versions[-1], version_model_path(os.path.join(base, str(versions[-1])))
 
 
-def _fsync(path: str) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
 def _fsync_tree(directory: str) -> None:
     """Flush a written version to disk before it becomes visible (a crash leaves no torn files)."""
     for root, _, files in os.walk(directory):
         for name in files:
-            _fsync(os.path.join(root, name))
-        _fsync(root)
+            fsync(os.path.join(root, name))
+        fsync(root)
 
 
 def _exists_error(version: int, final: str, meanwhile: bool = False) -> FileExistsError:
@@ -294,7 +287,7 @@ def publish_version(base: str | os.PathLike, version: int, write: Callable[[str]
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
-    _fsync(base)  # the rename itself
+    fsync(base)  # the rename itself
     return final if model == temporary else os.path.join(final, os.path.basename(model))
 
 

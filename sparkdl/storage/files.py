@@ -320,7 +320,7 @@ class Storage:
                 )
             if staged:
                 if location.is_local:
-                    _fsync(written)
+                    fsync(written)
                 elif fs.get_file_info(target).type != _file_type("NotFound"):
                     fs.delete_file(target)  # HDFS renames onto no file: readers find none for this instant
                 fs.move(written, target)
@@ -548,7 +548,8 @@ def _discard(fs, path: str) -> None:
         pass
 
 
-def _fsync(path: str) -> None:
+def fsync(path: str) -> None:
+    """Flush the local file or directory ``path`` to disk (before it is renamed into sight)."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)

@@ -26,6 +26,14 @@ def load_digits_split():
     return (features[train], labels[train]), (features[test], labels[test])
 
 
+def training_shard(ctx) -> tuple[int, int]:
+    """``(index, count)``: this node's place among the nodes that train (chief or master, then the
+    workers: MultiWorkerMirroredStrategy's own numbering, whatever ps or evaluator nodes the cluster
+    has) and how many they are, to give each one its own shard of data it reads itself."""
+    trainers = [(job, i) for job in ("chief", "master", "worker") for i in range(len(ctx.cluster_spec.get(job, [])))]
+    return trainers.index((ctx.job_name, ctx.task_index)), len(trainers)
+
+
 def example_parser(
     description: str, cluster_size: int = 2, epochs: int = 15, nodes_help: str = "number of TF nodes (one per executor)"
 ) -> argparse.ArgumentParser:

@@ -29,11 +29,17 @@ def main_fun(args, ctx):
     (train_x, train_y), _ = digits_common.load_digits_split()
     options = tf.data.Options()
     options.autotune.enabled = False  # tf.data's autotuner can delay fit()'s return at teardown
-    # Every node holds the whole array; MWMS's default DATA auto-sharding gives each node 1/N of
-    # it, and the batch size here is the global batch across all nodes.
+    # Every node loads the whole array and keeps its own shard (its place among the training nodes,
+    # not ctx.task_index: chief:0 and worker:0 share index 0), then shuffles it with a seed of its own.
+    # MWMS's auto-sharding is off: it would shard the shuffled dataset again, by element, which only
+    # works when every node has the same order. --batch_size stays the global batch: MWMS cuts each
+    # of a node's batches into one piece per node, and every step takes one piece on each node.
+    shard, shards = digits_common.training_shard(ctx)
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     dataset = (
         tf.data.Dataset.from_tensor_slices((train_x, train_y))
-        .shuffle(2048, seed=ctx.task_index)
+        .shard(shards, shard)
+        .shuffle(2048, seed=shard)
         .batch(args.batch_size)
         .with_options(options)
     )

@@ -14,7 +14,15 @@ checksum holds still fails in TensorFlow's decoder, with TensorFlow's message.
 
 The header also says how many pixels the decoder will hold (``ImageHeader.pixels``): a few hundred
 kilobytes of PNG can declare 20000x20000 pixels, 1.2 GB decoded, so the readers refuse an image
-over a limit (``Image(max_pixels=...)``) before any decoder sees it.
+over a limit (``Image(max_pixels=...)``) before any decoder sees it. That only holds if the size
+read here is the size TensorFlow's decoders read, so each format is read as its decoder reads it:
+PNG's IHDR (libpng), BMP's fields at their fixed offsets (TensorFlow's own decoder), a JPEG's
+markers walked as libjpeg walks them (markers that stand alone, fill bytes; anything libjpeg would
+read another way is refused), a GIF's frames rather than its logical screen (TensorFlow decodes
+to the tallest and widest frame). tests/cluster/columns/test_image_headers_fuzz.py holds this
+against TensorFlow on thousands of crafted and mutated files. One way apart is left, never
+upwards: giflib stops at a frame whose LZW data is damaged, and TensorFlow decodes the frames
+before it, so such a GIF decodes smaller than its header says.
 """
 
 from __future__ import annotations
@@ -26,8 +34,15 @@ from typing import NamedTuple
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: PNG colour type -> channels as decoded (a palette gives RGB).
 PNG_CHANNELS = {0: 1, 2: 3, 3: 3, 4: 2, 6: 4}
-#: JPEG start-of-frame markers (baseline, progressive, lossless, arithmetic).
-JPEG_FRAMES = frozenset({0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF})
+#: JPEG start-of-frame markers: SOF0-15 but DHT (0xC4), JPG (0xC8) and DAC (0xCC). libjpeg decodes
+#: SOF0, 1, 2, 9 and 10 and refuses the others; any of them gives the size it would decode.
+JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+#: JPEG markers that stand alone, with no length (ITU T.81 B.1.1.3): TEM and RST0-7. libjpeg skips
+#: them before the frame header (SOI and EOI stand alone too, but end the walk: see ``_jpeg``).
+JPEG_STANDALONE = frozenset({0x01, *range(0xD0, 0xD8)})
+#: JPEG marker segments (a length, then that many bytes) libjpeg reads past before the frame
+#: header: DHT, DAC, DNL, DQT, DRI, APP0-15 and COM. Any other marker there makes it fail.
+JPEG_SEGMENTS = frozenset({0xC4, 0xCC, 0xDB, 0xDC, 0xDD, 0xFE, *range(0xE0, 0xF0)})
 #: How many bytes may follow a JPEG's EOI marker (some writers pad files).
 JPEG_TRAILER_SLACK = 64
 
@@ -37,8 +52,9 @@ class BadImage(ValueError):
 
 
 class ImageHeader(NamedTuple):
-    """What an image's header says. ``pixels``: how many the decoder holds at once (height times
-    width; a GIF's every frame, which TensorFlow decodes all of even for the first)."""
+    """What an image's header says, as TensorFlow's decoder reads it. ``pixels``: how many the
+    decoder holds at once (height times width; for a GIF the larger of that and its every frame
+    together, which giflib reads all of even for the first)."""
 
     format: str
     height: int
@@ -87,28 +103,46 @@ def _png(data: bytes) -> ImageHeader:
 
 
 def _jpeg(data: bytes) -> ImageHeader:
+    """The frame header libjpeg would decode: markers walked as its ``read_markers`` walks them
+    (ITU T.81 B.1.1), and anything it would read otherwise refused, so the size checked is the size
+    decoded. Stricter than libjpeg, never looser: where libjpeg skips bytes that are not a marker or
+    stuffed zeros (``FF 00``), or reads a segment length under 2 as 2, this refuses the image."""
     if b"\xff\xd9" not in bytes(data[-JPEG_TRAILER_SLACK:]):
         raise BadImage(f"truncated JPEG: {len(data)} bytes without an end-of-image marker")
-    position = 2
-    while position + 4 <= len(data):
+    position = 2  # after SOI
+    while position + 2 <= len(data):
         if data[position] != 0xFF:
-            raise BadImage(f"corrupt JPEG: no marker at byte {position}")
-        marker = data[position + 1]
-        if marker == 0xFF:  # fill byte
+            raise BadImage(f"corrupt JPEG: no marker at byte {position} (before its frame header)")
+        if data[position + 1] == 0xFF:  # a fill byte: any number may come before a marker
             position += 1
             continue
-        (length,) = struct.unpack_from(">H", data, position + 2)
-        if marker in JPEG_FRAMES:
-            if position + 10 > len(data):
-                break
-            height, width, components = struct.unpack_from(">HHB", data, position + 5)
-            if not height or not width or components not in (1, 3, 4):
-                raise BadImage(f"corrupt JPEG: size {width}x{height}, {components} components")
-            return ImageHeader("jpeg", height, width, components, height * width)
-        if marker == 0xDA:  # start of scan before any frame header
+        marker = data[position + 1]
+        if marker in JPEG_STANDALONE:
+            position += 2
+            continue
+        if marker not in JPEG_FRAMES and marker not in JPEG_SEGMENTS:  # SOS, EOI, SOI, reserved...
+            raise BadImage(f"corrupt JPEG: marker {marker:#04x} at byte {position}, before any frame header")
+        if position + 4 > len(data):
             break
+        (length,) = struct.unpack_from(">H", data, position + 2)
+        if length < 2 or position + 2 + length > len(data):
+            raise BadImage(f"corrupt JPEG: segment {marker:#04x} at byte {position} of length {length}")
+        if marker in JPEG_FRAMES:
+            return _jpeg_frame(data, position, length)
         position += 2 + length
     raise BadImage("corrupt JPEG: no frame header")
+
+
+def _jpeg_frame(data: bytes, position: int, length: int) -> ImageHeader:
+    """The size and components of the frame header at ``position``, checked as libjpeg checks it."""
+    if length < 8:
+        raise BadImage(f"corrupt JPEG: frame header of {length} bytes at byte {position}")
+    height, width, components = struct.unpack_from(">HHB", data, position + 5)
+    if length != 8 + 3 * components:
+        raise BadImage(f"corrupt JPEG: frame header of {components} components in {length} bytes")
+    if not height or not width or components not in (1, 3, 4):
+        raise BadImage(f"corrupt JPEG: size {width}x{height}, {components} components")
+    return ImageHeader("jpeg", height, width, components, height * width)
 
 
 def _gif(data: bytes) -> ImageHeader:
@@ -117,24 +151,32 @@ def _gif(data: bytes) -> ImageHeader:
     width, height, flags = struct.unpack_from("<HHB", data, 6)
     if not width or not height:
         raise BadImage(f"corrupt GIF: size {width}x{height}")
-    return ImageHeader("gif", height, width, 3, _gif_pixels(data, width * height, flags))
+    height, width, pixels = _gif_frames(data, flags)
+    return ImageHeader("gif", height, width, 3, pixels)
 
 
-def _gif_pixels(data: bytes, screen: int, flags: int) -> int:
-    """The pixels a GIF decoder holds: every frame (the larger of its own rectangle and the
-    screen), walked block by block up to the trailer (BadImage if the blocks run past the end)."""
-    position, pixels = 13 + _colour_table(flags), 0
+def _gif_frames(data: bytes, flags: int) -> tuple[int, int, int]:
+    """``(height, width, pixels)`` as TensorFlow decodes the GIF: the tallest frame's height and
+    the widest frame's width (not the logical screen's, which it ignores), and the larger of
+    that canvas and giflib's buffers of every frame together (it reads them all, even for the
+    first), from the blocks walked up to the trailer (BadImage if they run past the end)."""
+    position, height, width, frames = 13 + _colour_table(flags), 0, 0, 0
     while position < len(data):
         block = data[position]
         if block == 0x3B:  # trailer
-            return max(pixels, screen)
+            if not frames:
+                raise BadImage("corrupt GIF: no image in it")
+            return height, width, max(height * width, frames)
         if block == 0x21:  # extension: label, then sub-blocks
             position = _skip_sub_blocks(data, position + 2)
         elif block == 0x2C:  # image descriptor: 9 bytes, a local colour table, LZW size, sub-blocks
             if position + 10 > len(data):
                 break
-            width, height, local = struct.unpack_from("<HHB", data, position + 5)
-            pixels += max(width * height, screen)
+            frame_width, frame_height, local = struct.unpack_from("<HHB", data, position + 5)
+            if not frame_width or not frame_height:
+                raise BadImage(f"corrupt GIF: a frame of {frame_width}x{frame_height} at byte {position}")
+            height, width = max(height, frame_height), max(width, frame_width)
+            frames += frame_width * frame_height
             position = _skip_sub_blocks(data, position + 10 + _colour_table(local) + 1)
         else:
             raise BadImage(f"corrupt GIF: block {block:#04x} at byte {position}")

@@ -9,7 +9,7 @@ SparkDLError
 ├── ReservationTimeout, ShutdownTimeout, PreflightError (ValueError)
 ├── ClusterStateError, InputModeError (ValueError)   a call the cluster cannot take now, or in its mode
 ├── ChannelError (ConnectionError) ── AuthenticationError, ChannelTimeout, ProtocolError
-├── FeedError ── NodeGone, StreamEnded; FeedDataError (ValueError); ResultsError (TypeError)
+├── FeedError ── NodeGone, StreamEnded, FeedTimeout (TimeoutError); FeedDataError (ValueError); ResultsError (TypeError)
 ├── InferenceInputError (ValueError), ModelLoadError, ModelVersionError (ValueError)
 ├── StorageError (OSError)      a path sparkdl cannot read or write (store, bucket, credentials)
 └── GPUSelectionError
@@ -160,6 +160,12 @@ class StreamEnded(FeedError):
     """Every data node ended its feed (``map_fun`` returned, or called ``feed.terminate()``): the
     query stops without committing the micro-batch at hand, which a later run trains. The handle's
     waits end quietly on it."""
+
+
+class FeedTimeout(FeedError, TimeoutError):
+    """A node's feed waited longer than its ``feed_timeout`` (``ctx.get_data_feed(feed_timeout=...)``)
+    inside ``map_fun``: for the driver's plan, for rows, or for the driver's word on its cache. The
+    message names what it waited for; still a ``TimeoutError``, which code catching that expects."""
 
 
 class FeedDataError(SparkDLError, ValueError):

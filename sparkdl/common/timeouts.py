@@ -54,6 +54,9 @@ CAUSE_WAIT_S = 10.0
 ELASTIC_WAIT_S = 30.0
 #: How long an elastic cluster's chief waits at an epoch boundary for the driver's word (grow or go on).
 ELASTIC_GATE_WAIT_S = 60.0
+#: How long a relaunched chief waits, as its first ``model.fit`` begins, for the driver's word that
+#: the attempt is fed the epochs this fit runs (``ctx.progress_callback()``, ``driver/call_epochs.py``).
+RELAUNCH_GATE_WAIT_S = 60.0
 #: How long ``train()`` waits for the chief's report of its last epoch once every row was read.
 LAST_EPOCH_WAIT_S = 30.0
 #: How often ``shutdown(ssc)`` asks Spark whether the StreamingContext stopped (TFoS: each second);

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from ..common.roles import ClusterLayout
 from ..common.timeouts import RESERVATION_TIMEOUT_S, check_feed_timeout
 from ..transport.protocol import TrainingPlan
-from .lifecycle import NodeRange
+from .lifecycle import MAX_LOST_EXECUTOR_RELAUNCHES, NodeRange
 
 #: A queue name as it may appear in the nodes' file names: no path separator, no leading dot.
 _QNAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
@@ -31,6 +31,7 @@ class RunLimits:
     reservation_timeout: float = RESERVATION_TIMEOUT_S
     stall_timeout: float | None = None
     max_restarts: int = 0
+    max_lost_executor_relaunches: int = MAX_LOST_EXECUTOR_RELAUNCHES
     keep_node_files_days: float | None = 7
     num_gpus: int | None = None
 
@@ -41,6 +42,9 @@ class RunLimits:
             raise ValueError(f"stall_timeout must be positive seconds or None, got {self.stall_timeout!r}")
         if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             raise ValueError(f"max_restarts must be a non-negative integer, got {self.max_restarts!r}")
+        budget = self.max_lost_executor_relaunches
+        if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+            raise ValueError(f"max_lost_executor_relaunches must be a non-negative integer, got {budget!r}")
         if self.keep_node_files_days is not None and not self.keep_node_files_days > 0:
             raise ValueError(f"keep_node_files_days must be positive days or None, got {self.keep_node_files_days!r}")
         if self.num_gpus is not None and (not isinstance(self.num_gpus, int) or self.num_gpus < 0):

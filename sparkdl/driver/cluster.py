@@ -25,11 +25,20 @@ from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
 from . import dstreams
 from .arguments import InputMode, check_feed_arguments
 from .attempt import ClusterAttempt, ClusterRequest
+from .call_epochs import CallEpochs
 from .cluster_handle import ClusterHandle
 from .console import NodeOutputPrinter
 from .coordinator import Listeners
 from .history import TrainingHistory
-from .lifecycle import ClusterState, Decision, FailureDecision, FailurePolicy, Lifecycle, NodeRange
+from .lifecycle import (
+    MAX_LOST_EXECUTOR_RELAUNCHES,
+    ClusterState,
+    Decision,
+    FailureDecision,
+    FailurePolicy,
+    Lifecycle,
+    NodeRange,
+)
 from .progress import InferenceProgress, progress_enabled
 from .spark_access import SparkAccess
 from .streaming import StreamingTraining, start_stream_training
@@ -55,6 +64,7 @@ class TFCluster:
         node_range: NodeRange | None = None,
         elastic_wait: float = ELASTIC_WAIT_S,
         nodes_per_executor: int = 1,
+        max_lost_executor_relaunches: int = MAX_LOST_EXECUTOR_RELAUNCHES,
     ):
         self.spark = spark  #: how this cluster reaches Spark (classic or Connect)
         self.sc = spark.sc  #: the SparkContext (TFoS's attribute); None under Spark Connect
@@ -65,27 +75,43 @@ class TFCluster:
         self._lifecycle = Lifecycle(cluster_id)
         # A relaunch resumes a cluster.train call (SPARK) or the nodes' own run, awaited by shutdown().
         resumes_in = ClusterState.FEEDING if input_mode == InputMode.SPARK else ClusterState.STOPPING
-        self._policy = FailurePolicy(max_restarts, resumes_in, node_range, cluster_id)
+        self._policy = FailurePolicy(max_restarts, resumes_in, node_range, cluster_id, max_lost_executor_relaunches)
         self._elastic_wait = elastic_wait  # how long a lost executor's replacement is waited for
         self._nodes_per_executor = nodes_per_executor  # 1 in InputMode.SPARK: a node takes a whole executor
         self._resizes: list[dict] = []  # each change of the node count: from, to, why, when, seconds
         self._relaunches = 0  # attempts started after the first (restarts and resizes)
-        # A growth decided at an epoch boundary, carried out by the cluster.train call it interrupts.
-        self._growth: Decision | None = None
-        self._growth_lock = threading.Lock()
-        self._feeding_epochs: tuple[int, int] | None = None  # (reports before, epochs) of the train call
+        # A relaunch decided while a cluster.train call feeds (a growth at an epoch boundary, a relaunched
+        # fit fed the wrong epochs), with its cause: carried out by the call it interrupts.
+        self._pending: tuple[Decision, str] | None = None
+        self._relaunch_lock = threading.Lock()  # guards the two above and below
+        self._call: CallEpochs | None = None  # the epochs of the cluster.train call feeding now
+        self._fits_resume = True  # whether a relaunched fit resumes from a backup (until one did not)
+        self._fit_begun = 0  # the last attempt whose chief's fit began (attempt 0's is never checked)
         self._executors_at_start: set[str] = set()  # Spark's active executors when the attempt formed
         self._inference_progress = InferenceProgress() if self.progress else None
         self._request = request
         self._printer = NodeOutputPrinter() if request.settings.stream_logs else None
         self._history = TrainingHistory()  # the chief's epoch logs, kept across relaunches
         self._listeners = Listeners(
-            on_log=self._printer, on_inferred=self._inference_progress, on_epoch_end=self._chief_epoch_end
+            on_log=self._printer,
+            on_inferred=self._inference_progress,
+            on_epoch_end=self._chief_epoch_end,
+            on_fit_begin=self._chief_fit_begin,
         )
         self._attempt = self._new_attempt(0)
         self._streams: list[StreamingTraining] = []  # train_stream's queries: shutdown stops them
         # What the streaming drivers (train(dstream), shutdown(ssc), train_stream) may use of this cluster.
-        self._handle = ClusterHandle(cluster_id, spark, lambda: self._attempt, self._lifecycle, self.train, self._abort)
+        self._handle = ClusterHandle(
+            cluster_id,
+            spark,
+            lambda: self._attempt,
+            self._lifecycle,
+            self.train,
+            self._abort,
+            # No abort on RAISE: from inside the query's foreachBatch it would cancel the query's own
+            # jobs; the query stops with the error, and shutdown() stops the cluster.
+            self._recover_or_raise,
+        )
 
     def _new_attempt(self, number: int) -> ClusterAttempt:
         return ClusterAttempt(self.spark, self._request, self.cluster_id, number, self._listeners)
@@ -104,15 +130,55 @@ class TFCluster:
         if not self._maybe_grow():
             self._attempt.feeder.epoch_gate(node, int(report.get("epoch", 0)))
 
+    def _chief_fit_begin(self, node, report) -> None:
+        """The chief's ``model.fit`` began (``ctx.progress_callback()``). The first fit of a relaunched
+        attempt drops from the history the epochs it will run again, and is checked against the epochs
+        its attempt is fed (``call_epochs.py``): a fit that begins elsewhere (without a backup, at 0)
+        is stopped before it trains and the cluster relaunched, fed from where it began. The chief of a
+        relaunched InputMode.SPARK attempt waits for that word (``awaits_word``)."""
+        coordinator = self._coordinator
+        spec = coordinator.cluster_spec or {}
+        if coordinator.nodes.get(node.role.node_number) is not node:
+            return  # a stopped attempt's node, stopping
+        if not roles_mod.is_chief(spec, node.role.job_name, node.role.task_index):
+            return
+        epoch, attempt = int(report.get("epoch", 0)), self._attempt.attempt
+        start = None
+        with self._relaunch_lock:
+            if attempt > self._fit_begun:  # this attempt's first fit
+                self._fit_begun = attempt
+                self._history.forget_from(epoch)
+                if self._call is not None:
+                    planned = self._call.first_epoch
+                    start = self._call.fit_began(epoch, attempt)
+                    if start.resumes is not None:
+                        self._fits_resume = start.resumes
+                    if start.mismatch:
+                        logger.warning(
+                            "sparkdl cluster %s: the relaunched model.fit began at epoch %d, but this cluster.train "
+                            "call feeds it from epoch %d of %d: it may run out of data",
+                            self.cluster_id,
+                            epoch + 1,
+                            planned + 1,
+                            self._call.epochs,
+                        )
+                    if not start.go_on and self._pending is None:
+                        decision = self._policy.refeed(self._request.nodes, epoch, planned)
+                        self._pending = (decision, "the relaunched model.fit was fed other epochs than it runs")
+        go_on = start is None or start.go_on
+        if report.get("awaits_word"):  # the fit-begin word, apart from the elastic gate at the epoch's end
+            self._attempt.feeder.epoch_gate(node, epoch, go_on, fit_begin=True)
+        if not go_on:
+            coordinator.abort(f"the relaunched model.fit began at epoch {epoch + 1}: relaunching fed from there")
+
     def _maybe_grow(self) -> bool:
         """At an epoch boundary of a cluster.train call with epochs left, the chief waiting: when Spark
         can host more nodes, stop this attempt (the call relaunches the cluster larger and feeds the
         epochs left). Whether it did."""
-        with self._growth_lock:
-            if self._feeding_epochs is None or self._growth is not None:
+        with self._relaunch_lock:
+            if self._call is None or self._pending is not None:
                 return False
-            reports_before, epochs = self._feeding_epochs
-            if self._history.reports - reports_before >= epochs:
+            if self._call.done(self._history.reports) >= self._call.epochs:
                 return False  # the last epoch: nothing left to grow for
             try:
                 capacity = self._capacity()
@@ -122,16 +188,16 @@ class TFCluster:
             decision = self._policy.grow(self._request.nodes, capacity)
             if decision is None:
                 return False
-            self._growth = decision
+            self._pending = (decision, "Spark added executors")
         self._coordinator.abort(f"growing to {decision.nodes} nodes at an epoch boundary")
         return True
 
-    def _take_growth(self) -> Decision | None:
-        """The growth decided during the feeding call that just ended (its nodes were stopped), if any;
-        no growth can be decided until the next call."""
-        with self._growth_lock:
-            growth, self._growth, self._feeding_epochs = self._growth, None, None
-            return growth
+    def _take_pending(self) -> tuple[Decision, str] | None:
+        """The relaunch decided during the feeding call that just ended (its nodes were stopped), with
+        its cause, if any; none can be decided until the call feeds again."""
+        with self._relaunch_lock:
+            pending, self._pending, self._call = self._pending, None, None
+            return pending
 
     def _capacity(self, want: int = 0, wait_s: float = 0.0, lost: int = 0) -> int:
         """How many nodes Spark can host now: the driver-hosted ps nodes plus the active executors.
@@ -160,6 +226,11 @@ class TFCluster:
     def restarts(self) -> int:
         """Relaunches so far (``max_restarts``)."""
         return self._policy.restarts
+
+    @property
+    def lost_executor_relaunches(self) -> int:
+        """Relaunches of an elastic cluster after lost executors so far (``max_lost_executor_relaunches``)."""
+        return self._policy.lost_executor_relaunches
 
     @property
     def failures_survived(self) -> list[ClusterError]:
@@ -225,9 +296,10 @@ class TFCluster:
         """The chief's Keras metrics per epoch, shaped like Keras ``History.history``.
 
         ``{"loss": [epoch 0, epoch 1, ...], "val_loss": [...], ...}`` from the epoch ends the chief
-        reported through ``ctx.progress_callback()`` (empty without it). Epochs re-run after a
-        relaunch replace the earlier reports; an epoch or metric never reported is NaN, so entry
-        ``i`` of every list is epoch ``i``. A snapshot: read it again for later epochs.
+        reported through ``ctx.progress_callback()`` (empty without it). A relaunched fit that begins
+        at epoch ``k`` (a backup's next epoch, or 0 without one) replaces what earlier attempts reported
+        from ``k`` on, so no epoch mixes two attempts; an epoch or metric never reported is NaN, so
+        entry ``i`` of every list is epoch ``i``. A snapshot: read it again for later epochs.
         """
         return self._history.as_dict()
 
@@ -324,8 +396,14 @@ class TFCluster:
         node drops that stream), and FeedDataError for data that cannot become tensors, or
         validation data that differs from the training data (naming the column). ``num_epochs=0`` means 1, as
         in TFoS. With ``max_restarts``, a failed node relaunches the cluster and the call goes
-        on: with ``ctx.backup_and_restore(dir)`` and ``ctx.progress_callback()`` (after it in
-        the callbacks list) only the epochs not yet completed are fed again, else all of them.
+        on, fed the epochs the relaunched ``model.fit`` runs: with ``ctx.backup_and_restore(dir)``
+        and ``ctx.progress_callback()`` (after it in the callbacks list) the fit resumes after the
+        last epoch backed up and only the epochs not yet completed are fed; a fit that starts again
+        at epoch 0 (``ctx.progress_callback()`` without a backup) is fed all of them again, and so is
+        every fit when the nodes report no epochs. The relaunched chief's progress callback says
+        where its fit begins before it trains; a fit fed other epochs (the driver expects a fit to
+        resume until one of the cluster's did not) is stopped there and the cluster relaunched fed
+        right, which does not count against ``max_restarts`` (docs/reliability.md).
         """
         self._require_spark_mode("train")
         num_epochs = num_epochs or 1
@@ -344,47 +422,59 @@ class TFCluster:
             deterministic=deterministic,
             bad_rows=check_bad_rows(bad_rows, "cluster.train"),
         )
-        reports_before = self._history.reports
+        call = CallEpochs(num_epochs, self._history.reports, self._attempt.attempt)
+        try:
+            self._feed_call(call, plan, dataRDD, validation_data)
+        finally:
+            with self._relaunch_lock:
+                self._call = None
+        if self._printer is not None:
+            self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
+        return self.history
+
+    def _feed_call(self, call: CallEpochs, plan: TrainingPlan, data, validation_data) -> None:
+        """Feed one ``cluster.train`` call until its nodes read it, relaunching the cluster as its
+        failure policy decides (a node failed, Spark added executors, a relaunched fit is fed other
+        epochs than it runs); each relaunch is fed the epochs its fit runs (``call_epochs.py``)."""
         while True:
-            with self._growth_lock:
-                self._feeding_epochs = (reports_before, num_epochs)
+            with self._relaunch_lock:
+                self._call = call
             try:
                 with self._lifecycle.feeding():
                     self._attempt.feeder.train(
                         plan,
-                        dataRDD,
+                        data,
                         validation_data,
                         show_progress=self.progress,
                         history=self._history,
-                        history_reports=reports_before + num_epochs,
+                        history_reports=call.last_report,
                     )
-                growth = self._take_growth()
-                if growth is None:
+                pending = self._take_pending()
+                if pending is None:
                     break
-                self._relaunch(growth, "Spark added executors")  # decided as the call ended
+                self._relaunch(*pending)  # decided as the call ended
             except (ClusterError, FeedError) as error:
-                growth = self._take_growth()
-                if growth is not None:  # this attempt was stopped to grow the cluster
-                    self._relaunch(growth, "Spark added executors")
+                pending = self._take_pending()
+                if pending is not None:  # this attempt was stopped to grow, or to be fed other epochs
+                    self._relaunch(*pending)
                 elif isinstance(error, ClusterError):
                     # Nothing of a failed cluster may linger: without a relaunch, stop it all now
                     # (shutdown() is then a no-op).
                     self._recover_or_raise(error, "a node failed during cluster.train")
                 else:
                     raise
-            # The relaunched nodes resume from their last completed epoch: feed only the rest.
-            done = self._history.reports - reports_before
-            done = min(max(0, done), num_epochs - 1)
-            plan = replace(plan, epochs=num_epochs - done, first_epoch=done)
+            # Feed the relaunched nodes the epochs their fit runs: a fit that resumes after its last
+            # completed epoch, only the rest; one that starts again from 0, all (see call_epochs.py).
+            with self._relaunch_lock:
+                call.replan(self._history.reports, self._attempt.attempt, self._fits_resume)
+            plan = replace(plan, epochs=call.fed_epochs, first_epoch=call.first_epoch)
             logger.info(
-                "sparkdl cluster %s: feeding the %d epoch(s) not yet completed to %d nodes",
+                "sparkdl cluster %s: feeding epochs %d to %d of the call to %d nodes",
                 self.cluster_id,
-                plan.epochs,
+                call.first_epoch + 1,
+                call.epochs,
                 self._request.nodes,
             )
-        if self._printer is not None:
-            self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
-        return self.history
 
     def train_stream(
         self,
@@ -538,7 +628,10 @@ class TFCluster:
         if decision.action is FailureDecision.RAISE:
             if abort_reason:
                 self._abort(abort_reason)
-            raise error
+            raised = self._policy.raised(decision, error)
+            if raised is error:
+                raise error
+            raise raised from error
         self._relaunch(decision, error.failures[0].summary())
 
     def _relaunch(self, decision: Decision, cause: str) -> None:

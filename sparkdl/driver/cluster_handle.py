@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 if TYPE_CHECKING:
+    from ..common.errors import ClusterError
     from .attempt import ClusterAttempt
     from .coordinator import Coordinator
     from .lifecycle import Lifecycle
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
 
 class ClusterHandle:
     """A cluster as its streaming drivers see it: its id and Spark, its current attempt and
-    coordinator, whether it is closed, and the three things they may do to it: feed it
-    (``train``, under ``feeding()``) and ``abort`` it."""
+    coordinator, whether it is closed, and the things they may do to it: feed it (``train``, under
+    ``feeding()``), ``recover`` it from a node's failure as its failure policy decides, and ``abort`` it."""
 
     def __init__(
         self,
@@ -30,6 +31,7 @@ class ClusterHandle:
         lifecycle: Lifecycle,
         train: Callable[..., Any],
         abort: Callable[[str], None],
+        recover: Callable[[ClusterError], None] | None = None,
     ):
         self.cluster_id = cluster_id
         self.spark = spark  #: how the cluster reaches Spark (classic or Connect)
@@ -37,6 +39,7 @@ class ClusterHandle:
         self._lifecycle = lifecycle
         self._train = train
         self._abort = abort
+        self._recover = recover
         self.dstream_feed: Any = None  #: ``train(dstream)``'s ``dstreams.DStreamFeed``, once it is called
 
     @property
@@ -61,6 +64,13 @@ class ClusterHandle:
     def train(self, data, num_epochs: int, feed_timeout: float, qname: str, cache: bool) -> Any:
         """``TFCluster.train`` on ``data`` (one DStream interval's RDD)."""
         return self._train(data, num_epochs, feed_timeout, qname, cache=cache)
+
+    def recover(self, error: ClusterError) -> None:
+        """The cluster's failure policy on ``error`` (raised while ``feeding()``): relaunch the
+        cluster, as large or resized (an elastic cluster's lost executor), or raise ``error``."""
+        if self._recover is None:
+            raise error
+        self._recover(error)
 
     def abort(self, reason: str) -> None:
         """Stop the cluster now; ``shutdown()`` then raises instead of waiting on the nodes."""

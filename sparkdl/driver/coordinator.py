@@ -45,6 +45,7 @@ class Listeners:
     on_log: Callable | None = None  # (node, lines): the node's output, for the driver's console
     on_inferred: Callable | None = None  # (node, Inferred): an inference partition answered in full
     on_epoch_end: Callable | None = None  # (node, metrics): an epoch-end (or fit-end) progress report
+    on_fit_begin: Callable | None = None  # (node, metrics): a model.fit began (its first epoch's number)
 
 
 @dataclass
@@ -242,6 +243,8 @@ class Coordinator:
         ends = message.metrics.get("epoch_end") or message.metrics.get("fit_end")
         if ends and self.listeners.on_epoch_end is not None:
             self.listeners.on_epoch_end(node, message.metrics)
+        if message.metrics.get("fit_begin") and self.listeners.on_fit_begin is not None:
+            self.listeners.on_fit_begin(node, message.metrics)
 
     def _on_tensorboard(self, node: NodeState, message: protocol.TensorBoard) -> None:
         with self._state_change():

@@ -265,17 +265,17 @@ class ClusterFeeder:
         """After epoch 1: whether the nodes replay their caches for the later epochs (required with
         ``deterministic``)."""
         control_s = FeedLimits.of(plan.feed_timeout).control_s
-        replaying = self._settle_cache(nodes, plan.qname, plan.session, control_s)
-        if plan.deterministic and not replaying:
+        problems = self._settle_cache(nodes, plan.qname, plan.session, control_s)
+        if plan.deterministic and problems:
             raise FeedError(
-                "cluster.train(deterministic=True): not every node could cache its share of "
-                "epoch 1 (its log says why); raise cache_max_bytes, free disk space, or train "
-                "with deterministic=False"
+                f"cluster.train(deterministic=True): not every node could cache its share of epoch 1 ({problems}); "
+                "remove that cause, or train with deterministic=False"
             )
-        return replaying
+        return not problems
 
-    def _settle_cache(self, nodes: list[NodeState], qname: str, session: int, timeout: float) -> bool:
-        """After epoch 1: replay the nodes' caches if every node holds its whole share, else drop them."""
+    def _settle_cache(self, nodes: list[NodeState], qname: str, session: int, timeout: float) -> str:
+        """After epoch 1: replay the nodes' caches if every node holds its whole share, else drop them
+        and warn, naming each node's reason (its ``CacheStatus``); those reasons, "" when replaying."""
         live = [n for n in nodes if not (n.finished or n.feed_terminated)]
         problems = {}
         try:
@@ -290,14 +290,16 @@ class ClusterFeeder:
             if self._waits.failure(CAUSE_WAIT_S):
                 raise self._node_failed("settling the nodes' epoch caches") from exc
             raise FeedError(f"cluster.train: lost contact with a node while settling the epoch caches: {exc}") from exc
+        reasons = "; ".join(f"{label}: {problem}" for label, problem in problems.items())
         if use:
             logger.info("sparkdl: epochs 2+ of training run %d are served from the nodes' caches", session)
         else:
-            logger.info(
-                "sparkdl: not every node could cache its rows (%s); feeding every epoch from Spark",
-                "; ".join(f"{label}: {problem}" for label, problem in problems.items()),
+            logger.warning(
+                "sparkdl: the epoch cache of training run %d cannot be used (%s): feeding every epoch from Spark",
+                session,
+                reasons,
             )
-        return use
+        return reasons
 
     def _settle_call(self, node: NodeState, qname: str, session: int, call):
         """``call(client)`` to ``node``'s feed server; None if the node is out of reach because it
@@ -384,15 +386,17 @@ class ClusterFeeder:
             raise TypeError("result_schema is for DataFrame input; an RDD input gives an RDD of results")
         return infer_rdd(data, target, count).setName(f"sparkdl inference (cluster {self._cluster_id})")
 
-    def epoch_gate(self, node: NodeState, epoch: int, go_on: bool = True) -> None:
-        """Tell an elastic cluster's chief, waiting at the end of ``epoch``, whether to go on (best
-        effort: a chief that hears nothing goes on after ``ELASTIC_GATE_WAIT_S``)."""
+    def epoch_gate(self, node: NodeState, epoch: int, go_on: bool = True, fit_begin: bool = False) -> None:
+        """Tell a chief waiting on ``epoch`` whether to go on: an elastic cluster's at the end of
+        that epoch, a relaunched attempt's as its first fit begins it (best effort: a chief that
+        hears nothing goes on after ``ELASTIC_GATE_WAIT_S`` / ``RELAUNCH_GATE_WAIT_S``)."""
         if not node.feed_port or node.finished:
             return
         try:
-            self._client(node).epoch_gate(epoch, go_on, CONTROL_CALL_MAX_S)
+            self._client(node).epoch_gate(epoch, go_on, CONTROL_CALL_MAX_S, fit_begin=fit_begin)
         except (OSError, ChannelError) as exc:
-            logger.warning("sparkdl: could not tell %s to go on after epoch %d: %s", node.role.label, epoch + 1, exc)
+            label = node.role.label
+            logger.warning("sparkdl: could not tell %s whether to go on at epoch %d: %s", label, epoch + 1, exc)
 
     def end(self, timeout: float = 30.0) -> None:
         """Tell every node the feed is over (shutdown): ``should_stop()`` turns True once drained."""

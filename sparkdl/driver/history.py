@@ -3,7 +3,9 @@
 A node whose ``map_fun`` passes ``ctx.progress_callback()`` to ``model.fit`` reports its logs at
 each epoch end; the cluster records the chief's reports here. One ``TrainingHistory`` lives as
 long as its ``TFCluster``, across relaunches: a relaunched node that resumes re-runs epochs,
-and their later reports replace the earlier ones.
+and their later reports replace the earlier ones. A relaunched fit that begins at epoch ``k``
+(``k`` = 0 without a backup) first drops what earlier attempts reported from epoch ``k`` on
+(:meth:`TrainingHistory.forget_from`), so no epoch of the history mixes two attempts' training.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import math
 import threading
 
 #: Keys of a progress report that are sparkdl's bookkeeping, not Keras metrics.
-BOOKKEEPING_KEYS = frozenset({"epoch", "epoch_end", "fit_end", "step", "rows_read", "rows_received"})
+BOOKKEEPING_KEYS = frozenset(
+    {"epoch", "epoch_end", "fit_begin", "awaits_word", "fit_end", "step", "rows_read", "rows_received"}
+)
 
 
 #: Entries that count things (an elastic cluster's node count per epoch), shown as whole numbers.
@@ -55,6 +59,14 @@ class TrainingHistory:
             self._epochs[int(metrics["epoch"])] = logs
             self._reports += 1
             self._cond.notify_all()
+
+    def forget_from(self, epoch: int) -> None:
+        """A relaunched fit begins at ``epoch``: drop the logs of that epoch and the later ones, which
+        earlier attempts reported (a fit without a backup begins at 0 with fresh weights: its epochs
+        replace every one). The count of :attr:`reports` is kept."""
+        with self._cond:
+            for number in [number for number in self._epochs if number >= epoch]:
+                del self._epochs[number]
 
     def as_dict(self) -> dict[str, list[float]]:
         """Keras ``History.history``'s shape: ``{"loss": [epoch 0, epoch 1, ...], "val_loss": [...]}``.

@@ -30,9 +30,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
-from ..common.errors import ClusterError, ClusterStateError
+from ..common.errors import ClusterError, ClusterStateError, cluster_error
 
 logger = logging.getLogger(__name__)
+
+#: Default ``max_lost_executor_relaunches`` of ``TFCluster.run``: how many times an elastic cluster
+#: (``min_executors``) is relaunched after its nodes lost their Spark executors. Such relaunches do not
+#: spend ``max_restarts``, but a node whose own memory gets its container killed (YARN's memory check)
+#: loses its executor on every attempt, so they need a bound of their own.
+MAX_LOST_EXECUTOR_RELAUNCHES = 10
 
 
 class ClusterState(str, Enum):
@@ -160,6 +166,9 @@ class Decision:
     action: FailureDecision
     nodes: int  #: nodes of the next attempt (RESTART, RESIZE); the current count for RAISE
     reason: str
+    #: A RAISE whose reason belongs in the raised error (a budget is spent, too few executors are
+    #: left): the node's failure alone would not say why the cluster was not relaunched.
+    explained: bool = False
 
 
 class FailurePolicy:
@@ -170,23 +179,38 @@ class FailurePolicy:
     failure that caused it in :attr:`survived`. With an elastic ``node_range``, a node whose Spark
     executor was lost is not its own failure: the cluster is relaunched on as many nodes as Spark
     can host (``capacity``, after a bounded wait for a replacement), down to ``min_nodes``, without
-    counting against ``max_restarts``; below that the failure is raised.
+    counting against ``max_restarts``; below that the failure is raised. Those relaunches have their
+    own budget, ``max_lost_executor_relaunches`` (a node that gets its own container killed loses its
+    executor on every attempt): once it is spent, the next lost executor is raised, naming the node
+    and the setting.
     """
 
     def __init__(
-        self, max_restarts: int, resumes_in: ClusterState, node_range: NodeRange | None = None, cluster_id: str = ""
+        self,
+        max_restarts: int,
+        resumes_in: ClusterState,
+        node_range: NodeRange | None = None,
+        cluster_id: str = "",
+        max_lost_executor_relaunches: int = MAX_LOST_EXECUTOR_RELAUNCHES,
     ):
         self.max_restarts = max_restarts
         self.resumes_in = resumes_in  #: the state whose work a relaunch resumes (FEEDING or STOPPING)
         self.node_range = node_range
         self.cluster_id = cluster_id
+        self.max_lost_executor_relaunches = max_lost_executor_relaunches
         self.survived: list[ClusterError] = []  #: the failures that caused a counted relaunch, in order
+        self.lost: list[ClusterError] = []  #: the lost executors that caused an elastic relaunch, in order
         self.decisions: list[Decision] = []  #: every decision, in order (a resize's reason included)
 
     @property
     def restarts(self) -> int:
         """Relaunches counted against ``max_restarts`` so far."""
         return len(self.survived)
+
+    @property
+    def lost_executor_relaunches(self) -> int:
+        """Relaunches after lost executors so far (an elastic cluster's; ``max_lost_executor_relaunches``)."""
+        return len(self.lost)
 
     @property
     def elastic(self) -> bool:
@@ -206,15 +230,28 @@ class FailurePolicy:
             return self._log(FailureDecision.RAISE, nodes, f"{failed} failed while {state.value}: nothing to resume")
         if self.elastic and any(f.executor_lost for f in error.failures):
             assert self.node_range is not None
+            lost = ", ".join(f.label for f in error.failures if f.executor_lost)
+            if self.lost_executor_relaunches >= self.max_lost_executor_relaunches:
+                why = (
+                    f"{lost} lost its Spark executor and max_lost_executor_relaunches="
+                    f"{self.max_lost_executor_relaunches} relaunch(es) after lost executors are used up (a node "
+                    "whose own memory gets its container killed loses its executor on every attempt: give it "
+                    "more memory, or raise the setting)"
+                )
+                return self._log(FailureDecision.RAISE, nodes, why, explained=True)
             available = min(capacity(), self.node_range.max_nodes)
             if available < self.node_range.min_nodes:
                 why = (
-                    f"{failed} lost its Spark executor and Spark can host {available} node(s), "
+                    f"{lost} lost its Spark executor and Spark can host {available} node(s), "
                     f"fewer than min_executors={self.node_range.min_nodes}"
                 )
-                return self._log(FailureDecision.RAISE, nodes, why)
+                return self._log(FailureDecision.RAISE, nodes, why, explained=True)
+            self.lost.append(error)
             action = FailureDecision.RESTART if available == nodes else FailureDecision.RESIZE
-            why = f"{failed} lost its Spark executor; Spark can host {available} node(s)"
+            why = (
+                f"{lost} lost its Spark executor; Spark can host {available} node(s) (relaunch "
+                f"{self.lost_executor_relaunches} of max_lost_executor_relaunches={self.max_lost_executor_relaunches})"
+            )
             return self._log(action, available, why)
         if self.restarts >= self.max_restarts:
             why = f"{failed} failed and max_restarts={self.max_restarts} relaunch(es) are used up"
@@ -235,8 +272,27 @@ class FailurePolicy:
         why = f"Spark can host {capacity} node(s): growing at the epoch boundary"
         return self._log(FailureDecision.RESIZE, target, why)
 
-    def _log(self, action: FailureDecision, nodes: int, reason: str) -> Decision:
-        decision = Decision(action, nodes, reason)
+    def refeed(self, nodes: int, began: int, planned: int) -> Decision:
+        """A relaunched chief's ``model.fit`` began at epoch ``began`` (0-based), though its attempt is
+        fed from ``planned`` (a fit without a backup begins at 0 with fresh weights): RESTART on as many
+        nodes, fed from ``began``. No node failed: ``max_restarts`` is not spent."""
+        how = "again at epoch 1 (no backup restored)" if began == 0 else f"at epoch {began + 1} (its backup)"
+        why = (
+            f"the relaunched chief's model.fit began {how}, but its attempt is fed from epoch {planned + 1}: "
+            f"relaunching, fed from epoch {began + 1}"
+        )
+        return self._log(FailureDecision.RESTART, nodes, why)
+
+    def raised(self, decision: Decision, error: ClusterError) -> ClusterError:
+        """What a RAISE ``decision`` on ``error`` raises: ``error`` itself, or when the decision explains
+        why the cluster was not relaunched (a spent budget, too few executors), a ``ClusterError`` of the
+        same failures that says so first (raise it ``from error``)."""
+        if not decision.explained:
+            return error
+        return cluster_error(error.failures, f"sparkdl cluster {self.cluster_id}: {decision.reason}")
+
+    def _log(self, action: FailureDecision, nodes: int, reason: str, explained: bool = False) -> Decision:
+        decision = Decision(action, nodes, reason, explained)
         self.decisions.append(decision)
         level = logging.ERROR if action is FailureDecision.RAISE else logging.WARNING
         logger.log(level, "sparkdl cluster %s: %s (%d nodes): %s", self.cluster_id, action.value, nodes, reason)

@@ -11,7 +11,9 @@ pick a join strategy and its build side. The count job and the feeding jobs can 
 partitioned differently, and training fails ("not deterministic") or follows a wrong plan.
 
 :func:`stable_partitions` materialises such a frame once with a local checkpoint, so later jobs
-read stored blocks instead of planning the shuffle again.
+read stored blocks instead of planning the shuffle again. What a frame reads decides: a frame
+over cached rows (a filter or select of a persisted frame) already reads stored blocks, so the
+shuffles that filled the cache are not planned again and it is used as it is.
 """
 
 from __future__ import annotations
@@ -30,28 +32,56 @@ logger = logging.getLogger(__name__)
 
 Data = TypeVar("Data", RDD, DataFrame)
 
-# A line of a physical plan's tree string whose node is an exchange: the tree-drawing prefix
-# (" :  +- "), an optional whole-stage-codegen marker ("*(3) "), then the node name. Matching
-# node names (not "Exchange" anywhere) keeps a column named e.g. "ExchangeRate" from counting.
-# Every exchange counts, broadcasts too: a broadcast join's build side (and so which side's
-# partitions the output has) is chosen from size estimates, which column pruning changes.
-# ("Exchange", "BroadcastExchange", "ReusedExchange", and plugins' "GpuColumnarExchange"...)
-_EXCHANGE_NODE = re.compile(r"^[\s:|+\-]*(?:\*\(\d+\)\s+)?\w*Exchange\b", re.MULTILINE)
+# A physical plan's tree string, line by line: the tree-drawing prefix (" :  +- "), then the node:
+# an optional whole-stage-codegen marker ("*(3) ") and its name. The column where the node starts
+# is its depth in the drawing. Matching node names (not "Exchange" anywhere) keeps a column named
+# e.g. "ExchangeRate" from counting. Every exchange counts, broadcasts too: a broadcast join's
+# build side (and so which side's partitions the output has) is chosen from size estimates, which
+# column pruning changes. ("Exchange", "BroadcastExchange", "ReusedExchange", and plugins'
+# "GpuColumnarExchange"...)
+_TREE_PREFIX = " :|+-"
+_EXCHANGE_NODE = re.compile(r"(?:\*\(\d+\)\s+)?\w*Exchange\b")
+# A cached relation: the lines drawn deeper below it are the plan that filled the cache (Spark
+# prints it as the relation's inner child), which later jobs do not run: they read its blocks.
+_CACHED_NODE = re.compile(r"InMemoryRelation\b")
+
+
+def reads_an_exchange(plan: str) -> bool:
+    """Whether the physical plan ``plan`` (its tree string, as ``explain()`` prints it) runs a
+    shuffle or broadcast exchange of its own: exchanges inside the plan of a cached relation it
+    reads (``InMemoryRelation``, drawn below the ``InMemoryTableScan`` that reads the stored
+    blocks) do not count, since no job over ``plan`` runs them again once the cache is filled."""
+    cached_at = None  # the column of the cached relation whose plan is being skipped
+    for line in plan.splitlines():
+        node = line.lstrip(_TREE_PREFIX)
+        if not node:
+            continue
+        column = len(line) - len(node)
+        if cached_at is not None:
+            if column > cached_at:
+                continue
+            cached_at = None
+        if _CACHED_NODE.match(node):
+            cached_at = column
+        elif _EXCHANGE_NODE.match(node):
+            return True
+    return False
 
 
 def _has_exchange(frame: DataFrame) -> bool:
-    """Whether ``frame``'s physical plan has a shuffle or broadcast exchange.
+    """Whether ``frame``'s physical plan has a shuffle or broadcast exchange outside the cached
+    relations it reads (:func:`reads_an_exchange`).
 
     The tree string is searched rather than the tree walked: with AQE the root is an
     ``AdaptiveSparkPlanExec``, a leaf whose plan hangs off ``executedPlan``/``inputPlan`` (and,
     once run, inside query stages), while its tree string prints that whole plan, subqueries
-    included. Planning does not run anything.
+    included; and Spark Connect gives only the string. Planning does not run anything.
     """
     if is_connect(frame):  # the server's physical plan, as explain() prints it
         plan = frame._explain_string(extended=False)
     else:
         plan = frame._jdf.queryExecution().executedPlan().toString()
-    return _EXCHANGE_NODE.search(plan) is not None
+    return reads_an_exchange(plan)
 
 
 def _release(frame: DataFrame) -> None:
@@ -82,10 +112,13 @@ def stable_partitions(data: Data) -> Iterator[Data]:
     """Yield ``data`` in a form whose partitions are the same in every Spark job run on it.
 
     - An RDD is yielded unchanged (its partitions are fixed; determinism is the caller's).
-    - A DataFrame that is cached/persisted, or whose physical plan has no exchange, is yielded
-      unchanged: its partitions do not depend on how a job is planned. (Cached is read from
-      ``storageLevel``, not pyspark's ``is_cached``, which is only set on the Python object
-      that ``cache()`` was called on.)
+    - A DataFrame that is cached/persisted, or whose physical plan has no exchange of its own,
+      is yielded unchanged: its partitions do not depend on how a job is planned. (Cached is
+      read from ``storageLevel``, not pyspark's ``is_cached``, which is only set on the Python
+      object that ``cache()`` was called on.) A frame that reads a cached one (a filter or
+      select of it: ``KerasEstimator``'s training and validation rows) reads its stored blocks,
+      so the exchanges that filled the cache are not its own; an exchange over the cached rows
+      (a repartition, a join) is.
     - Any other DataFrame (one out of a join, groupBy, repartition...) is replaced by
       ``data.localCheckpoint(eager=False)``: the first job run on it (the row count) computes
       all its columns once and stores its partitions in the executors' block managers (memory,

@@ -94,7 +94,7 @@ class TrainProgress:
     def chief_metrics(self) -> dict:
         """The latest step/epoch/loss (and other metrics) the first data node reported."""
         metrics = dict(self.nodes[0].metrics) if self.nodes else {}
-        for key in ("rows_read", "rows_received", "epoch_end", "fit_end"):
+        for key in ("rows_read", "rows_received", "epoch_end", "fit_begin", "awaits_word", "fit_end"):
             metrics.pop(key, None)
         return metrics
 

@@ -22,6 +22,7 @@ from . import preflight, scheduling
 from .arguments import InputMode, RunLimits, check_run, node_range, verbose_logs
 from .attempt import ClusterRequest
 from .cluster import TFCluster
+from .lifecycle import MAX_LOST_EXECUTOR_RELAUNCHES
 from .spark_access import spark_access
 
 
@@ -58,6 +59,7 @@ def run(
     min_executors: int | None = None,
     elastic_wait: float = ELASTIC_WAIT_S,
     min_nodes_param: str = "min_executors",
+    max_lost_executor_relaunches: int = MAX_LOST_EXECUTOR_RELAUNCHES,
 ) -> TFCluster:
     """Start a TensorFlow cluster of ``num_executors`` nodes and call ``map_fun(tf_args, ctx)`` on each.
 
@@ -118,7 +120,10 @@ def run(
     MultiWorkerMirroredStrategy, new TF_CONFIG, the epochs not yet completed fed again, shared out
     over the new node count); when Spark adds executors it grows back, at the next epoch boundary
     of a ``cluster.train`` call, up to ``num_executors``. Losing an executor is then not counted
-    against ``max_restarts``. ``cluster.resizes`` and ``cluster.history["nodes"]`` say when and
+    against ``max_restarts`` but against ``max_lost_executor_relaunches`` (default 10): a node whose
+    own memory gets its container killed loses its executor on every attempt, so once that many
+    relaunches followed lost executors the next loss is raised as a ClusterError naming the node and
+    the setting. ``cluster.resizes`` and ``cluster.history["nodes"]`` say when and
     why; docs/reliability.md says what it guarantees. With ``spark.dynamicAllocation.enabled``
     the nodes launch without barrier mode and each launch task holds its executor for the node's
     life, so Spark never releases a node's executor as idle.
@@ -139,6 +144,7 @@ def run(
         reservation_timeout=reservation_timeout,
         stall_timeout=stall_timeout,
         max_restarts=max_restarts,
+        max_lost_executor_relaunches=max_lost_executor_relaunches,
         keep_node_files_days=keep_node_files_days,
         num_gpus=num_gpus,
     )
@@ -226,6 +232,7 @@ def run(
         node_range=nodes,
         elastic_wait=float(elastic_wait),
         nodes_per_executor=per_executor,
+        max_lost_executor_relaunches=limits.max_lost_executor_relaunches,
     )
     cluster.start()
     return cluster

@@ -10,6 +10,13 @@ their restored model holds and skips those. Backpressure is the query's own: Spa
 next micro-batch only when this one is trained, and ``maxFilesPerTrigger``/``maxOffsetsPerTrigger``
 bound its size.
 
+A node's failure goes to the cluster's failure policy, as in ``cluster.train``: an elastic cluster
+(``min_executors``) whose node lost its executor is relaunched on the nodes Spark can host, and
+``max_restarts`` relaunches it as large; the micro-batch at hand is then trained again on the new
+nodes (skipped if their restored model holds it), and the query goes on. A failure between
+micro-batches is handled the same way, by the watcher thread. Otherwise the query stops with the
+failure.
+
 :class:`StreamingTraining` is the handle ``train_stream`` returns: Spark's ``StreamingQuery``
 (status, progress, ``stop``, ``awaitTermination``) that raises the node's failure, not Spark's
 wrapper of it, plus :attr:`StreamingTraining.training` (what was trained).
@@ -23,8 +30,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..common.errors import FeedDataError, FeedError
+from ..common.errors import ClusterError, FeedDataError, FeedError
 from ..common.errors import StreamEnded as StreamEnded  # re-exported: raised here
+from ..feed.columns import ignoring_nullability, type_names
 from ..transport.protocol import TrainingPlan
 from .cluster_handle import ClusterHandle
 
@@ -44,13 +52,15 @@ class StreamTrainingStats:
 
 
 def schema_drift(expected, got) -> str | None:
-    """How ``got`` (a StructType) differs from ``expected``, naming the column; None if it does not."""
+    """How ``got`` (a StructType) differs from ``expected``, naming the column; None if it does not
+    (nor when a type differs only in what it declares nullable: the feed checks each row's nulls)."""
     for field in expected.fields:
         if field.name not in got.names:
             return f"column {field.name!r} is missing"
         other = got[field.name].dataType
-        if other != field.dataType:
-            return f"column {field.name!r} changed type from {field.dataType.simpleString()} to {other.simpleString()}"
+        if ignoring_nullability(other) != ignoring_nullability(field.dataType):
+            before, after = type_names(field.dataType, other)
+            return f"column {field.name!r} changed type from {before} to {after}"
     extra = [name for name in got.names if name not in expected.names]
     return f"column {extra[0]!r} is new" if extra else None
 
@@ -65,16 +75,26 @@ class MicroBatchTrainer:
         self.report_wait_s = plan.feed_timeout  # how long the nodes may take to report their model's batch
         self.stats = StreamTrainingStats()
         self.error: BaseException | None = None  # what stopped the query (StreamEnded: the nodes ended it)
+        #: Held while a micro-batch is trained, or while the watcher handles a failure between two.
+        self.turn = threading.Lock()
         self._schema = None  # the first micro-batch's: later ones must match it
 
     def __call__(self, frame, batch_id: int) -> None:
-        if self.error is not None:
-            raise self.error
-        try:
-            self._train(frame, int(batch_id))
-        except BaseException as exc:
-            self.error = exc
-            raise
+        with self.turn:
+            if self.error is not None:
+                raise self.error
+            try:
+                self._train(frame, int(batch_id))
+            except BaseException as exc:
+                self.error = exc
+                raise
+
+    def recover(self, error: ClusterError) -> None:
+        """Relaunch the cluster as its failure policy decides on ``error`` (resized, or as large), or
+        raise ``error``. A stream's micro-batches are the work a relaunch resumes, as a ``cluster.train``
+        call's epochs are: the policy decides as for a failure while feeding."""
+        with self._cluster.feeding():
+            self._cluster.recover(error)
 
     def _train(self, frame, batch_id: int) -> None:
         drift = schema_drift(self._schema, frame.schema) if self._schema is not None else None
@@ -84,7 +104,24 @@ class MicroBatchTrainer:
                 f"the query stops, and the model checkpoint keeps micro-batch {self.stats.last_batch_id}"
             )
         self._schema = self._schema or frame.schema
-        attempt = self._cluster.attempt
+        while True:
+            try:
+                with self._cluster.feeding():
+                    self._train_on(self._cluster.attempt, frame, batch_id)
+                return
+            except ClusterError as error:
+                # Relaunched: the batch again, on the new nodes (skipped if their restored model holds it).
+                self.recover(error)
+                logger.warning(
+                    "sparkdl stream %r: the cluster was relaunched on %d nodes; micro-batch %d again",
+                    self.qname,
+                    len(self._cluster.attempt.feeder.data_nodes()),
+                    batch_id,
+                )
+
+    def _train_on(self, attempt, frame, batch_id: int) -> None:
+        """Micro-batch ``batch_id`` on ``attempt``'s nodes: skipped if their models hold it, else fed,
+        then awaited until every data node saved it."""
         feeder = attempt.feeder
         nodes = feeder.data_nodes()
         position = self._model_position(attempt, nodes, batch_id)
@@ -96,8 +133,7 @@ class MicroBatchTrainer:
             return
         started = time.monotonic()
         try:
-            with self._cluster.feeding():
-                rows = feeder.train(replace(self.plan, batch_id=batch_id), frame)
+            rows = feeder.train(replace(self.plan, batch_id=batch_id), frame)
         except FeedDataError as exc:
             raise FeedDataError(f"micro-batch {batch_id}: {exc}") from exc
         if not rows:
@@ -212,6 +248,20 @@ class StreamingTraining:
         self.query.stop()
         self._watch.join(30)
 
+    def _relaunched(self, coordinator) -> bool:
+        """Between micro-batches, after ``coordinator``'s nodes stopped: whether a node's failure
+        relaunched the cluster (else the failure is the trainer's error, which stops the query)."""
+        if not coordinator.failures:
+            return False
+        error = coordinator.error(f"sparkdl cluster {self._cluster.cluster_id}: a node failed between micro-batches")
+        try:
+            self._trainer.recover(error)
+        except BaseException as exc:  # noqa: BLE001 - the query stops with it
+            self._trainer.error = exc
+            return False
+        logger.warning("sparkdl stream %r: the cluster was relaunched between micro-batches", self._trainer.qname)
+        return True
+
     def _raising(self, wait):
         try:
             result = wait()
@@ -228,14 +278,24 @@ class StreamingTraining:
         return result
 
     def _watch_cluster(self) -> None:
-        """Stop the query when a node fails or every data node ends its feed, between micro-batches too."""
-        attempt, trainer = self._cluster.attempt, self._trainer
+        """Stop the query when every data node ends its feed, or a node fails and the cluster is not
+        relaunched; a failure between micro-batches goes to the failure policy, and the watch goes
+        on on the relaunched cluster."""
+        trainer = self._trainer
+        while True:
+            attempt = self._cluster.attempt
+            attempt.waits.stream_over(attempt.feeder.data_nodes(), stopping=lambda: self._stopping)
+            if self._stopping:
+                return
+            with trainer.turn:  # a micro-batch being trained handles a failure itself, first
+                if self._stopping:
+                    return
+                if trainer.error is None and self._cluster.attempt is not attempt:
+                    continue  # the micro-batch relaunched the cluster: watch the new nodes
+                if trainer.error is None and self._relaunched(attempt.coordinator):
+                    continue
+            break
         coordinator = attempt.coordinator
-        attempt.waits.stream_over(attempt.feeder.data_nodes(), stopping=lambda: self._stopping)
-        if self._stopping:
-            return
-        if coordinator.failures and trainer.error is None:
-            trainer.error = coordinator.error(f"sparkdl cluster {self._cluster.cluster_id}: a node failed")
         if trainer.error is None and not coordinator.aborted:
             trainer.error = StreamEnded("every data node ended its feed")
             logger.info("sparkdl stream %r: every data node ended its feed; stopping the query", trainer.qname)

@@ -2,12 +2,13 @@
 
 While the first epoch of a ``cluster.train`` call streams in, the node's feed server appends
 every Arrow IPC frame it receives to a file in the node's private cache directory, under Spark's
-local directory (``node/launch.py``; one file per split and Spark partition, so no two feeder
-threads share a file). Each file is memory-mapped as it grows and each frame decoded from the
-mapping as it is written, zero-copy, into numpy views (``cache_file.py``), and the first cached
-epoch's first window is gathered from the frames as they come in (``first_window.py``). Once the
-node holds its whole share of epoch 1 (every planned row of every split, each admitted once by
-the ledger), it seals the cache and serves the next epoch from it at once, while the reader
+local directory (``node/launch.py``; one file per split, whatever the partition count, so the
+cache holds a few file descriptors, not two per partition; its feeder threads' frames are
+appended one at a time, under the run's lock). Each file is memory-mapped as it grows and each
+frame decoded from the mapping as it is written, zero-copy, into numpy views (``cache_file.py``),
+and the first cached epoch's first window is gathered from the frames as they come in
+(``first_window.py``). Once the node holds its whole share of epoch 1 (every planned row of every
+split, each admitted once by the ledger), it seals the cache and serves the next epoch from it at once, while the reader
 still drains epoch 1's queue: epoch 2 waits neither for Spark's feeding job to end, nor for the
 driver's round trips, nor for a decode, nor (when its columns are dense tensors and the plan
 says where each partition's rows fall) for a gather. Epochs 2..N are served from these files
@@ -27,12 +28,14 @@ leave less than ``MIN_FREE_BYTES`` free on the disk, or a write fails (a full di
 the driver then feeds that run from Spark every epoch, as without a cache.
 
 Columns that are not dense tensors (bytes, strings, images, ``pyspark.ml`` Vectors, arrays of
-varying length) are cached as Spark sent them, and a replay gathers them as Arrow arrays
-(``take``): a sparse Vector stays sparse until a reader asks for it dense, one block at a time.
+varying length, a list column whose frames came at several widths) are cached as Spark sent them,
+and a replay gathers them as Arrow arrays (``take``): a sparse Vector stays sparse until a reader
+asks for it dense, one block at a time.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import shutil
@@ -103,38 +106,42 @@ class RunCache:
         self.failure: str | None = None  # why this run is not cached (said once in the log)
         self.bytes = 0
         self.rows: dict[str, int] = {}
-        self._files: dict[tuple[str, int], CacheFile] = {}
+        self._floor: int | None = None  # bytes to leave free on the cache's disk (free_bytes_floor)
+        self._files: dict[str, CacheFile] = {}  # each split's
         self._replays: dict[str, CacheReplay] = {}
         self._lock = threading.Lock()
         self.buffers = WindowBuffers()  # the replay's windows, made ready while epoch 1 streams in
         self.preparing: threading.Thread | None = None  # allocating the first windows' memory
         self._first_plan = first_window if first_window and sum(first_window[2]) else None
         self._first: FirstWindow | None = None  # being gathered (while _first_plan stands)
+        self._dropped = False  # drop() ran: a later frame (a straggling or speculative task) is not cached
 
     def append(self, split: str, partition: int, frame, rows: int) -> bool:
         """Keep one received frame (the raw Arrow IPC bytes) of ``split`` from ``partition``;
         whether it completed the share (``rows_per_epoch`` of every split: true for one append only)."""
         with self._lock:
-            if self.failure is not None:
+            if self.failure is not None or self._dropped:
                 return False
-            reason = self._refusal(len(frame))
+            try:
+                reason = self._refusal(len(frame))
+            except OSError as exc:  # the directory is gone or unreadable: fall back to Spark, never fail the feed
+                reason = f"checking the free space of {self.directory} failed: {_explained(exc)}"
             if reason:
                 self._fail(reason)
                 return False
-            key = (split, partition)
-            if key not in self._files:
+            if split not in self._files:
                 self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-                path = self.directory / f"{split}-p{partition}.arrows"
+                path = self.directory / f"{split}.arrows"
                 try:
-                    self._files[key] = CacheFile(path, partition)
+                    self._files[split] = CacheFile(path)
                 except OSError as exc:
-                    self._fail(f"creating {path} failed: {exc}")
+                    self._fail(f"creating {path} failed: {_explained(exc)}")
                     return False
-            part = self._files[key]
+            part = self._files[split]
             try:
-                part.append(frame, rows)
+                part.append(partition, frame, rows)
             except (OSError, ValueError) as exc:  # a full or failing disk: fall back to Spark, never fail the feed
-                self._fail(f"writing {part.path} failed: {exc}")
+                self._fail(f"writing {part.path} failed: {_explained(exc)}")
                 return False
             if self.preparing is None:
                 self._prepare_windows(len(frame) / max(rows, 1))
@@ -179,11 +186,11 @@ class RunCache:
     def _refusal(self, incoming: int) -> str | None:
         if self.max_bytes is not None and self.bytes + incoming > self.max_bytes:
             return f"this node's share is more than the cache limit of {self.max_bytes:,} bytes (cache_max_bytes)"
-        probe = self.directory if self.directory.exists() else self.directory.parent
-        probe.mkdir(parents=True, exist_ok=True, mode=0o700)
-        floor = free_bytes_floor(probe)
-        if shutil.disk_usage(probe).free - incoming < floor:
-            return f"caching it would leave less than {floor:,} bytes free on {probe}"
+        if self._floor is None:  # the disk's size does not change: its floor is worked out once
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._floor = free_bytes_floor(self.directory)
+        if shutil.disk_usage(self.directory).free - incoming < self._floor:
+            return f"caching it would leave less than {self._floor:,} bytes free on {self.directory}"
         return None
 
     def _fail(self, reason: str) -> None:
@@ -214,11 +221,10 @@ class RunCache:
         they were cached), holding the first window gathered during epoch 1 if any."""
         with self._lock:
             if split not in self._replays:
-                parts = sorted((p, f) for (s, p), f in self._files.items() if s == split)
                 orders = None
                 if self.orders is not None:
                     orders = lambda epoch, of=self.orders: of(split, epoch, self.rows.get(split, 0))  # noqa: E731
-                replay = self._replays[split] = CacheReplay([f for _, f in parts], orders=orders, buffers=self.buffers)
+                replay = self._replays[split] = CacheReplay(self._files.get(split), orders=orders, buffers=self.buffers)
                 first, plan = self._first, self._first_plan
                 if first is not None and plan is not None and plan[0] == split and first.complete:
                     replay.start_with(plan[1], first.order, first.window())
@@ -226,9 +232,16 @@ class RunCache:
                     self._first_plan = self._first = None  # the replay holds it now, or gathers it
             return self._replays[split]
 
-    def drop(self) -> None:
-        """Delete the files (the run ended, the driver chose not to use them, or shutdown)."""
+    def file(self, split: str) -> CacheFile | None:
+        """The file ``split``'s frames are cached in (None before its first frame)."""
         with self._lock:
+            return self._files.get(split)
+
+    def drop(self) -> None:
+        """Delete the files (the run ended, the driver chose not to use them, or shutdown). A frame
+        that arrives later (a straggling or speculative feeding task) is not cached."""
+        with self._lock:
+            self._dropped = True
             self._remove_files()
 
     def _remove_files(self) -> None:
@@ -250,8 +263,33 @@ def _close(part: CacheFile) -> str | None:
     try:
         part.close()
     except OSError as exc:
-        return f"writing {part.path} failed: {exc}"
+        return f"writing {part.path} failed: {_explained(exc)}"
     return None
+
+
+def _explained(exc: OSError) -> str:
+    """``exc`` as a cache failure names it, with what to do when the process ran out of descriptors."""
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        return f"{exc} (the executor's limit of open files, ulimit -n, is too low)"
+    return str(exc)
+
+
+def gathered_in_arrow(frames: list[dict]) -> set[str]:
+    """The columns of ``frames`` a replay gathers as Arrow arrays (``take``), not into a dense window:
+    those some frame keeps in Arrow (bytes, Vectors, images, nulls, lists of varying length), and
+    those whose frames differ in dtype or row shape. A feeder sends a list column as a fixed-size list
+    whenever a frame's rows agree in length, so one ``array<float>`` column can be cached as frames
+    of shape (n, 3) and (n, 5): its kind is the column's, over all its frames, not the first frame's.
+    A column of one dtype and row shape in every frame stays dense (the fast path)."""
+    arrow: set[str] = set()
+    dense: dict[str, set] = {}
+    for frame in frames:
+        for name, column in frame.items():
+            if isinstance(column, np.ndarray):
+                dense.setdefault(name, set()).add((column.dtype, column.shape[1:]))
+            else:
+                arrow.add(name)
+    return arrow | {name for name, kinds in dense.items() if len(kinds) > 1}
 
 
 def _discard(future: Future) -> None:
@@ -354,8 +392,9 @@ class CacheReplay:
 
     Every frame was decoded into numpy views over its file's mapping (no copy) as it was cached
     (``CacheFile``). Rows are copied out a window at a time: the window's rows of ``order``
-    are gathered in file order (sequential reads, so the kernel's read-ahead and fault-around
-    work for us rather than against us) into one buffer of about ``window_bytes``, laid out in
+    are gathered frame by frame in file order (sequential reads, so the kernel's read-ahead and
+    fault-around work for us rather than against us; a split's file holds its partitions' frames
+    as they arrived, interleaved) into one buffer of about ``window_bytes``, laid out in
     ``order``'s order, and batches are slices of it. While a window is read, a reader thread
     gathers the next one (the next epoch's first, at an epoch's end, when ``take_epoch`` reads),
     so TensorFlow seldom waits on a gather. Mapped pages are dropped from the process as the
@@ -364,7 +403,7 @@ class CacheReplay:
 
     def __init__(
         self,
-        parts: list[CacheFile],
+        file: CacheFile | None,
         window_bytes: int | None = None,
         orders: Callable[[int], np.ndarray | None] | None = None,
         buffers: WindowBuffers | None = None,
@@ -374,18 +413,19 @@ class CacheReplay:
         self._ahead: tuple[object, int, Future] | None = None  # (order, first row, the window being read)
         self._following: tuple[object, int] | None = None  # (an epoch's order, the next epoch)
         self._loader: ThreadPoolExecutor | None = None
-        self._parts = [part for part in parts if part.size]
-        self.columns: list[dict] = [columns for part in self._parts for columns in part.columns]
-        sizes = [rows for part in self._parts for _, _, rows in part.frames]
+        self._file = file if file is not None and file.size else None
+        order = self._file.canonical() if self._file is not None else []  # frames by partition, then arrival
+        self.columns: list[dict] = [file.columns[index] for index in order]
+        sizes = [file.frames[index].rows for index in order]
+        self._file_order = np.argsort([file.frames[index].offset for index in order], kind="stable")  # of columns
         self.starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
         self.rows = int(self.starts[-1])
-        self.names: list[str] = self._parts[0].names if self._parts else []
-        self.layout: RowLayout | None = self._parts[0].layout if self._parts else None  # for next_batch
+        self.names: list[str] = self._file.names if self._file is not None else []
+        self.layout: RowLayout | None = self._file.layout if self._file is not None else None  # for next_batch
         self.window_rows = _window_rows(self.columns[0] if self.columns else {}, window_bytes)
         self.started_with: int | None = None  # the epoch whose first window came gathered (start_with)
         self._frame_bytes = [sum(c.nbytes for c in frame.values()) for frame in self.columns]
-        # columns some frame keeps in Arrow (bytes, Vectors, varying lengths, nulls) are gathered with take()
-        self._arrow = {n for frame in self.columns for n, c in frame.items() if not isinstance(c, np.ndarray)}
+        self._arrow = gathered_in_arrow(self.columns)  # gathered with take(), not into a dense window
         self._window: tuple[object, int, dict] | None = None  # (order, first row, columns)
         self._owns_buffers = buffers is None
         self._buffers = WindowBuffers() if buffers is None else buffers  # shared by the run's splits
@@ -487,16 +527,16 @@ class CacheReplay:
             for n, c in self.columns[0].items()
             if n not in self._arrow
         }
-        gathered: dict[str, list] = {n: [] for n in self._arrow}
+        gathered: dict[str, dict[int, object]] = {n: {} for n in self._arrow}  # pieces by frame
         traversed = 0
-        for frame, columns in enumerate(self.columns):
+        for frame in self._file_order:
             low, high = bounds[frame], bounds[frame + 1]
             if low == high:
                 continue
             local, positions = ordered[low:high] - self.starts[frame], by_position[low:high]
-            for name, column in columns.items():
+            for name, column in self.columns[frame].items():
                 if name in gathered:
-                    gathered[name].append(take(column, local))
+                    gathered[name][frame] = take(column, local)
                 else:  # file order into a reused scratch buffer ("clip": not buffered again), then the window's order
                     rows = self._scratch_rows(name, len(local), column)
                     window[name][positions] = np.take(column, local, axis=0, out=rows, mode="clip")
@@ -504,10 +544,10 @@ class CacheReplay:
             if traversed >= RELEASE_EVERY_BYTES:
                 self.release_pages()
                 traversed = 0
-        if gathered:  # gathered in file order: put the rows in the window's order
+        if gathered:  # joined in the cache's order (that of ``ordered``), then put in the window's order
             back = np.argsort(by_position, kind="stable")
             for name, pieces in gathered.items():
-                window[name] = take(concatenate(name, pieces), back)
+                window[name] = take(concatenate(name, [pieces[frame] for frame in sorted(pieces)]), back)
         self.release_pages()
         for column in window.values():  # a window serves every epoch of one order (no shuffle): never edited
             if isinstance(column, np.ndarray):
@@ -524,8 +564,8 @@ class CacheReplay:
 
     def release_pages(self) -> None:
         """Drop the mapped pages from this process (the kernel's page cache keeps them)."""
-        for part in self._parts:
-            part.release_pages()
+        if self._file is not None:
+            self._file.release_pages()
 
     def close(self) -> None:
         """Stop the reader thread and forget the views (the run's cache unmaps its files)."""

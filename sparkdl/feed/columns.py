@@ -71,8 +71,31 @@ def check_spark_schema(schema) -> None:
         )
 
 
+def ignoring_nullability(kind):
+    """A Spark type with every nested field, array element and map value declared nullable. Two
+    types that differ only there are read alike: the feed checks each row's nulls as it reads it
+    (a null fails naming its row, or ``bad_rows="skip"`` skips it), whatever the schema declares."""
+    from pyspark.sql import types as T
+
+    if isinstance(kind, T.ArrayType):
+        return T.ArrayType(ignoring_nullability(kind.elementType), True)
+    if isinstance(kind, T.MapType):
+        return T.MapType(ignoring_nullability(kind.keyType), ignoring_nullability(kind.valueType), True)
+    if isinstance(kind, T.StructType):
+        return T.StructType([T.StructField(f.name, ignoring_nullability(f.dataType), True) for f in kind.fields])
+    return kind
+
+
+def type_names(first, second) -> tuple[str, str]:
+    """Two Spark types as messages name them: their simple strings, else (equal simple strings,
+    e.g. two user-defined types) their JSON."""
+    names = first.simpleString(), second.simpleString()
+    return names if names[0] != names[1] else (first.json(), second.json())
+
+
 def check_same_columns(training, validation) -> None:
-    """Reject validation data whose columns or types differ from the training data's, naming the column."""
+    """Reject validation data whose columns or types differ from the training data's, naming the
+    column; types that differ only in what they declare nullable are the same to the feed."""
     if validation is None:
         return
     expected = {f.name: f.dataType for f in training.fields}
@@ -87,10 +110,11 @@ def check_same_columns(training, validation) -> None:
                 f"validation_data has a column {name!r} that the training data does not have; "
                 "give both the same columns"
             )
-        if expected[name] != given[name]:
+        if ignoring_nullability(expected[name]) != ignoring_nullability(given[name]):
+            validation_type, training_type = type_names(given[name], expected[name])
             raise FeedDataError(
-                f"validation_data column {name!r} is {given[name].simpleString()} but the training "
-                f"column is {expected[name].simpleString()}; cast one of them"
+                f"validation_data column {name!r} is {validation_type} but the training "
+                f"column is {training_type}; cast one of them"
             )
     if list(expected) != list(given):
         raise FeedDataError(

@@ -68,6 +68,14 @@ class RowLayout:
             tuple(tuple(s) if s is not None else None for s in shapes) if shapes else None,
         )
 
+    @property
+    def widths_vary(self) -> bool:
+        """Whether a list column's width is a batch's, not the column's: a DataFrame's ``array<...>``
+        columns hold lists of any length, and a feeder sends a batch whose rows agree in length as a
+        fixed-size list, so one column arrives at several widths. An RDD's arrays are tensors of one
+        shape (``rows_to_record_batch`` refuses others), so their width is the column's."""
+        return self.kinds is None
+
     def metadata(self) -> dict[bytes, bytes]:
         """This layout as Arrow schema metadata."""
         spec: dict[str, Any] = {"container": self.container}

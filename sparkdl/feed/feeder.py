@@ -20,17 +20,25 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from ..columns.arrow_rows import ORIGIN, fixed_width, origin_values
+from ..columns.arrow_rows import ORIGIN, describe_origin, fixed_width, origin_values, row_nbytes
 from ..common.errors import FeedError as FeedError  # re-exported: raised here
 from ..common.errors import NodeGone
 from ..common.timeouts import control_timeout
+from ..transport import channel as transport_channel  # its MAX_FRAME_BYTES, read at call time
 from ..transport import protocol
 from ..transport.channel import AuthenticationError, Channel, ChannelError, ChannelTimeout, Endpoint, connect
 from .columns import FeedDataError, rows_to_record_batch
 from .shares import RowShares
 from .wire import TRAIN_SPLIT, batch_to_results, decode_batch, encode_batch
 
+#: The rows' bytes a frame holds at most (a row larger than that travels alone).
 FRAME_TARGET_BYTES = 4 * 1024 * 1024
+#: What a frame may need beside its rows' bytes and its schema: the record batch's metadata and
+#: padding, per buffer (FRAME_BUFFER_BYTES) and in all (FRAME_FIXED_BYTES).
+FRAME_FIXED_BYTES = 64 * 1024
+FRAME_BUFFER_BYTES = 128
+#: Bytes a training frame adds to each row: its origin (``ORIGIN``, int64).
+ORIGIN_BYTES = 8
 RDD_CHUNK_ROWS = 1024
 
 
@@ -47,14 +55,52 @@ class FeedTarget:
     run: str = ""  # which cluster.inference() call the partitions belong to (for the driver's progress)
 
 
-def _frames(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-    """Slices of ``batch`` of about FRAME_TARGET_BYTES each."""
-    if batch.num_rows == 0:
-        return
-    row_bytes = max(1, batch.nbytes // batch.num_rows)
-    step = max(1, FRAME_TARGET_BYTES // row_bytes)
-    for start in range(0, batch.num_rows, step):
-        yield batch.slice(start, step)
+def frames(batch: pa.RecordBatch, partition: int = 0, first_row: int = 0) -> list[pa.RecordBatch]:
+    """``batch`` cut into the frames a feeding task sends, in order, by their bytes.
+
+    Each frame holds the rows whose bytes (Arrow's buffers, from each column's offsets: one
+    vectorised pass per column, one search per frame) add up to at most FRAME_TARGET_BYTES, and a
+    row larger than that travels alone, so however unequal the rows no frame exceeds the channel's
+    limit on a binary frame (``transport.channel.MAX_FRAME_BYTES``, which the node enforces). The
+    cut depends on the batch alone: a retried task cuts the same frames (``ledger.py`` relies on
+    it). A row that no frame can carry raises ``FeedDataError`` naming its column (the one holding
+    most of its bytes), partition and row (``first_row``: the batch's first row's position in the
+    partition); ``bad_rows="skip"`` cannot skip it, as it cannot reach a node.
+    """
+    rows = batch.num_rows
+    if rows == 0:
+        return []
+    columns = [row_nbytes(column) for column in batch.columns]
+    sizes = sum(columns, np.full(rows, ORIGIN_BYTES, np.int64))
+    capacity = _frame_capacity(batch)
+    oversized = np.flatnonzero(sizes > capacity)
+    if len(oversized):
+        row = int(oversized[0])
+        column = batch.schema.names[int(np.argmax([column[row] for column in columns]))]
+        where = describe_origin(int(origin_values(partition, first_row + row)))
+        raise FeedDataError(
+            f"column {column!r}, {where}: a row of {int(sizes[row]):,} bytes, more than a frame of the feed can "
+            f"carry ({max(capacity, 0):,} bytes: the channel's limit of {transport_channel.MAX_FRAME_BYTES:,} "
+            "bytes a frame, less the frame's own); such a row cannot reach a node. Make the value smaller "
+            "(store large values as files and feed their paths)"
+        )
+    ends = np.cumsum(sizes)
+    target = min(FRAME_TARGET_BYTES, capacity)
+    pieces, start = [], 0
+    while start < rows:
+        before = int(ends[start - 1]) if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, before + target, side="right")))
+        pieces.append(batch.slice(start, stop - start))
+        start = stop
+    return pieces
+
+
+def _frame_capacity(batch: pa.RecordBatch) -> int:
+    """The rows' bytes a frame of ``batch``'s columns can carry: the channel's limit less the
+    schema, the record batch's metadata and its buffers' padding (the origin column's included)."""
+    buffers = sum(len(column.buffers()) for column in batch.columns) + 2
+    overhead = batch.schema.serialize().size + FRAME_FIXED_BYTES + FRAME_BUFFER_BYTES * buffers
+    return transport_channel.MAX_FRAME_BYTES - overhead
 
 
 def _fixed_width(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -193,7 +239,7 @@ def feed_training_partition(
     sender = _PartitionSender(target, header, shares, shuffle_seed)
     try:
         for batch in batches:
-            for piece in _frames(_fixed_width(batch)):
+            for piece in frames(_fixed_width(batch), partition, sender.offset):
                 sender.send_frame(piece)
             if sender.every_node_skipped():
                 return sender.offset, _mask(sender.skipped)  # every destination is gone: skip the rest quickly
@@ -292,7 +338,7 @@ def infer_partition(
     def produce() -> None:
         try:
             for batch in batches:
-                for piece in _frames(_fixed_width(batch)):
+                for piece in frames(_fixed_width(batch), partition, link.rows):
                     link.send(piece, check_replies=False)
             link.channel.send(protocol.Done(link.rows).wire())
         except BaseException as exc:  # noqa: BLE001 - re-raised in the task's thread

@@ -192,6 +192,18 @@ def _listed(kind: pa.DataType) -> pa.DataType:
     return pa.list_(_listed(kind.value_type)) if pa.types.is_fixed_size_list(kind) else kind
 
 
+def _loose(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with every list level a plain list and every nested field nullable: what two columns'
+    Arrow types are compared by (each row's nulls are checked as it is read, whatever is declared)."""
+    if pa.types.is_list(kind) or pa.types.is_fixed_size_list(kind):
+        return pa.list_(_loose(kind.value_type))
+    if pa.types.is_large_list(kind):
+        return pa.large_list(_loose(kind.value_type))
+    if pa.types.is_struct(kind):
+        return pa.struct([pa.field(field.name, _loose(field.type)) for field in kind])
+    return kind
+
+
 def copy_rows(column, rows: int):
     """The first ``rows`` rows of a column, copied (so they do not hold the frame they came in)."""
     if isinstance(column, np.ndarray):
@@ -206,14 +218,18 @@ def describe_kind(column) -> str:
     return str(column.type)
 
 
-def same_kind(want, got) -> bool:
+def same_kind(want, got, widths_vary: bool = False) -> bool:
     """Whether two columns can be read alike: the same numpy dtype and row shape, the same Arrow
     type, or a numpy array and an Arrow array of the same values at the same depth (a batch with
-    nulls, or with arrays of varying length, stays in Arrow)."""
+    nulls, or with arrays of varying length, stays in Arrow). With ``widths_vary`` (a DataFrame's
+    ``array<...>`` columns: ``RowLayout.widths_vary``), two numpy arrays need the same dtype and
+    depth only: each batch's width is that batch's, not the column's."""
     if isinstance(want, np.ndarray) and isinstance(got, np.ndarray):
+        if widths_vary:
+            return want.dtype == got.dtype and want.ndim == got.ndim
         return want.dtype == got.dtype and want.shape[1:] == got.shape[1:]
     if not isinstance(want, np.ndarray) and not isinstance(got, np.ndarray):
-        return _listed(want.type) == _listed(got.type)
+        return _loose(want.type) == _loose(got.type)
     array, dense = (got, want) if isinstance(want, np.ndarray) else (want, got)
     kind, depth = array.type, 0
     while pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):

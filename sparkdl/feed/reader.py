@@ -10,7 +10,8 @@ A training run (one ``cluster.train`` call) gives this node ``rows_per_epoch`` r
 each split. The first epoch is read from the feed server's queues as Spark streams it in; later
 epochs come from the node's epoch cache when the driver chose to replay it (a fresh permutation
 each epoch with ``shuffle``), else from the queues again. The reader never reads past a run's
-planned rows, so every node reads the same number of rows per epoch.
+planned rows, so every node reads the same number of rows per epoch. A wait that runs out of the
+feed's ``read_timeout`` raises :class:`~sparkdl.common.errors.FeedTimeout` naming what it waited for.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 
 import numpy as np
 
+from ..common.errors import FeedTimeout
 from ..transport import protocol
 from .elements import RowLayout
 from .queues import END, END_PARTITION, Chunk, Columns, join_columns, join_slices
@@ -64,7 +66,11 @@ class FeedReader:
 
     def plan(self, session: int, timeout: float | None) -> protocol.TrainingPlan | None:
         """Run ``session``'s plan, waiting up to ``timeout`` (None: no limit); None once the feed ended."""
-        return self._server.plan(self.qname, session, timeout)
+        try:
+            return self._server.plan(self.qname, session, timeout)
+        except TimeoutError as exc:
+            what = f"the plan of training run {session} (cluster.train call {session})"
+            raise self._timed_out(what, timeout, " (has the driver called cluster.train()?)") from exc
 
     def known_plan(self, session: int) -> protocol.TrainingPlan | None:
         """Run ``session``'s plan if it has come, without waiting."""
@@ -73,7 +79,18 @@ class FeedReader:
     def example(self, session: int, timeout: float | None) -> tuple[dict[str, np.ndarray], list[str]]:
         """Run ``session``'s first row (by column) and its column names, waiting for its first rows;
         EOFError when the feed ends or the driver gives the run up first."""
-        return self._server.example(self.qname, session, timeout)
+        try:
+            return self._server.example(self.qname, session, timeout)
+        except TimeoutError as exc:
+            raise self._timed_out(f"the first rows of training run {session}", timeout) from exc
+
+    def _timed_out(self, what: str, timeout: float | None, hint: str = "") -> FeedTimeout:
+        """The error of a wait for ``what`` that ran out of ``timeout`` seconds."""
+        waited = "its time limit" if timeout is None else f"{timeout:g} s (feed_timeout)"
+        return FeedTimeout(
+            f"sparkdl feed {self.qname!r}: this node waited {waited} for {what}{hint}; "
+            "ctx.get_data_feed(feed_timeout=...) sets how long a read waits"
+        )
 
     def rows_read(self, session: int, split: str = TRAIN_SPLIT) -> int:
         """Rows of ``split`` of run ``session`` read so far (every epoch)."""
@@ -135,7 +152,7 @@ class FeedReader:
             self.advance_session()
             if self.known_plan(self._session) is not None:
                 return self._session
-            item = self._next_training_item()
+            item = self._next_training_item("the driver's next training run or its rows")
             if item == END:
                 self._stopped = True
             elif not isinstance(item, Chunk) or (item.session or 0) < self._session:
@@ -160,15 +177,19 @@ class FeedReader:
         self.advance_session()
         if self.known_plan(self._session) is not None:
             return True
-        item = self._next_training_item()
+        item = self._next_training_item("the feed's next rows (an inference partition's or a training run's)")
         return isinstance(item, Chunk) and item.session is not None
 
-    def _next_training_item(self):
-        """The training chunk being read, else the queue's next item, left in the queue (waits)."""
+    def _next_training_item(self, what: str):
+        """The training chunk being read, else the queue's next item, left in the queue (waits; a
+        FeedTimeout names ``what`` it waited for)."""
         chunk = self._chunks.get(TRAIN_SPLIT)
         if chunk is not None and chunk.left:
             return chunk
-        return self._queue.peek(self.read_timeout, self._server.progress)
+        try:
+            return self._queue.peek(self.read_timeout, self._server.progress)
+        except TimeoutError as exc:
+            raise self._timed_out(what, self.read_timeout) from exc
 
     # -- the end of the feed --
 
@@ -210,7 +231,14 @@ class FeedReader:
         while count < max_rows and not self._stopped and not self.terminated:
             epoch, offset = divmod(done + count, per_epoch)
             wanted = min(max_rows - count, per_epoch - offset)
-            columns, piece_layout, got = self._read_epoch_piece(plan, split, epoch, offset, wanted)
+            try:
+                columns, piece_layout, got = self._read_epoch_piece(plan, split, epoch, offset, wanted)
+            except FeedTimeout:
+                raise
+            except TimeoutError as exc:
+                rows = "rows" if split == TRAIN_SPLIT else f"{split} rows"
+                read = f"{done + count} of its {plan.total_rows(split)} read"
+                raise self._timed_out(f"more {rows} of training run {session} ({read})", self.read_timeout) from exc
             if not got:
                 break
             pieces.append(columns)
@@ -237,10 +265,18 @@ class FeedReader:
         """Up to ``wanted`` rows of ``split`` within epoch ``epoch`` from ``offset``: from the cache
         when the driver replays it, else from the queue (fewer, or none, when the feed ends)."""
         from_cache = (epoch or plan.deterministic) and plan.cache
-        if from_cache and self._server.replay_decision(self.qname, plan.session, self.read_timeout):
+        if from_cache and self._replays(plan.session):
             replay = self._server.run_cache(self.qname, plan.session).replay(split)
             return replay.take_epoch(epoch, offset, wanted), replay.layout, wanted
         return self._from_queue(plan.session, split, wanted, epoch)
+
+    def _replays(self, session: int) -> bool:
+        """Whether the driver replays run ``session``'s later epochs from this node's cache (waits for its word)."""
+        try:
+            return self._server.replay_decision(self.qname, session, self.read_timeout)
+        except TimeoutError as exc:
+            what = f"the driver's word on whether training run {session}'s later epochs come from this node's cache"
+            raise self._timed_out(what, self.read_timeout) from exc
 
     def _count_read(self, session: int, split: str, count: int) -> None:
         self._server.rows_read += count
@@ -311,7 +347,11 @@ class FeedReader:
         pieces: list[tuple[Chunk, int, int]] = []
         count = 0
         while count < max_rows and not self._stopped and not self.terminated:
-            chunk = self._current_chunk(self._queue, TRAIN_SPLIT)
+            try:
+                chunk = self._current_chunk(self._queue, TRAIN_SPLIT)
+            except TimeoutError as exc:
+                what = f"more rows of an inference partition ({count} read)" if count else "inference rows"
+                raise self._timed_out(what, self.read_timeout) from exc
             if chunk is END:
                 break
             if chunk is END_PARTITION:

@@ -72,7 +72,9 @@ class FeedServer:
         self._runs: dict[tuple[str, int], RunState] = {}
         self._ledger = DeliveryLedger()  # which rows of each fed partition this node accepted (exactly once)
         self._ended = False
-        self._epoch_gates: dict[int, bool] = {}  # an elastic cluster's word on each epoch boundary
+        # the driver's word on each epoch boundary, keyed (fit_begin, epoch): an elastic cluster's at
+        # an epoch's end, a relaunched chief's as its first fit begins
+        self._epoch_gates: dict[tuple[bool, int], bool] = {}
         self._warned: set[str] = set()  # the notices this node gave the driver (each said once)
         self._cond = threading.Condition()
         self._inference_turn = threading.Lock()  # one inference partition at a time per node
@@ -323,18 +325,19 @@ class FeedServer:
 
     def _on_epoch_gate(self, channel: Channel, message: protocol.EpochGate, timeout: float) -> None:
         with self._cond:
-            self._epoch_gates[message.epoch] = message.go_on
+            self._epoch_gates[(message.fit_begin, message.epoch)] = message.go_on
             self._cond.notify_all()
         channel.send(protocol.Ack().wire())
 
-    def await_epoch_gate(self, epoch: int, timeout: float) -> bool:
-        """An elastic cluster's chief at the end of ``epoch``: wait (bounded) for the driver's word.
-        True: go on. False: the driver relaunches the cluster on another node count and stops this
-        node, so this waits for that (bounded) and the next epoch never starts here. A word that does
-        not come within ``timeout`` counts as going on."""
+    def await_epoch_gate(self, epoch: int, timeout: float, fit_begin: bool = False) -> bool:
+        """An elastic cluster's chief at the end of ``epoch`` (with ``fit_begin``: a relaunched chief
+        as its first fit begins ``epoch``): wait (bounded) for the driver's word. True: go on. False:
+        the driver relaunches the cluster and stops this node, so this waits for that (bounded) and
+        the epoch never starts here. A word that does not come within ``timeout`` counts as going on."""
+        key = (fit_begin, epoch)
         with self._cond:
-            self._cond.wait_for(lambda: epoch in self._epoch_gates or self._ended, timeout)
-            go_on = self._epoch_gates.pop(epoch, True)
+            self._cond.wait_for(lambda: key in self._epoch_gates or self._ended, timeout)
+            go_on = self._epoch_gates.pop(key, True)
             if not go_on:
                 self._cond.wait_for(lambda: self._ended, timeout)
             return go_on
@@ -434,8 +437,10 @@ class FeedServer:
         if not run.replay and run.cache is not None:
             run.cache.drop()
 
-    def _check_schema(self, run: RunState, split: str, columns: dict, names: list[str]) -> None:
-        """Record the run's first training rows; reject validation rows that do not match them."""
+    def _check_schema(self, run: RunState, split: str, columns: dict, layout: RowLayout) -> None:
+        """Record the run's first training rows; reject validation rows that do not match them (a
+        DataFrame's list column is one kind at any width: ``RowLayout.widths_vary``)."""
+        names = list(layout.names)
         with self._cond:
             if run.example is None and split == TRAIN_SPLIT:
                 run.example = {n: copy_rows(c, EXAMPLE_ROWS) for n, c in columns.items()}
@@ -452,7 +457,7 @@ class FeedServer:
             )
         for name in names:
             want, got = example[name], columns[name]
-            if not same_kind(want, got):
+            if not same_kind(want, got, layout.widths_vary):
                 raise FeedDataError(
                     f"validation column {name!r} is {describe_kind(got)} but the training "
                     f"column is {describe_kind(want)}"
@@ -496,14 +501,14 @@ class FeedServer:
                 return
             try:
                 batch = decode_batch(frame)
-                names = data_names(batch.schema)
+                names, layout = data_names(batch.schema), RowLayout.of(batch.schema)
                 columns = batch_to_columns(
                     batch, origin_values(message.partition, position + np.arange(batch.num_rows))
                 )
                 if run is None or run.plan.bad_rows == "fail":  # else the reader skips (and counts) them
                     check_rows(columns, names)
                 if run is not None:
-                    self._check_schema(run, split, columns, names)
+                    self._check_schema(run, split, columns, layout)
             except (FeedDataError, ValueError) as exc:
                 channel.send(protocol.Rejected(str(exc)).wire())
                 self._drain(channel)
@@ -519,14 +524,7 @@ class FeedServer:
                     return
                 if new:
                     if queue is not None and (run is None or run.wants(split, message.epoch)):
-                        chunk = Chunk(
-                            columns,
-                            names,
-                            batch.num_rows,
-                            session,
-                            layout=RowLayout.of(batch.schema),
-                            epoch=message.epoch,
-                        )
+                        chunk = Chunk(columns, names, batch.num_rows, session, layout=layout, epoch=message.epoch)
                         unwanted = None if run is None else (lambda: not run.wants(split, message.epoch))
                         # bounded; twice the feeder's own limit, so its clearer error comes first
                         queue.put(chunk, nbytes=len(frame), timeout=2 * timeout, unless=unwanted)

@@ -14,7 +14,9 @@ mounted there) or on any store of :mod:`sparkdl.storage`: ``s3://``/``s3a://``/`
 :class:`sparkdl.storage.Storage` (``pyarrow.fs``; TensorFlow's own file systems reach only local
 paths and ``gs://``), made by :mod:`.worker` from the settings the driver put in
 :attr:`.model.ModelSource.storage`: it is downloaded whole into a private temporary directory
-first, so that the bytes safe mode checks are the bytes Keras or TensorFlow load. A remote
+first, so that the bytes safe mode checks are the bytes Keras or TensorFlow load. In safe mode a
+local (or mounted) Keras model is copied the same way (:func:`private_copy`), so that whoever can
+write its path cannot replace it between the check and Keras' load. A remote
 directory whose upload has not finished (:meth:`~sparkdl.storage.Storage.is_complete`: no
 ``saved_model.pb``, nor the completion marker of ``Storage.upload``) is refused, never half loaded.
 
@@ -29,6 +31,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import weakref
 import zipfile
@@ -37,6 +40,11 @@ from typing import Any
 from ..storage import Storage, is_remote, parse
 from . import model_safety
 from .model import LoadedModel, ModelLoadError, ModelSource, TensorInfo
+
+#: Bytes read and written at a time when a local model is copied for safe mode.
+COPY_CHUNK_BYTES = 1 << 20
+# Non-blocking: opening a named pipe for reading would wait for a writer (regular files ignore it).
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK
 
 
 def _is_remote(path: str) -> bool:
@@ -206,9 +214,10 @@ def _keras_version(metadata: Any) -> str:
     return version if isinstance(version, str) else ""
 
 
-def _keras_file(path: str, local: str, safe_mode: bool) -> str:
-    """Which Keras loads the model file at ``local``: ``"tf_keras"`` (``.h5``, a ``.keras`` file
-    of Keras 2) or ``"keras"`` (Keras 3). In safe mode, ModelLoadError unless the model's config,
+def check_keras_file(path: str, local: str, safe_mode: bool) -> str:
+    """Which Keras loads the model file at ``local`` (a private copy of ``path``:
+    :func:`private_copy`): ``"tf_keras"`` (``.h5``, a ``.keras`` file of Keras 2) or ``"keras"``
+    (Keras 3). In safe mode, ModelLoadError unless the model's config,
     read from the bytes that Keras will read, names only what runs no code of the file's
     (:mod:`.model_safety`): checked here, before any Keras code runs."""
     # Before any Keras code: the format as the file's bytes say it, whatever its name.
@@ -246,14 +255,69 @@ def _download(path: str, storage: Storage | None) -> tuple[str, str]:
     return local, scratch
 
 
+def _copy_local(path: str) -> tuple[str, str]:
+    """``(copy, its private scratch directory)`` of the local model file or directory ``path``,
+    named as ``path`` is (Keras goes by the name too): each file read once, through the one
+    descriptor whose type was checked (a regular file: a pipe or a device is refused, never
+    waited on)."""
+    local = _local(path)
+    source = os.path.realpath(local)  # a link to the model (``latest`` -> a version) is followed
+    scratch = tempfile.mkdtemp(prefix="sparkdl-model-")
+    try:
+        target = os.path.join(scratch, os.path.basename(local.rstrip("/")) or "model")
+        if not _copy_file(path, source, target):
+            os.mkdir(target, 0o700)
+            for root, dirs, files, root_fd in os.fwalk(source):
+                here = os.path.join(target, os.path.relpath(root, source))
+                for name in dirs:
+                    if stat.S_ISLNK(os.stat(name, dir_fd=root_fd, follow_symlinks=False).st_mode):
+                        raise ModelLoadError(
+                            f"model {path!r} holds a link to a directory, {os.path.join(root, name)!r}: "
+                            "put what it points to in the model directory"
+                        )
+                    os.mkdir(os.path.join(here, name), 0o700)
+                for name in files:
+                    _copy_file(path, os.path.join(root, name), os.path.join(here, name), root_fd)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return target, scratch
+
+
+def _copy_file(path: str, source: str, target: str, dir_fd: int | None = None) -> bool:
+    """Copy the regular file ``source`` (with ``dir_fd``: its name in that directory) to
+    ``target`` (mode 0600) through one descriptor; False if the model ``path`` itself is a
+    directory; ModelLoadError naming ``path`` if ``source`` is neither."""
+    try:
+        descriptor = os.open(os.path.basename(source) if dir_fd is not None else source, _READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        where = f"model path {path!r}" if dir_fd is None else f"{source!r} of model {path!r} (a broken link?)"
+        raise ModelLoadError(f"{where} does not exist on this executor (host {os.uname().nodename})") from None
+    try:
+        kind = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(kind) and dir_fd is None:
+            return False
+        if not stat.S_ISREG(kind):
+            raise ModelLoadError(f"model {path!r}: {source!r} is not a regular file or a directory")
+        with (
+            os.fdopen(descriptor, "rb", closefd=False) as reader,
+            open(target, "xb", opener=lambda name, flags: os.open(name, flags, 0o600)) as writer,
+        ):
+            shutil.copyfileobj(reader, writer, COPY_CHUNK_BYTES)
+    finally:
+        os.close(descriptor)
+    return True
+
+
 @contextlib.contextmanager
-def _local_copy(path: str, storage: Storage | None = None):
-    """A local path to the model file or directory: itself, or a private temporary copy of a
-    remote one (checked and loaded from the same bytes), removed afterwards."""
-    if not _is_remote(path):
-        yield _local(path)
-        return
-    local, scratch = _download(path, storage)
+def private_copy(path: str, storage: Storage | None = None):
+    """A private copy of the model file or directory at ``path``, removed afterwards: a remote
+    model downloaded whole through ``storage``, a local (or mounted) one copied, into a new
+    directory that only this process's user can enter (``tempfile.mkdtemp``, mode 0700).
+
+    What safe mode checks and what Keras then loads is this copy: whoever can write ``path``
+    cannot replace the model between the check and the load (Keras' import alone takes seconds)."""
+    local, scratch = _download(path, storage) if _is_remote(path) else _copy_local(path)
     try:
         yield local
     finally:
@@ -261,9 +325,12 @@ def _local_copy(path: str, storage: Storage | None = None):
 
 
 def _read_keras_model(tf, path: str, device: str, safe_mode: bool, storage: Storage | None = None):
-    """The Keras model at ``path``, refused in safe mode when it may run code of its own."""
-    with _local_copy(path, storage) as local:
-        flavour = _keras_file(path, local, safe_mode)
+    """The Keras model at ``path``, refused in safe mode when it may run code of its own: checked
+    and loaded from one private copy (:func:`private_copy`; a trusted local file is read in place)."""
+    in_place = not safe_mode and not _is_remote(path)  # trusted: no copy to pay for
+    copy = contextlib.nullcontext(_local(path)) if in_place else private_copy(path, storage)
+    with copy as local:
+        flavour = check_keras_file(path, local, safe_mode)
         if flavour == "tf_keras":
             import tf_keras as module
         else:
@@ -427,7 +494,7 @@ def model_kind(path: str, storage: Storage | None = None) -> str:
         return "keras"
     if _is_remote(path):
         if _remote_kind(path, _store(storage))[0] == "file":
-            return "keras"  # a Keras archive under another name: its bytes decide (see _keras_file)
+            return "keras"  # a Keras archive under another name: its bytes decide (see check_keras_file)
         return "saved_model"
     local = _local(path)
     if os.path.isdir(local):

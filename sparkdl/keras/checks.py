@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..columns.arrow_numpy import numpy_dtype
 from ..common.errors import SparkDLError
 from .shipping import FLAVOUR_NAMES, TF_KERAS, ModelInfo, flavour_of
 
@@ -96,6 +97,21 @@ def column_kinds(schema, s) -> dict[str, str]:
                 "indicator column must be boolean"
             )
     return kinds
+
+
+def column_dtypes(schema, columns) -> dict[str, str]:
+    """The numpy dtype of each of ``columns``' values (an array's elements; a Vector's: float64), for
+    ``layout.plan_layout`` to feed each model input as its dtype, integers as integers."""
+    from pyspark.sql import types as T
+
+    fields = {f.name: f.dataType for f in schema.fields}
+    dtypes = {}
+    for name in columns:
+        kind = fields[name]
+        if isinstance(kind, T.ArrayType):
+            kind = kind.elementType
+        dtypes[name] = numpy_dtype(kind.typeName()) or "float64"  # a Vector (a user-defined type): doubles
+    return dtypes
 
 
 def _kind(data_type) -> str | None:

@@ -69,6 +69,7 @@ class FitSettings:
     predicted_class_col: str | None
     predict_batch_size: int
     packed_outputs: bool
+    safe_mode: bool
 
     @classmethod
     def of(cls, estimator) -> "FitSettings":
@@ -176,7 +177,8 @@ def _train(dataset, storage, first: FitSettings, kinds, payload, info, runs, don
     prepared = data.prepare(dataset, list(kinds), kinds, first.validation, first.seed)
     try:
         widths = checks.check_scan(prepared.stats, first, kinds)
-        layout = plan_layout(info, first.feature_cols, first.label_cols, first.sample_weight_col, widths)
+        dtypes = checks.column_dtypes(dataset.schema, kinds)
+        layout = plan_layout(info, first.feature_cols, first.label_cols, first.sample_weight_col, widths, dtypes)
         marker = (
             f"{base}/current-run.json"
             if (first.max_restarts or first.min_workers is not None) and len(runs) > 1
@@ -306,6 +308,7 @@ def _model(s: FitSettings, paths: RunPaths, history: dict, info) -> KerasModel:
         predicted_class_col=s.predicted_class_col,
         predict_batch_size=s.predict_batch_size,
         packed_outputs=s.packed_outputs,
+        safe_mode=s.safe_mode,
     )
     model.set_history(history)
     model.best_model_path = paths.best_path if s.monitor else None

@@ -64,7 +64,8 @@ def keep_tf_keras_saves_zipped(flavour: str) -> None:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """What the driver's checks need to know of a model."""
+    """What the driver's checks need to know of a model: its inputs and outputs (names, the dtypes
+    they declare, per-row shapes) and whether it is compiled with a loss."""
 
     flavour: str
     inputs: tuple[TensorInfo, ...]
@@ -114,8 +115,8 @@ def describe(model: Any) -> ModelInfo:
     loss = getattr(model, "loss", None) if compiled else None
     return ModelInfo(
         flavour=flavour,
-        inputs=tuple(TensorInfo(name, shape=_row_shape(t.shape)) for name, t in zip(input_names, inputs)),
-        outputs=tuple(TensorInfo(name, shape=_row_shape(t.shape)) for name, t in zip(output_names, outputs)),
+        inputs=tuple(TensorInfo(name, _dtype(t), _row_shape(t.shape)) for name, t in zip(input_names, inputs)),
+        outputs=tuple(TensorInfo(name, _dtype(t), _row_shape(t.shape)) for name, t in zip(output_names, outputs)),
         compiled=compiled,
         has_loss=loss is not None,
     )
@@ -123,6 +124,14 @@ def describe(model: Any) -> ModelInfo:
 
 def _tensor_name(tensor: Any, index: int) -> str:
     return (getattr(tensor, "name", None) or f"input_{index}").split(":")[0]
+
+
+def _dtype(tensor: Any) -> str | None:
+    """The numpy name of a tensor's dtype (Keras 3 gives a string, tf-keras a ``tf.DType``), or None."""
+    dtype = getattr(tensor, "dtype", None)
+    if dtype is None:
+        return None
+    return str(getattr(dtype, "name", None) or dtype)
 
 
 def _row_shape(shape: Any) -> tuple[int | None, ...] | None:

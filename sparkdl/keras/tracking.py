@@ -267,18 +267,28 @@ def missing_epochs(history: dict[str, list[float]], logged: dict[str, set[int]])
 
 
 def signature(info):
-    """The MLflow signature of a model ``info`` describes (a ``shipping.ModelInfo``): float32
-    tensors, a batch of any size, named by the model's inputs and outputs where it has several
-    (a DataFrame column of that name, of arrays, feeds each input)."""
+    """The MLflow signature of a model ``info`` describes (a ``shipping.ModelInfo``): tensors of
+    the dtypes the model declares (float32 where it declares none, or one numpy lacks: bfloat16),
+    a batch of any size, named by the model's inputs and outputs where it has several (a DataFrame
+    column of that name, of arrays, feeds each input)."""
     import numpy as np
     from mlflow.models import ModelSignature
     from mlflow.types.schema import Schema, TensorSpec
+
+    def dtype(name: str | None):
+        try:
+            found = np.dtype(name or np.float32)
+        except TypeError:
+            return np.dtype(np.float32)
+        # bfloat16 is a numpy dtype only once ml_dtypes (TensorFlow's) is imported, and not one MLflow
+        # knows: the same float32 either way
+        return found if found.kind in "biufc" else np.dtype(np.float32)
 
     def schema(tensors) -> Any:
         named = len(tensors) > 1
         return Schema(
             [
-                TensorSpec(np.dtype(np.float32), (-1, *(-1 if d is None else d for d in t.shape or ())),
+                TensorSpec(dtype(t.dtype), (-1, *(-1 if d is None else d for d in t.shape or ())),
                            t.name if named else None)
                 for t in tensors
             ]

@@ -16,8 +16,8 @@ import time
 from typing import Any
 
 from ..common import paths, roles
-from ..common.errors import InputModeError
-from ..common.timeouts import ELASTIC_GATE_WAIT_S, FEED_TIMEOUT_S
+from ..common.errors import FeedError, InputModeError
+from ..common.timeouts import ELASTIC_GATE_WAIT_S, FEED_TIMEOUT_S, RELAUNCH_GATE_WAIT_S
 from ..storage import Storage, StoreSettings, is_remote
 from ..transport import protocol
 
@@ -80,6 +80,7 @@ class NodeContext:
         self._feed_server = feed_server
         self._elastic = elastic  # TFCluster.run(min_executors=...): the chief waits at each epoch boundary
         self._last_progress: dict[frozenset, float] = {}  # per kind of report, so none starves another
+        self._fits_begun = 0  # model.fit calls with progress_callback() that began an epoch in this process
         self._storage = Storage(store_settings)
 
     @classmethod
@@ -165,9 +166,16 @@ class NodeContext:
                 super().__init__()
                 self.epoch = 0
                 self.step = 0
+                self.began = False  # whether this fit began its first epoch
+
+            def on_train_begin(self, logs=None):
+                self.began = False
 
             def on_epoch_begin(self, epoch, logs=None):
                 self.epoch = epoch
+                if not self.began:  # the fit's first epoch: after BackupAndRestore restored, the one it resumes at
+                    self.began = True
+                    ctx.report_fit_begin(epoch)
 
             def on_train_batch_end(self, batch, logs=None):
                 self.step += 1
@@ -190,6 +198,26 @@ class NodeContext:
                     ctx._feed_server.fit_ended()
 
         return SparkdlProgress()
+
+    def report_fit_begin(self, epoch: int) -> None:
+        """Tell the driver a training loop begins its first epoch, ``epoch`` (0-based; past 0 when it
+        resumed from a backup). :meth:`progress_callback` calls it as ``model.fit`` begins; a custom loop
+        that reports its epochs (``report_progress(epoch=e, epoch_end=True)``) calls it before its first.
+
+        The chief's first loop of a relaunched InputMode.SPARK attempt then waits for the driver's word:
+        the driver feeds a relaunch the epochs it expects the loop to run, and stops the attempt (and
+        relaunches it, fed from ``epoch``) when this loop runs others, e.g. one without a backup that
+        begins again at 0 (``driver/call_epochs.py``). A later loop of the same attempt just reports."""
+        awaits = not self._fits_begun and self.attempt > 0 and self.is_chief and self._feed_server is not None
+        self._fits_begun += 1
+        self.report_progress(force=True, epoch=epoch, fit_begin=True, awaits_word=awaits)
+        if awaits and not self._feed_server.await_epoch_gate(epoch, RELAUNCH_GATE_WAIT_S, fit_begin=True):
+            # The driver relaunches the cluster fed other epochs and stops this node; it has not yet:
+            # this loop must not train on a plan made for another one.
+            raise FeedError(
+                f"the driver relaunches this cluster fed from epoch {epoch + 1}: this training loop, fed other "
+                "epochs, stops before its first step"
+            )
 
     def scaled_learning_rate(self, base_rate: float, base_workers: int, rule: str = "linear") -> float:
         """``base_rate`` (tuned for ``base_workers`` workers) for this attempt's ``num_workers``.

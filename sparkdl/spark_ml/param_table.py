@@ -361,6 +361,16 @@ PARAMS = (
         False,
     ),
     ParamSpec(
+        "safe_mode",
+        "Safe mode for the model file when transform scores with it and keras_model loads it: its Keras config "
+        "may name only Keras' own classes and functions known to run no code of the file's (sparkdl's allowlist, "
+        "sparkdl/inference/keras_allowlist.py, then Keras' own safe mode), so a Lambda layer or a custom layer is "
+        "refused. False loads a file you trust (a model path is code). KerasEstimator gives its value to the "
+        "models it fits",
+        TypeConverters.toBoolean,
+        True,
+    ),
+    ParamSpec(
         "model_path",
         "The trained model's .keras file, on a path every executor reads (set by fit, and by load)",
         optional_string,
@@ -514,6 +524,7 @@ MIXINS = (
         "Mixin for the output-column Params of transform, Spark ML's names and conventions (``keras/outputs.py``).",
     ),
     _one("model_path"),
+    _one("safe_mode"),
     MixinSpec(
         "HasModelStructure",
         ("input_cols", "output_names"),
@@ -582,6 +593,7 @@ STAGES = (
             "HasSampleWeightCol",
             "HasValidation",
             "HasPredictionCols",
+            "HasSafeMode",
             "HasBatchSize",
             "HasEpochs",
             "HasShuffle",
@@ -602,6 +614,6 @@ STAGES = (
         "KerasModel",
         "sparkdl.keras",
         "What KerasEstimator.fit returns: scores a DataFrame with the trained Keras model.",
-        ("HasFeatureCols", "HasLabelCols", "HasPredictionCols", "HasModelPath", "HasModelStructure"),
+        ("HasFeatureCols", "HasLabelCols", "HasPredictionCols", "HasSafeMode", "HasModelPath", "HasModelStructure"),
     ),
 )

@@ -850,6 +850,33 @@ class HasModelPath(Params):
         return self.getOrDefault(self.model_path)
 
 
+class HasSafeMode(Params):
+    """Mixin for Param ``safe_mode``: Safe mode for the model file when transform scores with it and keras_model
+    loads it: its Keras config may name only Keras' own classes and functions known to run no code of the file's
+    (sparkdl's allowlist, sparkdl/inference/keras_allowlist.py, then Keras' own safe mode), so a Lambda layer or
+    a custom layer is refused. False loads a file you trust (a model path is code). KerasEstimator gives its
+    value to the models it fits."""
+
+    safe_mode: Param[bool] = Param(
+        Params._dummy(),
+        "safe_mode",
+        "Safe mode for the model file when transform scores with it and keras_model loads it: its Keras config may "
+        "name only Keras' own classes and functions known to run no code of the file's (sparkdl's allowlist, "
+        "sparkdl/inference/keras_allowlist.py, then Keras' own safe mode), so a Lambda layer or a custom layer is "
+        "refused. False loads a file you trust (a model path is code). KerasEstimator gives its value to the models "
+        "it fits",
+        typeConverter=TypeConverters.toBoolean,
+    )
+
+    def setSafeMode(self, value):
+        """Set ``safe_mode``. Returns self."""
+        return self._set(safe_mode=value)
+
+    def getSafeMode(self) -> bool:
+        """The value of ``safe_mode``."""
+        return self.getOrDefault(self.safe_mode)
+
+
 class HasModelStructure(Params):
     """Mixin for Params ``input_cols`` and ``output_names``: how a fitted model's columns meet its tensors."""
 
@@ -1182,6 +1209,7 @@ class KerasEstimatorParams(
     HasSampleWeightCol,
     HasValidation,
     HasPredictionCols,
+    HasSafeMode,
     HasBatchSize,
     HasEpochs,
     HasShuffle,
@@ -1228,6 +1256,7 @@ class KerasEstimatorParams(
             probability_col="probability",
             raw_prediction_col="rawPrediction",
             run_id=None,
+            safe_mode=True,
             sample_weight_col=None,
             seed=2366026698,
             shuffle=True,
@@ -1240,6 +1269,7 @@ class KerasModelParams(
     HasFeatureCols,
     HasLabelCols,
     HasPredictionCols,
+    HasSafeMode,
     HasModelPath,
     HasModelStructure,
 ):
@@ -1260,6 +1290,7 @@ class KerasModelParams(
             prediction_col="prediction",
             probability_col="probability",
             raw_prediction_col="rawPrediction",
+            safe_mode=True,
         )
 
 
@@ -1299,6 +1330,7 @@ __all__ = [
     "HasValidation",
     "HasPredictionCols",
     "HasModelPath",
+    "HasSafeMode",
     "HasModelStructure",
     "HasShuffle",
     "HasSeed",

@@ -35,9 +35,10 @@ class FeedClient:
         """The driver's decision, the same for every node: epochs 2..N from the caches, or from Spark."""
         self._request(protocol.CacheUse(session, use, qname), timeout, protocol.Ack)
 
-    def epoch_gate(self, epoch: int, go_on: bool, timeout: float) -> None:
-        """An elastic cluster's chief waits at the end of ``epoch``: go on, or not (a resize comes)."""
-        self._request(protocol.EpochGate(epoch, go_on), timeout, protocol.Ack)
+    def epoch_gate(self, epoch: int, go_on: bool, timeout: float, fit_begin: bool = False) -> None:
+        """An elastic cluster's chief waits at the end of ``epoch`` (with ``fit_begin``: a relaunched
+        chief as its first fit begins ``epoch``): go on, or not (a relaunch comes)."""
+        self._request(protocol.EpochGate(epoch, go_on, fit_begin=fit_begin), timeout, protocol.Ack)
 
     def end(self, qname: str, timeout: float) -> None:
         """No more data will come on ``qname`` (shutdown). The node may finish, and close, as soon as

@@ -353,12 +353,15 @@ class CacheUse(Message):
 @dataclass(frozen=True)
 class EpochGate(Message):
     """The driver's word on an elastic cluster's epoch boundary, which its chief waits for: go on
-    with the next epoch, or not (the driver relaunches the cluster on another node count)."""
+    with the next epoch, or not (the driver relaunches the cluster on another node count). With
+    ``fit_begin``, the word a relaunched chief waits for as its first fit begins ``epoch`` (go on, or
+    not: the driver relaunches the cluster fed other epochs); the two are never taken for each other."""
 
     TYPE: ClassVar[str] = "epoch_gate"
     epoch: int
     go_on: bool = True
     timeout: float | None = None
+    fit_begin: bool = False
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,35 @@ def test_the_demo_trains_two_tf_nodes_exports_and_scores(spark2, tmp_path, capsy
     assert _accuracy(stdout) > 0.8
 
 
+def test_mnist_tf_example_gives_three_nodes_disjoint_shards_that_cover_the_data(spark3, tmp_path):
+    """Issue 53 item 12: each node shuffled with ``seed=ctx.task_index`` and left the sharding to
+    MWMS's auto-shard by element, which needs one order on every node; chief:0 and worker:0 share
+    index 0, so from three nodes the shards overlapped. The example's own ``main_fun`` on three
+    nodes, its fit replaced by two passes over the dataset as MWMS distributes it: every epoch,
+    every row reaches exactly one node, and each node's order changes between epochs."""
+    import functools
+
+    import example_functions
+
+    from sparkdl import TFCluster
+
+    example = _example("examples/mnist/mnist_tf.py")
+    example.digits_common.start_spark("shards", None, 3, spark=spark3)  # ships digits_common to the executors
+    rows, epochs = 90, 2
+    args = example.parse_args(["--batch_size", "16", "--export_dir", str(tmp_path / "export")])
+    node = functools.partial(example_functions.shards_as_mwms_deals_them, example.main_fun, rows, epochs)
+    cluster = TFCluster.run(
+        spark3.sparkContext, node, args, 3, input_mode=TFCluster.InputMode.TENSORFLOW, return_results="all"
+    )
+    cluster.shutdown(timeout=240)
+    shards = cluster.results
+    assert len(shards) == 3 and all(shards), shards
+    for epoch in map(str, range(epochs)):
+        got = [sorted(shard[epoch]) for shard in shards]
+        assert sorted(i for ids in got for i in ids) == list(range(rows)), f"epoch {epoch}: {got}"
+    assert all(shard["0"] != shard["1"] for shard in shards), "a node's rows come in a new order every epoch"
+
+
 def test_mnist_spark_mode_example_trains_from_a_dataframe(spark2, tmp_path, capsys):
     # 3 epochs: epoch 1 from the feed, then the nodes' cache; past 0.9 held-out accuracy from epoch 1 (Adam(1e-2))
     argv = ["--epochs", "3", "--export_dir", str(tmp_path / "export")]

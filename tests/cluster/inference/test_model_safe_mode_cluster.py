@@ -173,3 +173,36 @@ def test_a_remote_model_is_checked_on_the_bytes_that_load(tmp_path, s3_store):
     tf_keras.Sequential([tf_keras.Input((3,)), tf_keras.layers.Dense(2)]).save(str(tmp_path / "plain.h5"))
     s3_store.client.upload_file(str(tmp_path / "plain.h5"), s3_store.bucket, f"{prefix}/plain.h5")
     assert get_model(ModelSource(f"s3a://{s3_store.bucket}/{prefix}/plain.h5"), gpus="none").kind == "keras"
+
+
+@pytest.mark.parametrize("ext", ["h5", "keras"])
+def test_a_file_swapped_after_the_check_is_not_what_loads(tmp_path, monkeypatch, ext):
+    """Whoever can write a model path could replace the file between safe mode's check and Keras'
+    load (the check takes milliseconds, importing Keras seconds). The seam: right after the check
+    passes, the path is replaced (an atomic rename, as an attacker would) by a model whose
+    TFOpLambda writes a file while tf-keras loads it. What loads is still the checked model, from a
+    private copy, and the gadget's code never runs."""
+    import tf_keras
+
+    from sparkdl.inference import model_safety
+
+    marker, path = tmp_path / "ran", tmp_path / f"model.{ext}"
+    tf_keras.Sequential([tf_keras.Input((3,), name="x"), tf_keras.layers.Dense(2, name="checked")]).save(str(path))
+    kind = "h5" if ext == "h5" else "tf_keras"
+    gadget = model_file(tmp_path, "gadget", kind, tf_keras_gadgets(marker, kind)["tf_op_write_file_live"])
+    check = model_safety.refuse_code
+    swapped = []
+
+    def check_then_swap(*args, **kwargs):
+        check(*args, **kwargs)  # passed: the checked model goes on to Keras
+        os.replace(gadget, path)
+        swapped.append(path)
+
+    monkeypatch.setattr(model_safety, "refuse_code", check_then_swap)
+    try:
+        loaded = [info.name for info in get_model(ModelSource(str(path)), gpus="none").outputs]
+    except Exception as exc:  # whatever Keras made of the gadget: the marker decides first
+        loaded = exc
+    assert swapped, "the seam was not reached: this test would prove nothing"
+    assert not marker.exists(), "Keras loaded the file swapped in after the check, and its code ran"
+    assert loaded == ["checked"], loaded

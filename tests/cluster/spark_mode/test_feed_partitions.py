@@ -157,3 +157,29 @@ def test_train_feeds_every_planned_row_of_an_uncached_join(sc2, spark, tmp_path)
     assert [n["rows"] for n in nodes.values()] == [2 * (ROWS // 2)] * 2  # ceil(T/2) rows per node per epoch
     # count_feed sums each row's last field, y: the sum of every row once per epoch.
     assert sum(n["label_sum"] for n in nodes.values()) == 2 * sum(range(ROWS))
+
+
+def test_frames_read_from_a_cache_are_not_checkpointed_again_but_a_new_shuffle_over_it_is(spark, sc2):
+    """What a frame reads decides: a filter or select of a persisted shuffle reads its stored blocks (the
+    shuffle's exchange belongs to the plan that filled the cache, not to the frame's own), as
+    ``KerasEstimator`` reads its persisted rows split into training and validation; a shuffle over the
+    cache, or an uncached one, is still pinned."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    shuffled = spark.range(0, 60, numPartitions=2).repartition(3).select("id", (F.col("id") * 2).alias("x"))
+    persisted = shuffled.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        filtered = persisted.where(F.col("id") % 2 == 0).select("x")
+        selected = persisted.select((F.col("x") + 1).alias("x1"))
+        for frame in (filtered, selected, persisted):
+            with stable_partitions(frame) as same:
+                assert same is frame, frame.columns
+            assert not _has_exchange(frame)  # the shuffle that filled the cache is not the frame's own
+        assert sum(count_rows(filtered)) == 30
+        uncached = spark.range(0, 60, numPartitions=2).repartition(2)
+        for frame in (persisted.repartition(2), uncached):
+            with stable_partitions(frame) as pinned:
+                assert pinned is not frame, frame.columns
+    finally:
+        persisted.unpersist()

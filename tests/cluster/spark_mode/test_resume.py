@@ -104,6 +104,39 @@ def test_relaunch_resumes_model_fit_from_the_saved_epoch_and_feeds_only_the_epoc
     assert len(history["loss"]) == epochs and all(np.isfinite(history["loss"]))
 
 
+@pytest.mark.timeout(420)  # three attempts: the failed one, one stopped as its fit began, the last
+def test_a_relaunched_fit_that_starts_again_from_epoch_0_is_fed_every_epoch_again(sc2, tmp_path):
+    """``ctx.progress_callback()`` without a backup: worker:0 is SIGKILLed mid epoch 2 of 3, after the
+    chief reported epoch 1. The relaunched fit starts at epoch 0 with fresh weights, so it must be fed all
+    3 epochs (fed 2, its third ran out of data), and the history holds its epochs only. The relaunch
+    first planned from epoch 2 is stopped as its fit begins, and the next one is fed every epoch."""
+    from pyspark.sql import SparkSession
+
+    epochs = 3
+    spark = SparkSession.builder.getOrCreate()
+    features = np.random.default_rng(1).normal(size=(256, 8)).astype("float32")
+    frame = spark.createDataFrame([(row.tolist(), int(row.sum() > 0)) for row in features], "x array<float>, y long")
+    args = {"out": str(tmp_path), "crash_in_epoch": 1}
+    cluster = TFCluster.run(sc2, ff.fit_without_backup, args, 2, input_mode=TFCluster.InputMode.SPARK, max_restarts=1)
+    history = cluster.train(frame.repartition(2), num_epochs=epochs)
+    cluster.shutdown(timeout=240)
+
+    assert cluster.restarts == 1, "only the node's own failure counts against max_restarts"
+    assert cluster.failures_survived[0].failures[0].label == "worker:0"
+    finished = sorted(int(p.name.split("-")[1][len("attempt") :]) for p in tmp_path.glob("fit-attempt*-node0.json"))
+    assert len(finished) == 1 and finished[0] >= 1, f"one relaunched fit ran to its end, got attempts {finished}"
+    final = finished[0]
+    for node in (0, 1):
+        plan = _read(tmp_path, f"plan-attempt{final}-node{node}")
+        assert (plan["epochs"], plan["first_epoch"]) == (epochs, 0), "every epoch is fed again"
+        ran = _read(tmp_path, f"fit-attempt{final}-node{node}")["epochs"]
+        assert sorted(ran) == ["0", "1", "2"]
+        batches = {epoch["batches"] for epoch in ran.values()}
+        assert len(batches) == 1 and batches.pop() > 0, f"no epoch ran out of data: {ran}"
+    chief = _read(tmp_path, f"fit-attempt{final}-node0")["epochs"]
+    assert history["loss"] == pytest.approx([chief[str(e)]["loss"] for e in range(epochs)]), "the final fit's only"
+
+
 def test_max_restarts_is_validated(sc2, tmp_path):
     with pytest.raises(ValueError, match="max_restarts"):
         TFCluster.run(sc2, nf.describe_node, {"out": str(tmp_path)}, 2, max_restarts=-1)

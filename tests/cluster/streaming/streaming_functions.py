@@ -67,6 +67,28 @@ def counting_ids(args, ctx):
     _event(args, ctx, event="end", seen=seen.tolist(), batch=last)
 
 
+def elastic_ids(args, ctx):
+    """``counting_ids`` on an elastic cluster, without TensorFlow: each node records, per attempt, the
+    ids of every micro-batch it read. Node ``hold_node`` of attempt 0 stops in micro-batch
+    ``hold_batch`` before reading it, says so (``held.json``: its Spark executor), and waits (bounded)
+    for ``held-release``, so the test can take its executor away at a known point."""
+    from pathlib import Path
+
+    from elastic_functions import executor_id
+
+    from node_functions import wait_for_file, write_whole
+
+    out = Path(args["out"])
+    feed = ctx.get_data_feed(input_mapping={"id": "id"})
+    for batch in feed.micro_batches():
+        if (ctx.attempt, ctx.executor_id, batch.batch_id) == (0, args["hold_node"], args["hold_batch"]):
+            write_whole(out / "held.json", json.dumps({"executor": executor_id()}))
+            wait_for_file(str(out / "held-release"), 180)
+        rows = batch.next_batch(batch.rows)
+        ids = rows["id"].tolist()
+        _event(args, ctx, event="read", attempt=ctx.attempt, nodes=ctx.num_workers, batch=batch.batch_id, ids=ids)
+
+
 def failing_stream(args, ctx):
     """Reads each micro-batch in full (no TensorFlow); node 1 raises at micro-batch ``args['fail_at']``."""
     feed = ctx.get_data_feed()

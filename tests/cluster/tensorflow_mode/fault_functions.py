@@ -166,3 +166,42 @@ def _wait_for_epoch_record(args, name: str, epoch: int, timeout_s: float = 60.0)
         except (OSError, ValueError, KeyError):
             pass
         time.sleep(0.05)
+
+
+def fit_without_backup(args, ctx):
+    """MWMS model.fit from the feed with ``ctx.progress_callback()`` but no backup, so a relaunched
+    fit starts again at epoch 0 with fresh weights. On attempt 0 worker:0 is SIGKILLed after the first
+    batch of epoch ``args['crash_in_epoch']``.
+
+    Each node records, per attempt, what the feed planned (``plan-attempt<k>-node<N>.json``) and what
+    its fit ran (``fit-attempt<k>-node<N>.json``: each epoch's batches and loss; an epoch fed no rows
+    runs none: Keras' "Your input ran out of data", which Keras 3 also says at every epoch end of a
+    dataset of unknown length, so the batches tell)."""
+    import tensorflow as tf
+
+    _, model, _ = cluster_fns.mwms_classifier(rows=256, hidden=8)
+    feed = ctx.get_data_feed()
+    where = f"attempt{ctx.attempt}-node{ctx.executor_id}"
+    _record(args, f"plan-{where}", epochs=feed.num_epochs, first_epoch=feed.first_epoch)
+    dataset = feed.as_dataset(64, features="x", label="y")
+    crash_in = args["crash_in_epoch"]
+    ran: dict[int, dict] = {}
+
+    class Observe(tf.keras.callbacks.Callback):
+        epoch = 0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            Observe.epoch = epoch
+            ran[epoch] = {"batches": 0}
+
+        def on_train_batch_end(self, batch, logs=None):
+            ran[Observe.epoch]["batches"] += 1
+            if ctx.attempt == 0 and ctx.job_name == "worker" and Observe.epoch == crash_in:
+                _record(args, "fault", fault="sigkill", node=f"{ctx.job_name}:{ctx.task_index}")
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        def on_epoch_end(self, epoch, logs=None):
+            ran[epoch]["loss"] = float((logs or {}).get("loss", float("nan")))
+
+    model.fit(dataset, epochs=feed.num_epochs, verbose=0, callbacks=[ctx.progress_callback(), Observe()])
+    _record(args, f"fit-{where}", epochs={str(e): ran[e] for e in sorted(ran)})

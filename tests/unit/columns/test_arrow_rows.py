@@ -60,3 +60,41 @@ def test_inconsistent_vectors_and_image_structs_are_bad_rows():
     structs = image_structs([(2, 2, 3), (2, 2, 3)], modes={1: 0})  # row 1 says mode CV_8UC1 with 3 channels
     problem = ar.image_problems(structs)
     assert problem.mask.tolist() == [False, True] and "mode 0, nChannels 3" in problem.reason
+
+
+def test_row_nbytes_counts_each_rows_buffers_through_slices_and_nesting():
+    """What a frame's rows weigh (issue 53 item 3: frames are cut by it): values, offsets, nested
+    levels, a slice's rows only."""
+    assert ar.row_nbytes(pa.array([b"ab", b"", b"cdef"])).tolist() == [6, 4, 8]  # bytes + a 4-byte offset
+    assert ar.row_nbytes(pa.array(["ab", "c"], pa.large_string())).tolist() == [10, 9]
+    assert ar.row_nbytes(pa.array([1.0, 2.0, 3.0]).slice(1)).tolist() == [8, 8]
+    assert ar.row_nbytes(pa.array([True, False])).tolist() == [1, 1]
+    nested = pa.array([[b"a", b"bc"], [], [b"def" * 10]], pa.list_(pa.binary())).slice(1)
+    assert ar.row_nbytes(nested).tolist() == [4, 4 + 30 + 4]
+    fixed = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(12, dtype=np.float32)), 3).slice(2, 2)
+    assert ar.row_nbytes(fixed).tolist() == [12, 12]
+    vectors = ar.vectors_to_arrow([SparseVector(9, {1: 2.0, 4: -1.0}), DenseVector([1.0, 0.0, 3.0])]).slice(1)
+    assert ar.row_nbytes(vectors).tolist() == [1 + 4 + 4 + 4 + 3 * 8]  # type, size, two offsets, three values
+    mapped = pa.array([[("a", 1)], [("bc", 2), ("d", 3)]], pa.map_(pa.string(), pa.int64()))
+    assert ar.row_nbytes(mapped).tolist() == [4 + 5 + 8, 4 + 6 + 8 + 5 + 8]
+    assert ar.row_nbytes(pa.array([None, None], pa.null())).tolist() == [0, 0]
+    assert ar.row_nbytes(pa.array([], pa.binary())).tolist() == []
+
+
+def test_row_nbytes_add_up_to_what_a_frame_carries():
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(0, 5000, 300)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([bytes(int(n)) for n in lengths]),
+            pa.array([list(range(int(n) % 40)) for n in lengths], pa.list_(pa.float64())),
+            ar.vectors_to_arrow([SparseVector(100, {int(n) % 100: 1.0}) for n in lengths]),
+        ],
+        names=["blob", "seq", "vec"],
+    ).slice(17, 200)
+    rows = sum(ar.row_nbytes(column).sum() for column in batch.columns)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:  # an Arrow IPC stream, as the feed frames batches
+        writer.write_batch(batch)
+    encoded = len(sink.getvalue())
+    assert rows <= encoded <= rows + 4096, "the rows' bytes and a small fixed overhead (schema, metadata, padding)"

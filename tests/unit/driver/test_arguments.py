@@ -58,6 +58,7 @@ def test_run_s_settings_are_checked_once_by_keyword_and_in_groups():
         ("reservation_timeout", 0),
         ("stall_timeout", -1),
         ("max_restarts", 1.5),
+        ("max_lost_executor_relaunches", -1),
         ("keep_node_files_days", 0),
         ("num_gpus", -1),
     ]:

@@ -25,7 +25,7 @@ SECRET = new_secret()
 @pytest.fixture
 def heard():
     """What the coordinator's listeners heard (given at construction, as TFCluster gives them)."""
-    return {"inferred": [], "logged": [], "epochs": []}
+    return {"inferred": [], "logged": [], "epochs": [], "fits": []}
 
 
 @pytest.fixture
@@ -34,6 +34,7 @@ def coordinator(heard):
         on_inferred=lambda node, event: heard["inferred"].append(event),
         on_log=lambda node, lines: heard["logged"].extend(lines),
         on_epoch_end=lambda node, metrics: heard["epochs"].append(metrics["epoch"]),
+        on_fit_begin=lambda node, metrics: heard["fits"].append((node.role.label, metrics["epoch"])),
     )
     coordinator = Coordinator(ROLES, SECRET, "127.0.0.1", cluster_id="msgtest", listeners=listeners)
     yield coordinator
@@ -69,6 +70,7 @@ def test_a_node_goes_through_every_status_as_its_messages_arrive(coordinator, he
         protocol.Serving(),
         protocol.TensorBoard("http://127.0.0.1:6006"),
         protocol.Progress({"step": 5, "loss": 0.5}),
+        protocol.Progress({"epoch": 2, "fit_begin": True, "awaits_word": False}),
         protocol.Progress({"epoch": 0, "epoch_end": True, "loss": 0.4}),
         protocol.Inferred(run="r", stage=1, partition=0, rows=7),
         protocol.Log(["hello from the chief"]),
@@ -78,8 +80,12 @@ def test_a_node_goes_through_every_status_as_its_messages_arrive(coordinator, he
     _wait(coordinator, lambda c: node.feed_consumed.get("input") == 3)  # one channel: in order
     assert (node.status, node.pid, node.feed_port, node.serving) == (NodeStatus.RUNNING, 11, 4000, True)
     assert coordinator.tensorboard_url == "http://127.0.0.1:6006"
-    assert node.metrics == {"step": 5, "loss": 0.4, "epoch": 0, "epoch_end": True, "rows_read": 30, "rows_received": 30}
-    assert epochs == [0] and inferred == [protocol.Inferred(run="r", stage=1, partition=0, rows=7)]
+    assert node.metrics == {
+        **{"step": 5, "loss": 0.4, "epoch": 0, "epoch_end": True, "rows_read": 30, "rows_received": 30},
+        **{"fit_begin": True, "awaits_word": False},
+    }
+    assert epochs == [0] and heard["fits"] == [("chief:0", 2)]
+    assert inferred == [protocol.Inferred(run="r", stage=1, partition=0, rows=7)]
     assert logged == ["hello from the chief"]
     chief.send(protocol.Exited(exit_code=0, signal=None, stopped=True, failed=False).wire())
     _wait(coordinator, lambda c: node.finished)

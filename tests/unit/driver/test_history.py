@@ -50,6 +50,20 @@ def test_a_re_run_epoch_replaces_the_earlier_report():
     assert history.as_dict() == {"loss": [0.9, 0.6, 0.4]}
 
 
+def test_a_relaunched_fit_replaces_every_epoch_from_where_it_begins():
+    """A fit without a backup, relaunched, begins again at epoch 0 with fresh weights: the first
+    attempt's epochs 0 and 1 are dropped, so no epoch of the history mixes two attempts."""
+    history = TrainingHistory()
+    for epoch, loss in ((0, 0.9), (1, 0.7)):
+        history.record(_report(epoch, loss=loss))
+    history.forget_from(0)
+    assert history.as_dict() == {} and history.reports == 2, "the count of reports is kept"
+    history.record(_report(0, loss=0.95))
+    assert history.as_dict() == {"loss": [0.95]}
+    history.forget_from(1)  # a fit resuming at epoch 1 keeps epoch 0
+    assert history.as_dict() == {"loss": [0.95]}
+
+
 def test_missing_metrics_and_epochs_are_nan_so_lists_stay_aligned():
     history = TrainingHistory()
     history.record(_report(0, loss=0.9))

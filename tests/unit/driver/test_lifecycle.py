@@ -164,6 +164,40 @@ def test_a_fixed_cluster_treats_a_lost_executor_as_before():
     assert policy.restarts == 1
 
 
+def test_lost_executors_do_not_relaunch_an_elastic_cluster_forever():
+    """A node whose own memory gets its container killed (YARN's memory check) loses its executor on
+    every attempt: each loss relaunched the elastic cluster for free, so it relaunched forever."""
+    policy = _elastic()  # the default budget
+    actions = [policy.decide(_executor_lost(), S.FEEDING, nodes=3, capacity=lambda: 3).action for _ in range(50)]
+    assert FailureDecision.RAISE in actions
+    assert policy.restarts == 0, "lost executors never spend max_restarts"
+
+
+def test_the_budget_of_lost_executor_relaunches_raises_naming_the_node_and_the_setting(caplog):
+    policy = FailurePolicy(0, S.FEEDING, NodeRange(2, 3), cluster_id="e1", max_lost_executor_relaunches=2)
+    for hosts in (3, 2):  # a restart (a replacement came), then a resize
+        assert policy.decide(_executor_lost(), S.FEEDING, 3, lambda n=hosts: n).action is not FailureDecision.RAISE
+    lost = _executor_lost("worker:2")
+    with caplog.at_level("ERROR", logger="sparkdl.driver.lifecycle"):
+        decision = policy.decide(lost, S.FEEDING, 2, lambda: 3)
+    assert decision.action is FailureDecision.RAISE and policy.lost_executor_relaunches == 2
+    assert "worker:2 lost its Spark executor" in decision.reason and "max_lost_executor_relaunches=2" in caplog.text
+    raised = policy.raised(decision, lost)  # what cluster.train / shutdown() raise
+    assert isinstance(raised, ClusterError) and raised.failures == lost.failures
+    assert str(raised).startswith("sparkdl cluster e1: worker:2 lost its Spark executor")
+    assert "max_lost_executor_relaunches=2" in str(raised).splitlines()[0]
+    assert policy.raised(FailurePolicy(0, S.FEEDING).decide(_failure(), S.FEEDING, 2), lost) is lost, "else as is"
+    assert policy.restarts == 0
+
+
+def test_a_relaunched_fit_fed_other_epochs_relaunches_without_spending_max_restarts(caplog):
+    policy = FailurePolicy(0, S.FEEDING, cluster_id="f1")
+    with caplog.at_level("WARNING", logger="sparkdl.driver.lifecycle"):
+        decision = policy.refeed(nodes=2, began=0, planned=2)
+    assert (decision.action, decision.nodes) == (FailureDecision.RESTART, 2) and policy.restarts == 0
+    assert "began again at epoch 1 (no backup restored), but its attempt is fed from epoch 3" in caplog.text
+
+
 def test_growth_only_below_num_executors_and_only_when_spark_has_more():
     policy = _elastic()
     assert policy.grow(nodes=2, capacity=2) is None

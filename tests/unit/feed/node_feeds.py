@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 from feed_servers import Worker, target
 
+from sparkdl.columns.arrow_rows import fixed_width
 from sparkdl.feed import feeder
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.shares import balanced_shares
@@ -82,3 +83,19 @@ def serve_inference(feed: DataFeed, answer, durations: list | None = None) -> Wo
 def infer(tgt, partition: int, rows: list) -> list:
     """Feed one inference partition to node 0 and return its results."""
     return [r for results in feeder.infer_partition(tgt, 0, partition, feeder.rdd_batches(rows)) for r in results]
+
+
+def sequences_batch(first: int, lengths: list[int]) -> pa.RecordBatch:
+    """A DataFrame's ``x array<float>, f array<float>, i long`` as Spark sends it (lists): row ``r``
+    (from ``first``) has ``x`` of ``lengths`` values ``r`` and ``f`` of two, ``[r, -r]``."""
+    ids = np.arange(first, first + len(lengths))
+    offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+    x = pa.ListArray.from_arrays(offsets, pa.array(np.repeat(ids, lengths).astype(np.float32)))
+    pairs = pa.array(np.stack([ids, -ids], axis=1).reshape(-1).astype(np.float32))
+    f = pa.ListArray.from_arrays(pa.array(np.arange(0, 2 * len(ids) + 1, 2, dtype=np.int32)), pairs)
+    return pa.RecordBatch.from_arrays([x, f, pa.array(ids)], names=["x", "f", "i"])
+
+
+def fixed_width_batch(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` as a feeder sends it: a list column whose rows agree in length as a fixed-size list."""
+    return pa.RecordBatch.from_arrays([fixed_width(c) for c in batch.columns], names=batch.schema.names)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import io
 import logging
+import os
 import resource
 import tracemalloc
 from collections import Counter
@@ -25,7 +26,7 @@ from sparkdl.feed.wire import decode_batch, encode_batch
 from sparkdl.transport import protocol
 from sparkdl.transport.channel import Endpoint, connect, new_secret
 
-from node_feeds import feed_epoch
+from node_feeds import feed_epoch, fixed_width_batch, sequences_batch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -74,6 +75,17 @@ def test_replay_gathers_any_order_from_frames_of_several_partitions(tmp_path):
     assert list(gathered) == list(canonical[order])
     np.testing.assert_array_equal(replay.take(order, 0, 30)["x"], canonical[order].astype(np.float32))
     cache.drop()
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_frame_that_arrives_after_the_cache_was_dropped_is_not_cached_and_fails_nothing(tmp_path):
+    """A straggling or speculative feeding task's frame can reach a run whose cache was dropped (the
+    run released, the driver chose Spark): it is not cached, and no directory comes back."""
+    cache = RunCache(tmp_path / "run", None, "training run 1")
+    first, late = batches_of(2)
+    assert cache.append("train", 0, encode_batch(first), first.num_rows) is False  # the share is 20 rows
+    cache.drop()
+    assert cache.append("train", 1, encode_batch(late), late.num_rows) is False
     assert not (tmp_path / "run").exists()
 
 
@@ -141,7 +153,7 @@ def test_a_node_serves_later_epochs_from_its_cache_and_deletes_it_at_the_run_end
     assert ask(server, secret, plan_message(1, 70, 3)) == {"type": "ack"}
     feed_epoch(secret, server, partitions)
     cache_files = sorted(p.name for p in (tmp_path / "cache").rglob("*.arrows"))
-    assert cache_files == ["train-p0.arrows", "train-p1.arrows"]
+    assert cache_files == ["train.arrows"], "one file per split, whatever the partitions"
     assert ask(server, secret, {"type": "cache_seal", "qname": "input", "session": 1}) == {
         "type": "cache_status",
         "problem": None,
@@ -242,7 +254,7 @@ def ids_frame(start: int, rows: int = 10) -> bytes:
 def test_a_disk_that_fills_up_while_caching_drops_the_cache_with_a_warning(tmp_path, caplog):
     cache = RunCache(tmp_path / "run", None, "training run 3")
     cache.append("train", 0, ids_frame(0), 10)
-    part = cache._files[("train", 0)]
+    part = cache.file("train")
     part._handle.close()
     part._handle = FullDisk(part.path, "r+b")  # the same file, now on a full disk
     caplog.set_level(logging.WARNING, logger="sparkdl.feed.cache")
@@ -389,3 +401,61 @@ def test_an_epoch_order_that_does_not_cover_the_cache_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="29 rows, the cache 30"):
         cache.replay("train").take_epoch(1, 0, 10)
     cache.drop()
+
+
+@pytest.mark.parametrize("ragged_frame", [False, True], ids=["widths-3-and-5", "and-a-ragged-frame"])
+def test_a_list_column_cached_at_several_widths_replays_every_row(tmp_path, ragged_frame):
+    """Issue 53, item 1: the feeder sends a list column as a fixed-size list per frame whenever the
+    frame's rows agree in length, so one run caches frames of shape (n, 3) and (n, 5) of one column.
+    The cached epoch (and the first window gathered during epoch 1) must serve every row of it, as
+    epoch 1 did; the columns of one width in every frame stay dense numpy (the fast path)."""
+    lengths = {0: [3] * 8, 1: [5] * 8, 2: [1, 2, 3, 4, 1, 2, 3, 4] if ragged_frame else [3] * 8}
+    orders = run_orders(True, 3, 0, "train")
+    cache = RunCache(tmp_path / "run", None, "training run 1", {"train": 24}, orders, ("train", 1, (8, 8, 8)))
+    for partition, start in ((1, 0), (0, 0), (2, 0), (1, 4), (0, 4), (2, 4)):  # partitions interleave
+        first = partition * 8 + start
+        batch = fixed_width_batch(sequences_batch(first, lengths[partition][start : start + 4]))
+        cache.append("train", partition, encode_batch(batch), 4)
+    assert cache.seal({"train": 24}) is None
+    replay = cache.replay("train")
+    per_row = {partition * 8 + r: n for partition, row in lengths.items() for r, n in enumerate(row)}
+    for epoch in (1, 2):
+        taken = replay.take_epoch(epoch, 0, 24)
+        ids = np.asarray(taken["i"])
+        assert list(ids) == list(np.arange(24)[epoch_order(24, 3, 0, epoch)])
+        x = taken["x"].tolist() if isinstance(taken["x"], np.ndarray) else taken["x"].to_pylist()
+        assert x == [[float(i)] * per_row[i] for i in ids]
+        assert isinstance(taken["f"], np.ndarray) and taken["f"].shape == (24, 2), "one width: dense"
+        np.testing.assert_array_equal(taken["f"], np.stack([ids, -ids], axis=1).astype(np.float32))
+        assert isinstance(taken["i"], np.ndarray)
+    cache.drop()
+
+
+def open_descriptors() -> set[int]:
+    """This process's open file descriptors."""
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def test_ten_thousand_partitions_cache_under_a_soft_limit_of_1024_descriptors(tmp_path):
+    """Issue 53, item 8: the cache held a file and a mapping (two descriptors) per partition, so
+    under the usual soft limit of 1,024 it failed with EMFILE near partition 510 and the run was fed
+    from Spark every epoch. Its descriptors are bounded whatever the partition count."""
+    partitions, frame = 10_000, ids_frame(0, 1)  # one row a partition (told apart by its origin)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 1024), hard))
+    try:
+        before = open_descriptors()
+        cache = RunCache(tmp_path / "run", None, "training run 1", {"train": partitions})
+        complete = [cache.append("train", p, frame, 1) for p in range(partitions)]
+        held = len(open_descriptors() - before)
+        assert cache.failure is None and complete[-1], cache.failure
+        assert cache.seal({"train": partitions}) is None
+        origins = cache.replay("train").take(None, 0, partitions)[ORIGIN]
+        replaying = len(open_descriptors() - before)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    print(f"descriptors the cache holds at {partitions:,} partitions: {held} caching, {replaying} replaying")
+    assert list(origins >> 40) == list(range(partitions)), "every partition's row, in partition order"
+    assert held <= 4 and replaying <= 4
+    cache.drop()
+    assert not open_descriptors() - before, "dropped: every descriptor closed"

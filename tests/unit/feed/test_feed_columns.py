@@ -13,6 +13,7 @@ from sparkdl.feed.columns import (
     FeedDataError,
     batch_to_columns,
     check_rows,
+    check_same_columns,
     check_spark_schema,
     column_to_numpy,
     rows_to_record_batch,
@@ -226,6 +227,56 @@ def test_schema_rejects_unfeedable_types(kind, text):
     with pytest.raises(FeedDataError) as info:
         check_spark_schema(schema)
     assert "'bad_col'" in str(info.value) and text in str(info.value) and "'ok'" not in str(info.value)
+
+
+def _image(nullable: bool) -> T.StructType:
+    return T.StructType([T.StructField(f.name, f.dataType, nullable) for f in IMAGE_STRUCT.fields])
+
+
+def test_validation_columns_that_differ_from_training_only_in_nullability_are_accepted():
+    """Issue 53 item 13b: ``array<float>`` whose elements may be null (createDataFrame) against one
+    whose may not (``F.array`` of columns, a UDF) was refused as "validation_data column 'x' is
+    array<float> but the training column is array<float>". Nulls are checked row by row as they are
+    read (a null fails naming its row, or is skipped with ``bad_rows="skip"``), so the declared
+    nullability says nothing the feed needs: both are read alike."""
+    training = T.StructType(
+        [
+            T.StructField("x", T.ArrayType(T.FloatType(), containsNull=True)),
+            T.StructField("nested", T.ArrayType(T.ArrayType(T.DoubleType(), True), True)),
+            T.StructField("image", _image(nullable=True)),
+            T.StructField("y", T.LongType(), nullable=True),
+        ]
+    )
+    validation = T.StructType(
+        [
+            T.StructField("x", T.ArrayType(T.FloatType(), containsNull=False)),
+            T.StructField("nested", T.ArrayType(T.ArrayType(T.DoubleType(), False), False)),
+            T.StructField("image", _image(nullable=False)),
+            T.StructField("y", T.LongType(), nullable=False),
+        ]
+    )
+    check_same_columns(training, validation)
+    check_same_columns(validation, training)
+    # and the node reads both alike: the same dense column, whichever nullability Arrow declares
+    values = [[1.0, 2.0], [3.0, 4.0]]
+    loose = pa.record_batch([pa.array(values, pa.list_(pa.float32()))], names=["x"])
+    strict = pa.record_batch(
+        [pa.array(values, pa.list_(pa.field("element", pa.float32(), nullable=False)))], names=["x"]
+    )
+    np.testing.assert_array_equal(batch_to_columns(loose)["x"], batch_to_columns(strict)["x"])
+
+
+@pytest.mark.parametrize(
+    "given, message",
+    [
+        (T.ArrayType(T.DoubleType(), False), "'x' is array<double> but the training column is array<float>"),
+        (T.ArrayType(T.ArrayType(T.FloatType())), "'x' is array<array<float>> but the training column is array<float>"),
+    ],
+)
+def test_validation_columns_of_another_type_are_refused_naming_both_types(given, message):
+    training = T.StructType([T.StructField("x", T.ArrayType(T.FloatType(), True))])
+    with pytest.raises(FeedDataError, match=message):
+        check_same_columns(training, T.StructType([T.StructField("x", given)]))
 
 
 @pytest.mark.parametrize(

@@ -14,13 +14,18 @@ import threading
 import time
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from feed_servers import Worker, feed_rows, labelled, make_server, secret, send_end, send_plan, server, target  # noqa: F401 - fixtures
 
+from sparkdl.columns.arrow_rows import ORIGIN
 from sparkdl.feed import feeder
+from sparkdl.feed.columns import FeedDataError
 from sparkdl.feed.data_feed import DataFeed
 from sparkdl.feed.feeder import FeedError
 from sparkdl.feed.shares import balanced_shares
+from sparkdl.feed.wire import encode_batch
+from sparkdl.transport import channel
 from sparkdl.transport.channel import (
     AuthenticationError,
     connect,
@@ -116,3 +121,67 @@ def test_wrong_secret_is_rejected(server, secret):
     assert queue.nbytes == 0
     with pytest.raises(TimeoutError):  # nothing was queued
         queue.peek(0)
+
+
+def blobs(sizes, fill: bool = False) -> pa.RecordBatch:
+    """A batch of an int64 ``id`` and a binary ``blob`` of ``sizes[i]`` bytes in row ``i`` (zeros,
+    left unwritten unless ``fill``: a gigabyte of them costs no memory until read)."""
+    sizes = np.asarray(sizes, np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    data = np.zeros(int(offsets[-1]), np.uint8)
+    if fill:
+        data[:] = np.resize(np.arange(251, dtype=np.uint8), len(data))
+    blob = pa.BinaryArray.from_buffers(pa.binary(), len(sizes), [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    return pa.RecordBatch.from_arrays([pa.array(np.arange(len(sizes))), blob], names=["id", "blob"])
+
+
+#: Issue 53 item 3: 9,500 rows of 10 kB and 500 of 2 MB in one batch. Cut by their average size
+#: (109.5 kB: 38 rows a frame), the 2 MB rows made 76,000,448-byte frames, past the channel's limit.
+SKEWED_ROWS = [10_000] * 9_500 + [2_000_000] * 500
+
+
+def test_the_reported_skewed_batch_is_cut_into_frames_the_channel_carries():
+    batch = blobs(SKEWED_ROWS)
+    pieces = feeder.frames(batch)
+    assert [p.num_rows for p in pieces] and sum(p.num_rows for p in pieces) == batch.num_rows
+    assert pa.concat_arrays([p["id"] for p in pieces]).to_numpy().tolist() == list(range(batch.num_rows))
+    largest = max(pieces, key=lambda p: p.nbytes)
+    with_origins = largest.append_column(ORIGIN, pa.array(np.zeros(largest.num_rows, np.int64)))  # as training sends it
+    assert len(encode_batch(with_origins)) <= channel.MAX_FRAME_BYTES
+    assert max(p.nbytes for p in pieces) <= feeder.FRAME_TARGET_BYTES, "rows no larger than the target share frames"
+    small = [p.num_rows for p in pieces if p["id"][0].as_py() < 9_000]
+    assert min(small) > 300, "the small rows still travel in frames of ~4 MiB, not one or two at a time"
+
+
+def test_a_skewed_batch_reaches_its_node_whole_in_frames_within_the_limit(server, secret, monkeypatch):
+    """The skewed batch above scaled down 64 times, over real sockets, the channel's limit lowered to
+    1 MiB and the frame target to 64 KiB (the same ratios). Cut by the average row, a frame of 37
+    large rows (1.18 MB) went past the limit and the node dropped the stream."""
+    monkeypatch.setattr(channel, "MAX_FRAME_BYTES", 1 << 20)
+    monkeypatch.setattr(feeder, "FRAME_TARGET_BYTES", 1 << 16)
+    sizes = [size // 64 for size in SKEWED_ROWS]
+    batch = blobs(sizes, fill=True)
+    send_plan(server, secret, 1, len(sizes))
+    sent = feeder.feed_training_partition(target(secret, server), 1, 0, 0, balanced_shares([len(sizes)], 1), [batch])
+    assert sent == (len(sizes), 0), "the node took every frame"
+    got = DataFeed(server, feed_timeout=10, input_mapping={"id": "id", "blob": "blob"}).next_batch(len(sizes))
+    assert got["id"].tolist() == list(range(len(sizes)))
+    assert [len(b) for b in got["blob"]] == sizes and got["blob"][-1] == batch["blob"][-1].as_py()
+
+
+def oversized_batches(first_rows: int = 4, big_row: int = 1):
+    """A partition whose second batch holds, at its row ``big_row``, one value larger than a frame."""
+    yield blobs([10] * first_rows)
+    yield blobs([10, 10, 10][:big_row] + [channel.MAX_FRAME_BYTES + 1] + [10])
+
+
+def test_a_row_larger_than_a_frame_fails_training_naming_column_partition_and_row(server, secret):
+    send_plan(server, secret, 1, 8)
+    shares = balanced_shares([0] * 5 + [8], 1)  # partition 5
+    with pytest.raises(FeedDataError, match=r"column 'blob', partition 5, row 5: a row of 67,108,8\d\d bytes"):
+        feeder.feed_training_partition(target(secret, server, feed_timeout=5.0), 1, 0, 5, shares, oversized_batches())
+
+
+def test_a_row_larger_than_a_frame_fails_inference_naming_column_partition_and_row(server, secret):
+    with pytest.raises(FeedDataError, match=r"column 'blob', partition 7, row 1: a row of 67,108,8\d\d bytes"):
+        list(feeder.infer_partition(target(secret, server, feed_timeout=5.0), 0, 7, oversized_batches(0, 1)))

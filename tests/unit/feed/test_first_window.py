@@ -155,7 +155,7 @@ def test_a_cache_file_decodes_each_frame_as_it_is_written_across_regions_and_sea
         cache.append("train", 0, frame, rows)
         sent.append(bytes(frame))
         first += rows
-    part = cache._files[("train", 0)]
+    part = cache.file("train")
     assert [int(c["i"][0]) for c in part.columns] == [0, 1000, 10000, 35000, 38000, 38001]
     assert cache.seal({"train": first}) is None
     assert part.path.read_bytes() == b"".join(sent), "no hole left past the frames"

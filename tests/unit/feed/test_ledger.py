@@ -207,7 +207,7 @@ def test_rows_a_full_queue_refused_are_delivered_by_the_retry(secret):
         server.close()
 
 
-@pytest.mark.parametrize("row_bytes", [1, 3, 8, 24, 1 << 19])  # 1 << 19: a row per 512 KiB block of the digest
+@pytest.mark.parametrize("row_bytes", [1, 3, 8, 24, 1 << 19])
 def test_the_frame_digest_tells_the_same_rows_in_another_order_apart(row_bytes):
     rows = [bytes([index % 251 + 1]) * row_bytes for index in range(6)]
     frame = b"head" + b"".join(rows)
@@ -288,3 +288,51 @@ def test_a_retry_slices_binary_and_sparse_columns_exactly_once_and_the_cache_rep
             got = reader.next_batch(plan.rows_per_node)
             assert sorted(got["id"].tolist()) == planned_share(plan, index), f"epoch {epoch}"
             assert all(blob == b"row-%d" % i for i, blob in zip(got["id"], got["blob"])), f"epoch {epoch}"
+
+
+def float_frame(*values: float) -> pa.Buffer:
+    """One frame of a float64 column ``x``: ``x`` and ``-x`` differ only in their top bit."""
+    return encode_batch(pa.RecordBatch.from_pydict({"x": pa.array(values, pa.float64())}))
+
+
+@pytest.mark.parametrize(
+    "first,second",
+    [
+        (float_frame(1.0, 2.0), float_frame(-1.0, -2.0)),  # issue 53 item 4: the sign bits of two words
+        (float_frame(1.0, 2.0, 3.0, 4.0), float_frame(-1.0, 2.0, -3.0, 4.0)),
+        (np.array([1, 2], np.uint64).tobytes(), np.array([1 | 1 << 63, 2 | 1 << 63], np.uint64).tobytes()),
+        # two words far apart: different 512 KiB blocks of the old hash, which each cancelled alike
+        (bytes(1 << 20), bytes(7) + b"\x80" + bytes((1 << 19) - 8) + bytes(7) + b"\x80" + bytes((1 << 19) - 8)),
+    ],
+    ids=["x,y vs -x,-y", "two of four negated", "raw words", "two blocks"],
+)
+def test_the_frame_digest_tells_frames_whose_words_differ_only_in_their_top_bits_apart(first, second):
+    assert len(first) == len(second) and bytes(first) != bytes(second)
+    assert frame_digest(first) != frame_digest(second)
+
+
+def hand_stream(server, secret, frames, attempt: int, rows: int) -> protocol.Message:
+    """``frames`` as a feeding task's training stream of partition 0 that ends with ``Done(rows)``;
+    the node's reply (its ``Rejected`` included)."""
+    with connect(server.address, secret, timeout=10, endpoint=server.endpoint) as channel:
+        channel.send(protocol.Train(session=1, timeout=10, attempt=attempt).wire())
+        for frame in frames:
+            channel.send_bytes(frame)
+        channel.send(protocol.Done(rows).wire())
+        return protocol.parse(channel.recv(30), protocol.Ack, protocol.Dropped, protocol.Rejected)
+
+
+def test_a_retry_in_another_order_over_sign_symmetric_rows_is_refused(secret, nodes):
+    """Issue 53 item 4: partition [1, 2, -1, -2] in frames [1, 2] and [-1, -2]; attempt 0 delivers
+    the first and fails; attempt 1 sends the rows in another order, [-1, -2] then [1, 2]. The old
+    digest took [-1, -2] for the delivered [1, 2] and then accepted [1, 2] at rows 2..3: the node
+    held [1, 2, 1, 2]. Now the retry is refused and the node holds [1, 2] alone."""
+    server = nodes[0]
+    send_plans(secret, [server], balanced_shares([4], 1))
+    assert hand_stream(server, secret, [float_frame(1.0, 2.0)], attempt=0, rows=2) == protocol.Ack(2)
+    reply = hand_stream(server, secret, [float_frame(-1.0, -2.0), float_frame(1.0, 2.0)], attempt=1, rows=4)
+    assert isinstance(reply, protocol.Rejected), f"the reordered retry was accepted: {reply}"
+    assert "attempt 1" in reply.message and "rows 0..1 are not the rows delivered there" in reply.message
+    assert server.rows_received == 2
+    got = DataFeed(server, feed_timeout=10, input_mapping={"x": "x"}).next_batch(2)["x"]
+    assert got.tolist() == [1.0, 2.0]

@@ -43,3 +43,11 @@ def test_numpy_and_arrow_pieces_of_one_column_join_and_compare():
     assert joined.to_pylist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [1.0], [2.0, 3.0]]
     assert same_kind(dense, ragged) and not same_kind(dense, pa.array([["a"]]))
     assert concatenate("y", [np.arange(2), np.arange(3)]).tolist() == [0, 1, 0, 1, 2]
+
+
+def test_where_widths_vary_two_widths_of_one_list_column_are_one_kind():
+    narrow, wide = np.zeros((2, 3), np.float32), np.zeros((4, 5), np.float32)
+    assert not same_kind(narrow, wide), "an RDD's arrays: the shape is the column's"
+    assert same_kind(narrow, wide, widths_vary=True), "a DataFrame's array<float>: the width is the batch's"
+    assert not same_kind(narrow, wide.astype(np.float64), widths_vary=True)
+    assert not same_kind(narrow, np.zeros((2, 3, 1), np.float32), widths_vary=True), "another depth"

@@ -1,13 +1,16 @@
 """Model files on an object store, without Spark or TensorFlow: what the executors' loaders and the
 versioned directories do with a real S3-protocol server (moto, the session's ``s3_store``, reached
 through the AWS variables it puts in the environment). (Scoring from the bucket on a local-cluster:
-tests/cluster/inference/test_store_models.py.)"""
+tests/cluster/inference/test_store_models.py.) And the private copy a model is checked and loaded
+from in safe mode, local or remote (the swap it stops, with Keras loading:
+tests/cluster/inference/test_model_safe_mode_cluster.py)."""
 
 from __future__ import annotations
 
 import os
 import pickle
 import re
+import stat
 import uuid
 from pathlib import Path
 
@@ -19,9 +22,17 @@ from sparkdl.inference.model import ModelSource
 from sparkdl.model_versions import ModelVersionError, newest_version, publish_version, version_model_path
 from sparkdl.storage import Storage, StoreSettings
 
+from model_files import functional, input_layer, keras_archive, layer, tf_keras_gadgets
+
 
 def _key() -> str:
     return f"unit-store-models-{uuid.uuid4().hex[:8]}"
+
+
+def _private(directory) -> bool:
+    """Whether only this process's user can enter ``directory`` (and it is that user's)."""
+    status = os.stat(directory)
+    return status.st_uid == os.getuid() and stat.S_IMODE(status.st_mode) == 0o700
 
 
 def _keras_file(directory: str) -> None:
@@ -36,9 +47,10 @@ def test_remote_model_files_are_fingerprinted_and_copied_whole(s3_store, tmp_pat
     s3_store.client.put_object(Bucket=s3_store.bucket, Key=f"{key}/m.keras", Body=b"one")
     first = loaders.fingerprint(url, storage)
     assert loaders.model_kind(url, storage) == "keras"
-    with loaders._local_copy(url, storage) as local:
+    with loaders.private_copy(url, storage) as local:
         assert Path(local).read_bytes() == b"one" and local.endswith("m.keras")
         scratch = os.path.dirname(local)
+        assert _private(scratch) and stat.S_IMODE(os.stat(local).st_mode) & 0o077 == 0
     assert not os.path.exists(scratch)  # the private copy is gone
     s3_store.client.put_object(Bucket=s3_store.bucket, Key=f"{key}/m.keras", Body=b"two!")
     assert loaders.fingerprint(url, storage) != first
@@ -60,7 +72,7 @@ def test_remote_model_files_are_fingerprinted_and_copied_whole(s3_store, tmp_pat
     storage.upload(str(model), directory)
     assert loaders.model_kind(directory, storage) == "saved_model"
     loaders.fingerprint(directory, storage)
-    with loaders._local_copy(directory, storage) as local:
+    with loaders.private_copy(directory, storage) as local:
         assert sorted(str(p.relative_to(local)) for p in Path(local).rglob("*") if p.is_file()) == [
             "saved_model.pb",
             "variables/variables.index",
@@ -127,3 +139,51 @@ def test_versions_on_a_store_publish_whole_and_the_newest_complete_one_wins(s3_s
         match=re.escape(f"no model version in '{empty}': the directory holds no complete version yet"),
     ):
         ModelVersions(empty).newest(storage)
+
+
+def test_a_local_model_is_copied_privately_and_the_copy_keeps_what_was_read(tmp_path):
+    """Safe mode checks and Keras loads a private copy of a local or mounted model: replacing the
+    path after the copy (as whoever can write it could, while Keras is imported) changes nothing."""
+    safe = functional(input_layer(), layer("Dense", "checked", [[["x", 0, 0, {}]]], units=2))
+    path = keras_archive(tmp_path / "model.keras", safe, "2.21.0")
+    checked = Path(path).read_bytes()
+    gadget = keras_archive(
+        tmp_path / "gadget.keras", tf_keras_gadgets(tmp_path / "ran", "tf_keras")["lambda_exec_live"]
+    )
+    with loaders.private_copy(path) as local:
+        os.replace(gadget, path)  # the swap, after the copy
+        assert local != path and os.path.basename(local) == "model.keras"  # Keras goes by the name
+        assert _private(os.path.dirname(local)) and stat.S_IMODE(os.stat(local).st_mode) == 0o600
+        assert Path(local).read_bytes() == checked
+    assert not os.path.exists(os.path.dirname(local))
+
+    # A directory (Keras 3 loads one holding an archive's files), reached through a link.
+    model = tmp_path / "versions" / "3"
+    (model / "assets").mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    (model / "assets" / "vocabulary.txt").write_text("a\nb")
+    os.symlink(model, tmp_path / "latest.keras")
+    with loaders.private_copy(str(tmp_path / "latest.keras")) as local:
+        assert os.path.basename(local) == "latest.keras"
+        assert sorted(str(p.relative_to(local)) for p in Path(local).rglob("*")) == [
+            "assets",
+            "assets/vocabulary.txt",
+            "config.json",
+        ]
+        assert (Path(local) / "assets" / "vocabulary.txt").read_text() == "a\nb"
+
+
+def test_a_model_path_that_is_not_files_is_refused_without_waiting(tmp_path):
+    """A named pipe would block a reader until someone writes it; a device would never end."""
+    os.mkfifo(tmp_path / "pipe.keras")
+    with pytest.raises(ModelLoadError, match=r"pipe.keras' is not a regular file or a directory"):
+        with loaders.private_copy(str(tmp_path / "pipe.keras")):
+            pass
+    (tmp_path / "model").mkdir()
+    os.symlink(tmp_path, tmp_path / "model" / "loop")
+    with pytest.raises(ModelLoadError, match=r"holds a link to a directory, .*loop'"):
+        with loaders.private_copy(str(tmp_path / "model")):
+            pass
+    with pytest.raises(ModelLoadError, match=r"model path '.*missing.keras' does not exist"):
+        with loaders.private_copy(str(tmp_path / "missing.keras")):
+            pass

@@ -43,7 +43,7 @@ def _refusal(path, safe_mode=True):
 
 def _passes(path, flavour="tf_keras"):
     """The check lets the file through, to be loaded by ``flavour`` (tf-keras or Keras 3)."""
-    assert loaders._keras_file(str(path), str(path), safe_mode=True) == flavour
+    assert loaders.check_keras_file(str(path), str(path), safe_mode=True) == flavour
 
 
 K3_FUNCTIONAL = "keras.src.models.functional"

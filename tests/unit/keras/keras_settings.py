@@ -16,10 +16,11 @@ def settings(**changes) -> FitSettings:
 
 
 def info(inputs, outputs, compiled=True) -> ModelInfo:
+    """A model's description from ``(name, shape)`` pairs, or ``(name, shape, dtype)`` for a declared dtype."""
     return ModelInfo(
         "tf_keras",
-        tuple(TensorInfo(n, shape=s) for n, s in inputs),
-        tuple(TensorInfo(n, shape=s) for n, s in outputs),
+        tuple(TensorInfo(t[0], shape=t[1], dtype=t[2] if len(t) > 2 else None) for t in inputs),
+        tuple(TensorInfo(t[0], shape=t[1], dtype=t[2] if len(t) > 2 else None) for t in outputs),
         compiled,
         compiled,
     )

@@ -11,8 +11,11 @@ import zipfile
 
 import pytest
 
-from sparkdl.keras import KerasModel, outputs
-from sparkdl.keras.model import MODEL_FILE, _copy, _keras_for_file, _read_metadata, _write_metadata, qualified_path
+from sparkdl.inference import ModelLoadError
+from sparkdl.keras import KerasEstimator, KerasModel, outputs
+from sparkdl.keras.model import MODEL_FILE, _copy, _read_metadata, _write_metadata, qualified_path
+
+from model_files import KERAS_VERSION, keras_archive
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -22,6 +25,55 @@ def test_defaults_and_spark_ml_s_names():
     assert (model.getModelPath(), model.getFeatureCols(), model.getPredictionCol()) == ("/m.keras", ["x"], "p")
     assert model.getProbabilityCol() == "prob" and model.getRawPredictionCol() == "rawPrediction"
     assert model.getPredictBatchSize() == 1024 and model.getOutputKind() is None and model.best_model_path is None
+
+
+def test_safe_mode_is_a_param_on_by_default_on_the_model_and_the_estimator():
+    assert KerasModel().getSafeMode() is True and KerasEstimator().getSafeMode() is True
+    model = KerasModel(model_path="/m.keras", safe_mode=False)
+    assert model.getSafeMode() is False and model.copy({model.safe_mode: True}).getSafeMode() is True
+    assert KerasEstimator(safe_mode=False).getSafeMode() is False and model.setSafeMode(True).getSafeMode() is True
+
+
+# A Keras 3 Sequential model with a Lambda layer calling a function by name (keras.activations.relu), as
+# Keras 3.15 saves it (trimmed): Keras' own safe mode loads it (it refuses marshalled lambdas only), sparkdl's
+# allowlist does not (a Lambda calls whatever function its config names).
+NAMED_FUNCTION_LAMBDA = {
+    "module": "keras",
+    "class_name": "Sequential",
+    "registered_name": None,
+    "config": {
+        "name": "sequential",
+        "trainable": True,
+        "layers": [
+            {
+                "module": "keras.layers",
+                "class_name": "InputLayer",
+                "registered_name": None,
+                "config": {"batch_shape": [None, 3], "dtype": "float32", "name": "x"},
+            },
+            {
+                "module": "keras.layers",
+                "class_name": "Lambda",
+                "registered_name": None,
+                "config": {
+                    "name": "lam",
+                    "trainable": True,
+                    "function": {"module": "builtins", "class_name": "function", "config": "relu",
+                                 "registered_name": "function"},
+                    "arguments": {},
+                },
+                "build_config": {"input_shape": [None, 3]},
+            },
+        ],
+    },
+}  # fmt: skip
+
+
+def test_keras_model_checks_the_file_with_sparkdl_s_allowlist_before_keras_reads_it(tmp_path):
+    path = keras_archive(tmp_path / "lambda.keras", NAMED_FUNCTION_LAMBDA, KERAS_VERSION)
+    with pytest.raises(ModelLoadError, match=r"Lambda layer.*set the KerasModel's safe_mode Param to False") as refused:
+        _ = KerasModel(model_path=path).keras_model
+    assert "pass safe_mode=False" not in str(refused.value)  # named as this stage takes it
 
 
 def test_the_history_is_floats_and_a_copy():
@@ -42,13 +94,6 @@ def test_scoring_without_a_model_path_or_feature_columns_is_refused_naming_the_p
         KerasModel()._path()
     with pytest.raises(ValueError, match="KerasModel needs feature_cols"):
         KerasModel(model_path="/m.keras").transform(None)  # refused before the DataFrame is read
-
-
-def test_a_file_that_is_not_a_keras_archive_is_named(tmp_path):
-    path = tmp_path / "model.h5"
-    path.write_bytes(b"\x89HDF\r\n")
-    with pytest.raises(ValueError, match=rf"{path} is not a .keras model file"):
-        _keras_for_file(str(path))
 
 
 def test_paths_are_qualified_as_spark_would_without_a_spark():

@@ -35,3 +35,29 @@ def test_several_inputs_and_outputs_are_matched_by_name():
         plan_layout(model, ["pixels", "extra"], ["odd", "digit"], None, {**widths, "extra": 2})
     with pytest.raises(ValueError, match=r"label_cols: the model has 2 outputs"):
         plan_layout(model, ["meta", "pixels"], ["digit"], None, widths)
+
+
+def test_each_input_is_fed_as_the_dtype_the_model_declares_an_integer_column_exactly():
+    """An int64 id above 2**24 has no float32 of its own: an Embedding's int64 input gets the ids as they are."""
+    model = info([("item", (1,), "int64"), ("x", (3,), "float32"), ("count", (1,))], [("y", (1,))])
+    widths = {"item": 1, "x": 3, "count": 1, "y": 1}
+    dtypes = {"item": "int64", "x": "float64", "count": "int32", "y": "int64"}
+    layout = plan_layout(model, ["item", "x", "count"], ["y"], None, widths, dtypes)
+    fed = {piece.name: piece.dtype for piece in layout.inputs}
+    assert fed == {"item": "int64", "x": "float32", "count": "int32"}  # no dtype declared: the column's own
+    assert layout.labels[0].dtype == "float32"
+    # one input of several integer columns without a declared dtype: the integer type that holds them all
+    concatenated = plan_layout(info([("ids", (2,))], [("y", (1,))]), ["a", "b"], ["y"], None,
+                               {"a": 1, "b": 1, "y": 1}, {"a": "int16", "b": "int64", "y": "float64"})  # fmt: skip
+    assert concatenated.inputs[0].dtype == "int64"
+    mixed = plan_layout(info([("v", (2,))], [("y", (1,))]), ["a", "b"], ["y"], None,
+                        {"a": 1, "b": 1, "y": 1}, {"a": "int64", "b": "float64", "y": "float64"})  # fmt: skip
+    assert mixed.inputs[0].dtype == "float32"
+
+
+def test_a_column_that_cannot_feed_an_integer_input_is_refused_naming_it():
+    model = info([("item", (1,), "int64"), ("x", (3,), "float32")], [("y", (1,))])
+    widths = {"item": 1, "x": 3, "y": 1}
+    with pytest.raises(ValueError, match=r"feature_cols: column 'item' holds float64 values but the model's input "
+                                         r"'item' expects int64"):  # fmt: skip
+        plan_layout(model, ["item", "x"], ["y"], None, widths, {"item": "float64", "x": "float64", "y": "int64"})

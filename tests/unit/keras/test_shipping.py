@@ -27,8 +27,15 @@ class Shape(tuple):
 
 
 class Tensor:
-    def __init__(self, name, *dims):
-        self.name, self.shape = name, Shape(dims)
+    def __init__(self, name, *dims, dtype=None):
+        self.name, self.shape, self.dtype = name, Shape(dims), dtype
+
+
+class DType:
+    """TensorFlow's DType (tf-keras' tensors): its ``name`` is numpy's."""
+
+    def __init__(self, name):
+        self.name = name
 
 
 def test_the_flavour_is_read_from_the_class_or_its_bases():
@@ -61,15 +68,15 @@ def test_a_payload_shows_its_kind_flavour_and_size_not_its_bytes():
 def test_describe_reads_names_row_shapes_and_the_compile_state():
     model = keras_class(
         "keras.src.models.functional",
-        inputs=[Tensor("pixels:0", None, 28, 28), Tensor("", None, 4)],
-        outputs=[Tensor("out", None, 10)],
+        inputs=[Tensor("pixels:0", None, 28, 28, dtype="float32"), Tensor("", None, 4, dtype=DType("int64"))],
+        outputs=[Tensor("out", None, 10, dtype="float32")],
         compiled=True,
         loss="categorical_crossentropy",
     )()
     assert shipping.describe(model) == ModelInfo(
         KERAS3,
-        (TensorInfo("pixels", shape=(28, 28)), TensorInfo("input_1", shape=(4,))),
-        (TensorInfo("output_0", shape=(10,)),),
+        (TensorInfo("pixels", "float32", (28, 28)), TensorInfo("input_1", "int64", (4,))),
+        (TensorInfo("output_0", "float32", (10,)),),
         compiled=True,
         has_loss=True,
     )

@@ -100,6 +100,18 @@ def test_the_signature_names_tensors_only_where_the_model_has_several():
     assert inputs.input_names() == ["a", "b"] and [t.shape for t in inputs.inputs] == [(-1, 3), (-1, -1)]
 
 
+def test_the_signature_gives_each_tensor_the_dtype_the_model_declares():
+    ids = ModelInfo(
+        "keras",
+        (TensorInfo("item", "int64", (1,)), TensorInfo("x", "bfloat16", (2,)), TensorInfo("z", shape=(2,))),
+        (TensorInfo("y", "float32", (1,)),),
+        True,
+        True,
+    )
+    inputs = tracking.signature(ids).inputs.inputs
+    assert [str(t.type) for t in inputs] == ["int64", "float32", "float32"]  # numpy has no bfloat16
+
+
 def test_mlflow_sees_json_params_and_numbers_only():
     logged = tracking.params_of(settings(callbacks=[object()], validation=0.2, metrics=["accuracy"]))
     assert "model" not in logged and "callbacks" not in logged

@@ -6,13 +6,16 @@ tests/cluster/faces/test_node_context_cluster.py.)"""
 from __future__ import annotations
 
 import shutil
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
+from feed_servers import Worker, driver_send, make_server, secret, server  # noqa: F401 - fixtures
 
 from sparkdl.node.context import NodeContext
 from sparkdl.node.launch import user_root
+from sparkdl.transport import protocol
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -20,7 +23,7 @@ pytestmark = pytest.mark.timeout(60)
 SPEC = {"chief": ["h:1"], "worker": ["h:2"]}
 
 
-def _ctx(job_name: str, cluster_id: str, node_number: int = 0) -> NodeContext:
+def _ctx(job_name: str, cluster_id: str, node_number: int = 0, **extra) -> NodeContext:
     return NodeContext(
         node_number=node_number,
         job_name=job_name,
@@ -31,7 +34,34 @@ def _ctx(job_name: str, cluster_id: str, node_number: int = 0) -> NodeContext:
         host="h",
         port=1,
         cluster_id=cluster_id,
+        **extra,
     )
+
+
+def test_a_relaunched_chief_waits_at_its_first_fit_for_the_driver_s_word(server, secret):
+    """``progress_callback()`` calls ``report_fit_begin`` as a fit begins: the chief of a relaunched
+    InputMode.SPARK attempt waits there, once, until the driver says its attempt is fed the epochs this
+    fit runs (an ``EpochGate`` keyed by that epoch); others only report."""
+    reports, reported = [], threading.Event()
+    writer = lambda event: (reports.append(event), reported.set())  # noqa: E731
+    chief = _ctx("chief", "c", attempt=1, status_writer=writer, feed_server=server)
+    waiting = Worker(chief.report_fit_begin, 0)
+    assert reported.wait(10)
+    assert reports == [protocol.Progress({"epoch": 0, "fit_begin": True, "awaits_word": True})]
+    assert waiting.is_alive(), "the chief waits for the driver's word before it trains"
+    driver_send(server, secret, protocol.EpochGate(epoch=0, go_on=True).wire())  # epoch 0's end: not this word
+    assert waiting.is_alive(), "an elastic end-of-epoch word is not the fit-begin word"
+    driver_send(server, secret, protocol.EpochGate(epoch=0, go_on=True, fit_begin=True).wire())
+    waiting.outcome(10)
+    chief.report_fit_begin(2)  # a later fit of the same attempt: no word to wait for
+    assert reports[-1] == protocol.Progress({"epoch": 2, "fit_begin": True, "awaits_word": False})
+    for ctx in (
+        _ctx("worker", "c", 1, attempt=1, status_writer=writer, feed_server=server),
+        _ctx("chief", "c", attempt=0, status_writer=writer, feed_server=server),  # a first attempt
+        _ctx("chief", "c", attempt=1, status_writer=writer),  # InputMode.TENSORFLOW: nothing is fed
+    ):
+        ctx.report_fit_begin(0)
+        assert reports[-1] == protocol.Progress({"epoch": 0, "fit_begin": True, "awaits_word": False})
 
 
 def test_export_path_gives_the_chief_the_real_path_and_workers_a_removed_scratch_path(tmp_path):

@@ -30,7 +30,6 @@ such as EMR and Databricks have; its ``KerasModel`` stage's files still go throu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -124,17 +123,6 @@ class KerasModel(Model, KerasModelParams, MLReadable, MLWritable):
                     raise
         return self._keras_model
 
-    @contextlib.contextmanager
-    def _local_copy(self):
-        """The model file copied to a scratch path on the driver (removed afterwards)."""
-        scratch = tempfile.mkdtemp(prefix="sparkdl-keras-model-")
-        try:
-            local = os.path.join(scratch, "model.keras")
-            _storage(None).download(self._path(), local)
-            yield local
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-
     def _path(self) -> str:
         path = self.getModelPath()
         if not path:
@@ -204,7 +192,7 @@ class KerasModel(Model, KerasModelParams, MLReadable, MLWritable):
         return kind
 
     def _saved_config(self) -> dict:
-        with self._local_copy() as local:
+        with loaders.private_copy(self._path(), _storage(None)) as local:
             try:
                 with zipfile.ZipFile(local) as archive:
                     return json.loads(archive.read("config.json"))

@@ -12,6 +12,7 @@ import zipfile
 import pytest
 
 from sparkdl.inference import ModelLoadError
+from sparkdl.inference.loaders import private_copy
 from sparkdl.keras import KerasEstimator, KerasModel, outputs
 from sparkdl.keras.model import MODEL_FILE, _copy, _read_metadata, _write_metadata, qualified_path
 
@@ -117,7 +118,7 @@ def test_a_model_in_a_bucket_is_read_copied_and_its_metadata_kept_in_spark_ml_s_
     _copy(storage, f"{root}/m.keras", f"{root}/saved/{MODEL_FILE}")  # bucket -> bucket
     model = KerasModel(model_path=f"{root}/saved/{MODEL_FILE}", feature_cols=["x"])
     assert model.resolved_output_kind() == outputs.output_kind(config)  # read from the bucket, no Spark
-    with model._local_copy() as local:
+    with private_copy(model.getModelPath(), storage) as local:
         assert open(local, "rb").read() == archive.read_bytes()
 
     metadata = DefaultParamsWriter._get_metadata_to_save(model, _Version(), {"history": {"loss": [1.0]}})

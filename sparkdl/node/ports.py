@@ -65,11 +65,17 @@ def reserve_port(host: str) -> socket.socket:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """An inheritable socket bound to ``host:port``; raises OSError if the port is taken."""
+    """An inheritable socket bound to ``host:port``; raises OSError if the port is taken.
+
+    ``SO_REUSEADDR`` is set only *after* the bind. Linux lets two sockets that both had it at
+    bind time share a port while neither listens, so two nodes on one host could reserve the
+    same port (and the second TF server fail). Set afterwards, it still lets TensorFlow's gRPC
+    server (which binds with ``SO_REUSEADDR``) take the port while a copy of this socket lingers.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     except OSError:
         sock.close()
         raise

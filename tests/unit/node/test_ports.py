@@ -42,3 +42,30 @@ def test_reserved_port_is_held_outside_the_ephemeral_range():
     with socket.socket() as server:  # released: TensorFlow can bind it (on every interface)
         server.bind(("0.0.0.0", port))
         server.listen()
+
+
+def test_two_nodes_on_one_host_never_reserve_the_same_port(monkeypatch):
+    """Both reservations once set ``SO_REUSEADDR`` before binding, which lets Linux bind two idle
+    sockets to one port: two nodes of one cluster were given port 21927 and the second TF server
+    failed with "Could not start gRPC server"."""
+    first = ports.reserve_port("127.0.0.1")
+    taken = first.getsockname()[1]
+    monkeypatch.setattr(ports, "candidate_ports", lambda *_: [taken])  # the second node draws the same port
+    second = ports.reserve_port("127.0.0.1")
+    try:
+        assert second.getsockname()[1] != taken
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_lingering_copy_of_the_reservation_does_not_keep_tensorflow_from_the_port():
+    held = ports.reserve_port("127.0.0.1")
+    port = held.getsockname()[1]
+    try:
+        with socket.socket() as server:  # how gRPC binds: SO_REUSEADDR, every interface
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(("0.0.0.0", port))
+            server.listen()
+    finally:
+        held.close()

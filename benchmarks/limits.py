@@ -5,7 +5,7 @@ Measures each figure on two trees of sparkdl: BEFORE (a checkout of the commit b
 archive`` as ``feed_throughput.py --sparkdl-commit`` does) and AFTER (this tree). Each figure comes
 from the existing benchmarks, run as subprocesses with ``--json`` and narrow options, each side
 with its own tree's script, interpreter and sparkdl (the tree's root first on ``PYTHONPATH``, the
-executors and nodes included), so a figure means here what it means in docs/benchmarks.md:
+executors and nodes included), so a figure means here what it means in docs/benchmarks-method.md:
 
 1. Feed of TFoS-style row tuples (``TFNode.DataFeed.next_batch``, 784 float32 a row) from a
    cached DataFrame and from a cached RDD, and the ratio DataFrame / RDD: ``train_feed.py`` (d).

@@ -1,4 +1,4 @@
-"""Markdown for docs/benchmarks.md from the benchmarks' saved JSON, and the generated sections.
+"""Markdown for docs/benchmarks-method.md from the benchmarks' saved JSON, and the generated sections.
 
 A generated section is everything between ``<!-- generated: NAME -->`` and the next
 ``<!-- end generated -->``; ``replace_sections`` rewrites only that, so the hand-written prose

@@ -1,6 +1,6 @@
-"""Run every benchmark, one after another, and rewrite the tables of docs/benchmarks.md.
+"""Run every benchmark, one after another, and rewrite the tables of docs/benchmarks-method.md.
 
-Each section of docs/benchmarks.md between ``<!-- generated: NAME -->`` and
+Each section of docs/benchmarks-method.md between ``<!-- generated: NAME -->`` and
 ``<!-- end generated -->`` is written from the JSON of that section's runs (each script's
 ``--json`` report, saved as ``benchmarks/results/<run>.json`` with the command, the date, the
 machine, the software and the load); the prose around the markers is left as it is. The scripts
@@ -13,7 +13,7 @@ only when all of its runs succeeded, so the doc always matches the JSON beside i
     .venv/bin/python benchmarks/run_all.py --quick                 # smoke run, tiny sizes, into a temp copy
     .venv/bin/python benchmarks/run_all.py --list                  # the sections, runs and commands
 
-``--quick`` never writes docs/benchmarks.md or benchmarks/results/: its figures mean nothing.
+``--quick`` never writes docs/benchmarks-method.md or benchmarks/results/: its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import render  # noqa: E402
 
 BENCHMARKS = Path(__file__).resolve().parent
 ROOT = BENCHMARKS.parent
-DEFAULT_DOC = ROOT / "docs" / "benchmarks.md"
+DEFAULT_DOC = ROOT / "docs" / "benchmarks-method.md"
 DEFAULT_RESULTS = BENCHMARKS / "results"
 #: Seconds a script may run before it is stopped (with its process group); the longest takes ~25 min.
 DEFAULT_TIMEOUT_S = 3600

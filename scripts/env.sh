@@ -70,20 +70,19 @@ ensure_venv() {
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
     # This checkout was installed as "sparkdl" before its distribution became sparkdl-tf: drop that.
     "$VENV/bin/python" -m pip uninstall --quiet --disable-pip-version-check -y sparkdl >/dev/null 2>&1 || true
-    local extras="$EXTRAS" requirements=() keras=()
-    if [[ ",$EXTRAS," == *,cpu,* ]]; then
-      # tf-keras names "tensorflow" as its dependency, so pip would add TensorFlow's CUDA build (a
-      # 570 MB wheel) to tensorflow-cpu, both unpacked into one site-packages/tensorflow, and each
-      # TensorFlow import would cost about 1 CPU-second more. The cpu extra's requirements go in
-      # without it, tf-keras then without its dependencies.
-      extras="$(echo ",$EXTRAS," | sed 's/,cpu,/,/; s/^,//; s/,$//')"
-      local requirement
+    pip_install -e "$ROOT${EXTRAS:+[$EXTRAS]}"
+    if [[ ",$EXTRAS," == *,dev,* ]]; then
+      # The tests run tf-keras paths too. tf-keras names "tensorflow" as its dependency, so pip would
+      # add TensorFlow's CUDA build (a 570 MB wheel) to the cpu extra's tensorflow-cpu, both unpacked
+      # into one site-packages/tensorflow, and each TensorFlow import would cost about 1 CPU-second
+      # more: tf-keras (the tf-keras extra's pin) goes in without its dependencies, beside whichever
+      # TensorFlow the other extras installed.
+      local requirement keras=()
       while IFS= read -r requirement; do
-        if [[ "$requirement" == tf-keras* ]]; then keras+=("$requirement"); else requirements+=("$requirement"); fi
-      done < <(extra_requirements cpu)
+        if [[ "$requirement" == tf-keras* ]]; then keras+=("$requirement"); fi
+      done < <(extra_requirements tf-keras)
+      pip_install --no-deps "${keras[@]}"
     fi
-    pip_install -e "$ROOT${extras:+[$extras]}" "${requirements[@]}"
-    if [ ${#keras[@]} -gt 0 ]; then pip_install --no-deps "${keras[@]}"; fi
     # Byte-compiled on every core afterwards rather than by pip one file at a time (the whole
     # install: 119 s against 141 s on 2 cores). Compiled it must be: where PYTHONDONTWRITEBYTECODE
     # is set (as on CI), nothing caches a compiled module, and each TensorFlow import would

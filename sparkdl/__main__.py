@@ -85,13 +85,47 @@ def _spark() -> str:
     return text
 
 
+#: The distributions that ship TensorFlow's ``tensorflow`` package (or a shim that pulls one in).
+TENSORFLOW_DISTRIBUTIONS = (
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-gpu",
+    "tensorflow-intel",
+    "tensorflow-macos",
+    "tensorflow-cpu-aws",
+    "intel-tensorflow",
+    "tf-nightly",
+    "tf-nightly-cpu",
+)
+
+
 def _tensorflow() -> str | None:
-    found = [
-        f"{dist} {v}"
-        for dist in ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly")
-        if (v := _version(dist))
-    ]
+    found = [f"{dist} {v}" for dist in TENSORFLOW_DISTRIBUTIONS if (v := _version(dist))]
     return ", ".join(found) or None
+
+
+def _ships_tensorflow(dist: str) -> bool:
+    """Whether ``dist`` puts files into the ``tensorflow`` package (a shim that only pulls in another
+    build does not); a distribution without a RECORD counts."""
+    record = importlib.metadata.distribution(dist).read_text("RECORD")
+    return record is None or any(line.startswith("tensorflow/") for line in record.splitlines())
+
+
+def _tensorflow_builds_problem() -> str | None:
+    """A problem if two TensorFlow builds are installed: they share the ``tensorflow`` folder."""
+    installed = [dist for dist in TENSORFLOW_DISTRIBUTIONS if _version(dist)]
+    if len(installed) < 2:
+        return None
+    builds = [dist for dist in installed if _ships_tensorflow(dist)]
+    if len(builds) < 2:
+        return None
+    listed = ", ".join(f"{dist} {_version(dist)}" for dist in builds)
+    return (
+        f"{len(builds)} TensorFlow builds are installed ({listed}): they unpack into the same tensorflow "
+        "folder, one's files over another's. Keep one: pip uninstall -y " + " ".join(builds) + ", then "
+        "reinstall the one you want (uninstalling one alone deletes the files they share); sparkdl-tf's cpu "
+        "extra installs tensorflow-cpu alone, its tf-keras extra tensorflow (never add both extras)"
+    )
 
 
 def _node_keras(tf_keras: str | None, keras: str | None) -> tuple[str, list[str]]:
@@ -186,6 +220,9 @@ def collect() -> tuple[list[tuple[str, str]], list[str]]:
             "it (sparkdl-tf's cpu or gpu extra, e.g. pip install -e '.[cpu]' in a clone)"
         )
     else:
+        builds_problem = _tensorflow_builds_problem()
+        if builds_problem:
+            notes.append(builds_problem)
         tf_minor = _minor(tensorflow.split(",")[0].split()[-1])
         if tf_keras and _minor(tf_keras) != tf_minor:
             notes.append(

@@ -49,6 +49,9 @@ STALL_CHECK_S = 0.5
 STALL_REPORT_S = 5.0
 #: How long a failed Spark job (launch or feed) waits for the node report that explains it.
 CAUSE_WAIT_S = 10.0
+#: ``TFCluster.run``: the one-task job that checks the executors' Python imports sparkdl
+#: (``driver/executor_python.py``); past it the launch goes on unchecked.
+EXECUTOR_PYTHON_CHECK_S = 30.0
 #: Default ``elastic_wait`` of ``TFCluster.run``: how long an elastic cluster (``min_executors``)
 #: waits for Spark to replace a lost executor before it goes on with fewer nodes.
 ELASTIC_WAIT_S = 30.0
@@ -62,6 +65,8 @@ LAST_EPOCH_WAIT_S = 30.0
 #: How often ``shutdown(ssc)`` asks Spark whether the StreamingContext stopped (TFoS: each second);
 #: the nodes' and the stream's own events end the wait at once.
 DSTREAM_POLL_S = 0.5
+#: How long ``cluster.start_tensorboard()`` waits for the driver's TensorBoard to answer HTTP.
+DRIVER_TENSORBOARD_START_S = 90.0
 #: How often the progress display prints a plain line (not a terminal: logs, notebooks' files).
 PLAIN_INTERVAL_S = 10.0
 #: How often the progress bar redraws on a terminal.

@@ -59,7 +59,7 @@ def _count_frame_in_jvm(data: DataFrame) -> list[int] | None:
     job over every partition but the last and keeps each partition's first index. Run on the
     frame's rows with every column projected away, followed by one empty partition (so the
     last real one is counted too), those indices are the counts, without starting a Python
-    worker in any task: a third of the ``mapInArrow`` count's time on a cached frame (docs/benchmarks.md,
+    worker in any task: a third of the ``mapInArrow`` count's time on a cached frame (docs/benchmarks-method.md,
     "At the limits", (1)). The partitions are the ones every other job over ``data`` sees
     (``stable_partitions`` pins a shuffled frame's first).
     """

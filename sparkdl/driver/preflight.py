@@ -34,6 +34,12 @@ def local_cluster_shape(master: str) -> tuple[int, int, int] | None:
     return (int(match.group(1)), int(match.group(2)), int(match.group(3))) if match else None
 
 
+def local_master(master: str) -> bool:
+    """Whether ``master`` runs every executor on this machine (``local``, ``local[N]``,
+    ``local[N,F]``, ``local-cluster[N,C,M]``)."""
+    return bool(_LOCAL.match(master) or _LOCAL_CLUSTER.match(master))
+
+
 def slot_layout(master: str, conf: Callable[[str], str | None]) -> SlotLayout:
     """Read the executor count and task slots per executor from the master URL and conf."""
     task_cpus = int(conf("spark.task.cpus") or 1)

@@ -66,6 +66,11 @@ class SparkAccess:
         """A Spark configuration value, None when unset."""
         raise NotImplementedError
 
+    def remember(self, key: str, value: str) -> None:
+        """Keep ``value`` under ``key`` for this Spark application's later clusters (read back with
+        :meth:`conf`): what sparkdl learned once per application, such as the executors' checked
+        Python. No-op where this side cannot write the application's configuration."""
+
     def count_executors(self) -> int | None:
         """Registered executors, the driver excluded; None when this side cannot tell."""
         return None
@@ -140,6 +145,11 @@ class ClassicSpark(SparkAccess):
 
     def conf(self, key: str) -> str | None:
         return self._sc.getConf().get(key)
+
+    def remember(self, key: str, value: str) -> None:
+        # The running application's own SparkConf (getConf() returns copies of it): a later
+        # cluster in this application reads the value with conf(); nothing else does.
+        self._sc._conf.set(key, value)
 
     def count_executors(self) -> int | None:
         count = self._sc._jsc.sc().getExecutorMemoryStatus().size()

@@ -103,8 +103,12 @@ class FitSettings:
         )
 
 
-def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool) -> dict[int, KerasModel]:
-    """Train the param maps of ``group`` (``(index, settings)``, sharing ``shared_key``); models by index."""
+def fit_group(
+    dataset, group: list[tuple[int, FitSettings]], use_run_store: bool, on_epoch=None, log_model: bool = True
+) -> dict[int, KerasModel]:
+    """Train the param maps of ``group`` (``(index, settings)``, sharing ``shared_key``); models by index.
+    ``on_epoch``: the cluster's epoch watcher (``TFCluster.watch_epochs``; ``tuning.py`` prunes with it);
+    ``log_model``: whether a tracked fit logs its model to MLflow."""
     for _, settings in group:
         checks.check_settings(settings)
     first = group[0][1]
@@ -114,6 +118,8 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
     kinds = checks.column_kinds(dataset.schema, first)
     payload, info = ship(first.model)
     nodes = _nodes(sc, first.num_workers)
+    if on_epoch is not None and nodes == 0:
+        raise checks.KerasInputError("an epoch watcher (tuning's pruning) needs TF nodes: set num_workers >= 1")
     specs = {index: settings.compile_spec() for index, settings in group}
     for spec in specs.values():
         checks.check_model(info, spec)
@@ -123,10 +129,10 @@ def fit_group(dataset, group: list[tuple[int, FitSettings]], use_run_store: bool
     storage = Storage(spark_conf.from_spark(sc))
     if is_remote(base):  # the bucket, its credentials and endpoint are checked before any work starts
         preflight.check([base], storage.settings)
-    with tracking.FitRuns([index for index, _ in group], log_to_mlflow) as tracked:  # opened before training
+    with tracking.FitRuns([index for index, _ in group], log_to_mlflow, log_model) as tracked:  # opened before training
         runs, done, models = _plan_runs(storage, group, specs, info, pickled, store, base, tracked)
         if runs:
-            outcomes = _train(dataset, storage, first, kinds, payload, info, runs, done, nodes, base)
+            outcomes = _train(dataset, storage, first, kinds, payload, info, runs, done, nodes, base, on_epoch)
             models.update(_trained_models(storage, group, runs, outcomes, info))
         for index, settings in group:
             tracked.log_fit(index, settings, models[index], info)
@@ -171,7 +177,9 @@ def _trained_models(storage, group, runs, outcomes: dict[int, dict], info) -> di
     return models
 
 
-def _train(dataset, storage, first: FitSettings, kinds, payload, info, runs, done, nodes, base) -> dict[int, dict]:
+def _train(
+    dataset, storage, first: FitSettings, kinds, payload, info, runs, done, nodes, base, on_epoch=None
+) -> dict[int, dict]:
     """Prepare the data once, then train every run (local mode, or one cluster); outcomes by index."""
     started = time.perf_counter()
     prepared = data.prepare(dataset, list(kinds), kinds, first.validation, first.seed)
@@ -197,7 +205,7 @@ def _train(dataset, storage, first: FitSettings, kinds, payload, info, runs, don
             result = train_locally(job, prepared.train, prepared.validation, storage)
         else:
             spark = dataset.sparkSession
-            result = _train_on_cluster(spark, storage, first, job, prepared, done, nodes, payload.flavour)
+            result = _train_on_cluster(spark, storage, first, job, prepared, done, nodes, payload.flavour, on_epoch)
     finally:
         prepared.release()
     if not isinstance(result, dict) or not isinstance(result.get("runs"), list):
@@ -205,19 +213,22 @@ def _train(dataset, storage, first: FitSettings, kinds, payload, info, runs, don
     return {outcome["index"]: outcome for outcome in result["runs"]}
 
 
-def _train_on_cluster(spark, storage, first: FitSettings, job: TrainingJob, prepared, done, nodes, flavour) -> Any:
+def _train_on_cluster(
+    spark, storage, first: FitSettings, job: TrainingJob, prepared, done, nodes, flavour, on_epoch=None
+) -> Any:
     from ..driver.arguments import InputMode
-    from ..driver.run import run as run_cluster
+    from ..driver.run import CountNames, launch
     from .node_program import main_fun
 
     env = {"TF_USE_LEGACY_KERAS": "1" if flavour == TF_KERAS else "0"}  # the nodes' Keras is the model's
     env.update(tracking.node_environment())  # the chief opens the driver's MLflow store as the driver does
     started = time.perf_counter()
-    cluster = run_cluster(
+    cluster = launch(
+        CountNames(nodes="num_workers", min_nodes="min_workers"),  # errors name the estimator's Params
         spark, main_fun, job, nodes, input_mode=InputMode.SPARK, num_gpus=first.num_gpus,
-        max_restarts=first.max_restarts, env=env, nodes_param="num_workers",
-        min_executors=first.min_workers, min_nodes_param="min_workers",
+        max_restarts=first.max_restarts, env=env, min_executors=first.min_workers,
     )  # fmt: skip
+    cluster.watch_epochs(on_epoch)
     with cluster:  # a driver-side error stops every node
         ready = time.perf_counter()
         for run in job.runs:

@@ -8,6 +8,9 @@ cleanly; and ``scripts/demo.sh`` runs as the README gives it, on its embedded lo
 two demo runs are the slow tier's (``test_examples.py`` runs the demo's code on the suite's shared
 Spark in every run).
 
+Each TensorFlow extra of the wheel resolves to exactly one TensorFlow distribution (pip's dry run
+into an empty venv, with this machine's package index).
+
 The build works on a copy of the repository, so it never writes into the working tree; the wheel
 goes into the fresh environment without its dependencies, which come from this run's environment
 (``test_the_wheel_installs_into_a_fresh_venv`` says how).
@@ -15,6 +18,7 @@ goes into the fresh environment without its dependencies, which come from this r
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -26,7 +30,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.utils import canonicalize_name
 from standalone_cluster import StandaloneCluster, listening
+
+from sparkdl.__main__ import TENSORFLOW_DISTRIBUTIONS
 
 ROOT = Path(__file__).resolve().parents[3]
 # Slow as a cluster test: the build every test shares, a Spark standalone cluster, the demo on it.
@@ -34,6 +41,7 @@ pytestmark = [pytest.mark.timeout(1500), pytest.mark.cluster]
 
 BUILD_TIMEOUT_S = 300
 INSTALL_TIMEOUT_S = 900
+RESOLVE_TIMEOUT_S = 240  # pip's dry run of one extra, here: cpu 5-14 s, tf-keras 7-21 s, gpu 15-50 s (warm-cold cache)
 DEMO_TIMEOUT_S = 480
 _COPY_IGNORE = shutil.ignore_patterns(
     ".git",
@@ -223,6 +231,45 @@ def test_the_wheel_installs_into_a_fresh_venv(artifacts, venv, tmp_path):
     assert re.search(rf"^python:\s+\S+ \({re.escape(str(python))}\)$", report, re.M), report
     assert re.search(r"^tensorflow:\s+.*2\.21\.", report, re.M), report
     assert re.search(r"^node keras:\s+Keras 3\.15\.", report, re.M), report  # TensorFlow's default, pinned
+
+
+def _would_install(wheel: Path, extra: str, tmp_path: Path) -> dict[str, str]:
+    """``{distribution: version}`` that ``pip install "WHEEL[EXTRA]"`` would put into an empty venv:
+    pip's dry run (``--report``) with this machine's package index configuration (pip's config files
+    and ``PIP_*``), which this run's pip reads as the venv's pip would."""
+    empty = tmp_path / "empty"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(empty)], cwd=tmp_path, timeout=120)
+    report = tmp_path / "report.json"
+    pip = [sys.executable, "-m", "pip", "--python", str(empty / "bin" / "python"), "--disable-pip-version-check"]
+    _run(
+        [*pip, "install", "--quiet", "--dry-run", "--report", str(report), f"{wheel}[{extra}]"],
+        tmp_path,
+        RESOLVE_TIMEOUT_S,
+    )
+    installs = json.loads(report.read_text())["install"]
+    return {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"] for item in installs}
+
+
+@pytest.mark.timeout(RESOLVE_TIMEOUT_S + BUILD_TIMEOUT_S)
+@pytest.mark.parametrize(
+    ("extra", "tensorflow", "keras"),
+    [
+        ("cpu", "tensorflow-cpu", "keras"),
+        ("tf-keras", "tensorflow", "tf-keras"),
+        pytest.param("gpu", "tensorflow", "keras", marks=pytest.mark.slow),  # the CUDA wheels: up to 50 s
+    ],
+)
+def test_each_tensorflow_extra_installs_exactly_one_tensorflow(artifacts, tmp_path, extra, tensorflow, keras):
+    """Two TensorFlow distributions unpack into one ``tensorflow`` folder (tf-keras, for one, depends
+    on ``tensorflow``, which would join tensorflow-cpu): each extra resolves to exactly one."""
+    _, wheel = artifacts
+    installs = _would_install(wheel, extra, tmp_path)
+    tensorflows = {name for name in installs if name in TENSORFLOW_DISTRIBUTIONS}
+    assert tensorflows == {tensorflow}, sorted(installs)
+    assert installs[tensorflow].startswith("2.21."), installs[tensorflow]
+    assert {"sparkdl-tf", keras} <= set(installs), sorted(installs)
+    if keras == "keras":
+        assert "tf-keras" not in installs, sorted(installs)  # Keras 3 only: tf-keras would bring tensorflow
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,7 @@ def test_a_feed_timeout_must_be_positive_and_finite(feed_timeout):
 
 
 def test_run_s_settings_are_checked_once_by_keyword_and_in_groups():
-    """``TFCluster.run``'s 26 arguments keep TensorFlowOnSpark's signature; inside they become a
+    """``TFCluster.run``'s arguments keep TensorFlowOnSpark's signature; inside they become a
     ``ClusterLayout`` and ``RunLimits``, each checked once, when built, naming the argument."""
     from sparkdl.common.roles import ClusterLayout
 

@@ -1,6 +1,6 @@
 """benchmarks/limits.py without running a benchmark: the figures read from the steps' reports
 (fixture JSON written with the scripts' own ``results_json.write_results``), the medians and
-ratios of the alternating repetitions, the table rendered into docs/benchmarks.md, and the
+ratios of the alternating repetitions, the table rendered into docs/benchmarks-method.md, and the
 refusal of a BEFORE tree that is not one (tests never time anything)."""
 
 from __future__ import annotations

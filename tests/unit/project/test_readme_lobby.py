@@ -10,8 +10,14 @@ quickstart block and the docs site's home are ``examples/quickstart.py``.
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import re
+import sys
 from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from readme_blocks import code_blocks, runnable_blocks, runner_program
 
@@ -75,8 +81,48 @@ def test_the_readme_is_a_lobby():
     lines = README.count("\n")
     assert lines < 150, f"README.md has {lines} lines: move details to docs/ (contributing.md, guide.md)"
     assert "not on PyPI yet" in README
-    assert "pip install -e '.[cpu]'" in README and "python -m build" in README
+    assert "pip install -e '.[cpu,examples]'" in README and "python -m build" in README
     assert re.search(r"^spark-submit ", README, re.M), "the README shows a spark-submit command"
+
+
+def _project() -> dict:
+    """pyproject.toml's ``[project]`` table."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        tomllib = pytest.importorskip("tomli")
+    with open(ROOT / "pyproject.toml", "rb") as pyproject:
+        return tomllib.load(pyproject)["project"]
+
+
+def test_the_readme_names_every_extra():
+    sentence = re.search(r"^Extras: (.*?)\n\n", README, re.M | re.S)
+    assert sentence, "README.md has no 'Extras: ...' paragraph"
+    named = set(re.findall(r"`([\w-]+)`", sentence.group(1)))  # not `tensorflow[and-cuda]`
+    assert named == set(_project()["optional-dependencies"]), sentence.group(1)
+
+
+def test_the_readme_install_line_installs_what_its_code_imports():
+    """The README's ``pip install -e '.[...]'`` brings every module its runnable blocks import
+    (found by the distribution that installed it here, e.g. sklearn: scikit-learn)."""
+    project = _project()
+    extras = re.search(r"^pip install -e '\.\[([\w,-]+)\]'", README, re.M).group(1).split(",")
+    requirements = project["dependencies"] + [r for extra in extras for r in project["optional-dependencies"][extra]]
+    installed = {canonicalize_name(Requirement(r).name) for r in requirements}
+    modules = set()
+    for block in runnable_blocks(README):
+        for node in ast.walk(ast.parse(block.code)):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                modules.add(node.module.split(".")[0])
+    modules -= set(sys.stdlib_module_names) | {"sparkdl"}
+    assert {"sklearn", "keras", "tensorflow", "pyspark"} <= modules, modules
+    providers = importlib.metadata.packages_distributions()
+    missing = {
+        m: providers.get(m) for m in modules if not installed & {canonicalize_name(d) for d in providers.get(m, [])}
+    }
+    assert not missing, f"modules the README imports that pip install -e '.[{','.join(extras)}]' does not: {missing}"
 
 
 def test_every_runnable_readme_block_is_a_whole_python_program():

@@ -12,12 +12,17 @@ Keras 3's ``model.fit`` does not run under MultiWorkerMirroredStrategy on its ow
 installed, :func:`prepare_node` installs ``keras3_multi_worker`` (the one place sparkdl changes
 Keras 3; tf-keras needs nothing). Where the node's Keras is Keras 3, an unverified release refuses
 to start; on a tf-keras node (where ``import keras`` still gives Keras 3) it is only left alone.
+
+A node that fails on Keras 3 refusing Keras 2 code (``keras2_code``) gets a hint naming
+``TF_USE_LEGACY_KERAS=1``, which runs that code unchanged (:func:`failure_hint`).
 """
 
 from __future__ import annotations
 
 import importlib.util
 from typing import Mapping
+
+from . import keras2_code
 
 LEGACY_KERAS_ENV = "TF_USE_LEGACY_KERAS"
 #: ``SPARKDL_KERAS3_MULTI_WORKER=0`` leaves Keras 3 as it is (a custom loop that never calls fit).
@@ -27,6 +32,21 @@ KERAS3_OFF_HINT = (
     f"{MULTI_WORKER_ENV}=0 leaves Keras 3 unchanged, and Keras 3's own model.fit fails under "
     "MultiWorkerMirroredStrategy (keras-team/keras#20585): unset it to let sparkdl make fit/evaluate/predict "
     f"work on several workers, or set {LEGACY_KERAS_ENV}=1 to train with tf-keras."
+)
+#: Appended to a node failure where Keras 3 refused Keras 2 code (``keras2_code``), the node on Keras 3.
+KERAS2_CODE_HINT = (
+    "This node runs Keras 3 (TensorFlow 2.16+ ships it as tf.keras), and Keras 3 refused Keras 2 code. "
+    f"Keras 2 code that uses tf.keras runs unchanged with {LEGACY_KERAS_ENV}=1: pass "
+    f"env={{'{LEGACY_KERAS_ENV}': '1'}} to TFCluster.run, or set it in the driver's or the executors' environment. "
+    "The executors then need tf-keras (the sparkdl-tf[tf-keras] extra). "
+    "`import keras` stays Keras 3: use `import tf_keras as keras`. "
+    "Or port the code to Keras 3 (sparkdl's docs/migration.md)."
+)
+#: The same, on a node where TF_USE_LEGACY_KERAS=1 already made tf.keras tf-keras.
+KERAS2_CODE_LEGACY_HINT = (
+    f"Keras 3 refused Keras 2 code. {LEGACY_KERAS_ENV}=1 makes only tf.keras tf-keras (Keras 2): "
+    "`import keras` stays Keras 3. Use tf.keras or `import tf_keras as keras` in this code, "
+    "or port it to Keras 3 (sparkdl's docs/migration.md)."
 )
 
 
@@ -54,7 +74,8 @@ def startup_problems(env: Mapping[str, str], num_workers: int) -> tuple[list[str
         if importlib.util.find_spec("tf_keras") is None:
             return [], (
                 "TF_USE_LEGACY_KERAS=1 but the tf-keras package is not installed on this "
-                "executor: pip install 'tf-keras~=2.21.0' (it must match TensorFlow's version), "
+                "executor: install the sparkdl-tf[tf-keras] extra (tf-keras must match TensorFlow's version; "
+                "a bare `pip install tf-keras` beside tensorflow-cpu adds a second TensorFlow), "
                 "or unset TF_USE_LEGACY_KERAS to train with Keras 3."
             )
         return [], None  # tf.keras is tf-keras: an unverified Keras 3 (import keras) is left alone
@@ -94,7 +115,10 @@ def _keras_version() -> str:
 
 
 def failure_hint(traceback_text: str, env: Mapping[str, str], num_workers: int) -> str:
-    """A hint to append to a node failure that looks like Keras 3's own multi-worker problem."""
+    """A hint to append to a node failure: Keras 3 refusing Keras 2 code, or (the multi-worker
+    layer turned off) what looks like Keras 3's own multi-worker problem; else ""."""
+    if keras2_code.is_keras2_code_error(traceback_text):
+        return KERAS2_CODE_LEGACY_HINT if legacy_keras_enabled(env) else KERAS2_CODE_HINT
     if (
         num_workers > 1
         and not legacy_keras_enabled(env)

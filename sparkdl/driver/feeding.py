@@ -240,6 +240,8 @@ class ClusterFeeder:
             if progress:
                 progress.epoch_done(epoch)
             if epoch == 0 and plan.cache and self._replay_caches(plan, nodes):
+                if progress:
+                    progress.replaying(epoch + 1)
                 return False
         return False
 

@@ -1,13 +1,15 @@
-"""What the driver shows while ``cluster.train`` feeds (rows fed and read, epochs, partitions, the
-chief's loss) and while an action runs on an RDD from ``cluster.inference`` (partitions and rows scored).
+"""What the driver shows while ``cluster.train`` feeds (the epoch, its rows fed and read, partitions,
+the chief's loss) and while an action runs on an RDD from ``cluster.inference`` (partitions and rows scored).
 
 In a terminal it is a tqdm progress bar; anywhere else (Jupyter, spark-submit logs redirected
 to a file) it is one plain, readable line every ``interval_s`` seconds and at the end of each
-epoch, with no widgets. The figures come from the nodes' own progress reports (rows their
-feed server received and rows their ``DataFeed`` handed to ``map_fun``; step/loss from
-``ctx.progress_callback()``) and, with a classic SparkContext, from Spark's status tracker
-(partitions of the feeding job; a Spark Connect client has no status tracker, and the line
-leaves the partitions out). Turn it off with ``TFCluster.run(...,
+epoch, with no widgets. The figures come from the nodes' own progress reports (rows their feed
+server received and rows their ``DataFeed`` handed to ``map_fun``, at most once a second;
+step/loss and each epoch's end from ``ctx.progress_callback()``), from the driver's feeding (an
+epoch whose Spark job ended was received whole) and, with a classic SparkContext, from Spark's
+status tracker (partitions of the feeding job; a Spark Connect client has no status tracker, and
+the line leaves the partitions out). An epoch the nodes replay from their caches runs no Spark
+job: its line says ``from cache``, with the rows read. Turn it off with ``TFCluster.run(...,
 progress=False)`` or ``SPARKDL_PROGRESS=0``.
 """
 
@@ -48,7 +50,15 @@ def is_terminal(stream: TextIO) -> bool:
 
 
 class TrainProgress:
-    """Shows one ``cluster.train`` call's progress until closed (a context manager)."""
+    """Shows one ``cluster.train`` call's progress until closed (a context manager).
+
+    A line shows the call's share of rows read, then the epoch the nodes are at (the furthest one
+    rows were fed or read for): an epoch fed from Spark with its rows fed and read, one the nodes
+    replay from their caches ``from cache`` with its rows read. Plain lines come every
+    ``interval_s`` seconds, at the end of each epoch's feeding job and, for the epochs replayed from
+    the caches, as the chief reports each one's end (``ctx.progress_callback()``; not the last epoch,
+    which the final line shows).
+    """
 
     def __init__(
         self,
@@ -64,9 +74,14 @@ class TrainProgress:
         self.nodes = nodes
         self._partitions = partitions  # (completed, total) tasks of the latest feeding job, or None
         self.total_rows = total_rows
-        self.epochs = epochs
-        self.epoch = 0
+        self.epochs = max(1, epochs)
+        self.per_epoch = total_rows // self.epochs  # the data nodes' rows of one epoch, every split
+        self.epoch = 0  # epochs whose feeding job ended: every row of them reached the nodes
+        self.replayed_from: int | None = None  # the first epoch (0-based) the nodes replay from their caches
         self.history = history  # the chief's epoch logs, one line per epoch when the call succeeds
+        self._reports_before = history.reports if history is not None else 0
+        self._reports_shown = self._reports_before  # the chief's epoch-end reports looked at (_show_ended_epochs)
+        self._lock = threading.Lock()
         self.stream = stream or sys.stdout
         self.terminal = is_terminal(self.stream)
         self.interval_s = interval_s or (BAR_INTERVAL_S if self.terminal else PLAIN_INTERVAL_S)
@@ -82,28 +97,85 @@ class TrainProgress:
     # -- figures --
 
     def rows(self) -> tuple[int, int]:
-        """(fed, read) during this call: rows the data nodes received, and rows their map_funs read."""
-        fed = sum(int(n.metrics.get("rows_received", 0)) - self._base[n.role.node_number][0] for n in self.nodes)
+        """(fed, read) during this call: rows Spark fed the data nodes and rows their map_funs read
+        (fed, or from their caches), as the nodes last reported them (at most once a second), and
+        at least what the driver knows: the feeding job of an ended epoch delivered it whole, and
+        before the chief ends an epoch it read the epoch whole (every node, under
+        MultiWorkerMirroredStrategy)."""
+        fed, read = self._reported()
+        ended = 0
+        if self.history is not None:
+            ended = min(self.history.reports - self._reports_before, self.epochs)
+        return max(fed, ended * self.per_epoch), max(read, ended * self.per_epoch)
+
+    def _reported(self) -> tuple[int, int]:
+        """(fed, read) as the nodes reported them, and at least the epochs whose feeding job ended."""
+        received = sum(int(n.metrics.get("rows_received", 0)) - self._base[n.role.node_number][0] for n in self.nodes)
         read = sum(int(n.metrics.get("rows_read", 0)) - self._base[n.role.node_number][1] for n in self.nodes)
-        return fed, read
+        fed = max(received, min(self.epoch, self.epochs) * self.per_epoch)
+        return min(fed, self.total_rows), min(read, self.total_rows)
+
+    def epoch_rows(self) -> tuple[int, int, int]:
+        """(epoch, fed, read): the furthest epoch (0-based) rows were fed or read for, and its rows
+        fed from Spark and read."""
+        fed, read = self.rows()
+        if not self.per_epoch:
+            return 0, fed, read
+        epoch = min((max(fed, read, 1) - 1) // self.per_epoch, self.epochs - 1)
+        within = lambda rows: min(max(rows - epoch * self.per_epoch, 0), self.per_epoch)  # noqa: E731
+        return epoch, within(fed), within(read)
+
+    def from_cache(self, epoch: int) -> bool:
+        """Whether the nodes replay ``epoch`` (0-based) from their caches: the driver said so, or it
+        begins past the rows Spark fed, which the nodes read beyond (a node reads a fed row only once
+        it has it; a node holding its whole share replays without waiting for the driver's word)."""
+        if self.replayed_from is not None and epoch >= self.replayed_from:
+            return True
+        fed, read = self._reported()
+        return read > fed and epoch * self.per_epoch >= fed
 
     def partitions(self) -> tuple[int, int] | None:
         """(completed, total) tasks of the latest feeding job; None when Spark cannot tell (Connect)."""
         return self._partitions() if self._partitions is not None else None
 
     def chief_metrics(self) -> dict:
-        """The latest step/epoch/loss (and other metrics) the first data node reported."""
+        """The latest step and loss (and other metrics) the first data node reported; not its Keras
+        epoch, which counts from 0 (the line shows the epoch from 1)."""
         metrics = dict(self.nodes[0].metrics) if self.nodes else {}
-        for key in ("rows_read", "rows_received", "epoch_end", "fit_begin", "awaits_word", "fit_end"):
+        for key in ("rows_read", "rows_received", "epoch", "epoch_end", "fit_begin", "awaits_word", "fit_end"):
             metrics.pop(key, None)
         return metrics
 
     def describe(self) -> str:
-        """The status line (without the bar)."""
-        # Epochs replayed from the nodes' caches run no Spark job: count them by the rows read.
-        per_epoch = self.total_rows // self.epochs if self.epochs else 0
-        epoch = max(self.epoch, self.rows()[1] // per_epoch if per_epoch else 0)
-        parts = [f"epoch {min(epoch + 1, self.epochs)}/{self.epochs}"]
+        """The status line (without the bar): the epoch and its rows, partitions, the chief's metrics."""
+        return self._epoch_line(*self.epoch_rows())
+
+    def describe_ended(self, epoch: int) -> str:
+        """The line of ``epoch`` (0-based) once the chief reported its end (read whole, see :meth:`rows`)."""
+        fed, _ = self.rows()
+        fed_in = min(max(fed - epoch * self.per_epoch, 0), self.per_epoch)
+        return self._epoch_line(epoch, fed_in, self.per_epoch)
+
+    def summary(self) -> str:
+        """The last line, once the call fed every row: rows fed (those the caches replayed among
+        them) and read, the last epoch, partitions, the chief's metrics."""
+        _, read = self.rows()
+        replayed = 0
+        if self.replayed_from is not None:
+            replayed = min(read, (self.epochs - self.replayed_from) * self.per_epoch)
+        cached = f" ({replayed:,} from the nodes' caches)" if replayed else ""
+        rows = f"{self.total_rows:,}/{self.total_rows:,} rows fed{cached}, {read:,} read"
+        return " · ".join([rows, f"epoch {self.epochs}/{self.epochs}", *self._details()])
+
+    def _epoch_line(self, epoch: int, fed: int, read: int) -> str:
+        if self.from_cache(epoch):
+            rows = f"from cache: {read:,}/{self.per_epoch:,} rows read"
+        else:  # fed from Spark: every row read was fed
+            rows = f"{max(fed, read):,}/{self.per_epoch:,} rows fed, {read:,} read"
+        return " · ".join([f"epoch {epoch + 1}/{self.epochs}", rows, *self._details()])
+
+    def _details(self) -> list[str]:
+        parts = []
         partitions = self.partitions()
         if partitions is not None:
             parts.append(f"partitions {partitions[0]}/{partitions[1]}")
@@ -113,7 +185,7 @@ class TrainProgress:
                 f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}" for key, value in chief.items()
             )
             parts.append(f"{self.nodes[0].role.label}: {shown}")
-        return " · ".join(parts)
+        return parts
 
     # -- display --
 
@@ -134,33 +206,67 @@ class TrainProgress:
         return self
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self.render()
+        if self._bar is not None or self.history is None:
+            while not self._stop.wait(self.interval_s):
+                self.render()
+            return
+        due = time.monotonic() + self.interval_s
+        while not self._stop.is_set():
+            # Wake at each epoch end the chief reports (or soon, while one waits for the driver to
+            # know how its epoch was fed), and for the periodic line.
+            wait = min(BAR_INTERVAL_S, max(0.0, due - time.monotonic()))
+            if self._show_ended_epochs():
+                self.history.wait_for_reports(self._reports_shown + 1, wait)
+            else:
+                self._stop.wait(wait)
+            if time.monotonic() >= due:
+                self.render()
+                due = time.monotonic() + self.interval_s
+
+    def _show_ended_epochs(self) -> bool:
+        """A line for each epoch replayed from the caches whose end the chief reported since the
+        last call, but the last epoch (the final line shows it); whether every reported epoch was
+        looked at (False: one waits until the driver knows whether it was fed or replayed)."""
+        with self._lock:
+            reports = self.history.reports if self.history is not None else self._reports_shown
+            while self._reports_shown < reports:
+                epoch = self._reports_shown - self._reports_before  # the call's epochs, counted from 0
+                replayed = self.from_cache(epoch)
+                if not (replayed or epoch < self.epoch or epoch >= self.epochs):
+                    return False
+                if replayed and epoch < self.epochs - 1:
+                    read = max(self.rows()[1], (epoch + 1) * self.per_epoch)
+                    self._print(self._percent(read), self.describe_ended(epoch))
+                self._reports_shown += 1
+            return True
 
     def render(self, final: bool = False) -> None:
-        """Draw the bar, or print a plain line."""
-        fed, read = self.rows()
-        fed = max(fed, read)  # rows replayed from a node's cache were delivered without feeding
-        fed = self.total_rows if final else min(fed, self.total_rows)
+        """Draw the bar (rows read), or print a plain line."""
+        read = self.total_rows if final else self.rows()[1]
+        text = self.summary() if final else self.describe()
         if self._bar is not None:
-            self._bar.n = fed
-            self._bar.set_postfix_str(f"{read:,} read · {self.describe()}", refresh=True)
+            self._bar.n = read
+            self._bar.set_postfix_str(text, refresh=True)
             return
-        percent = 100.0 * fed / self.total_rows if self.total_rows else 100.0
+        self._print("fed" if final else self._percent(read), text)
+
+    def _percent(self, read: int) -> str:
+        return f"{100.0 * read / self.total_rows if self.total_rows else 100.0:.0f}%"
+
+    def _print(self, state: str, text: str) -> None:
         elapsed = time.monotonic() - self._started
-        state = "fed" if final else f"{percent:.0f}%"
-        print(
-            f"sparkdl train [{state}]: {fed:,}/{self.total_rows:,} rows fed, {read:,} read · {self.describe()} · "
-            f"{elapsed:.0f} s",
-            file=self.stream,
-            flush=True,
-        )
+        print(f"sparkdl train [{state}]: {text} · {elapsed:.0f} s", file=self.stream, flush=True)
 
     def epoch_done(self, epoch: int) -> None:
         """Note the end of feeding epoch ``epoch`` (0-based) and show it at once."""
         self.epoch = epoch + 1
         if self._bar is None and self.epoch < self.epochs:
             self.render()
+
+    def replaying(self, first_epoch: int) -> None:
+        """Note that the nodes replay the epochs from ``first_epoch`` (0-based) on from their caches:
+        no Spark job feeds them."""
+        self.replayed_from = first_epoch
 
     def close(self, succeeded: bool) -> None:
         """Stop the display; when the call succeeded, a final line (or bar refresh), then the
@@ -169,6 +275,8 @@ class TrainProgress:
         if self._thread.is_alive():
             self._thread.join(5)
         if succeeded:
+            if self._bar is None:
+                self._show_ended_epochs()  # those reported since the thread last looked
             self.render(final=True)
         if self._bar is not None:
             self._bar.close()

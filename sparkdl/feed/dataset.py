@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from ..columns.specs import Image, check_columns
 from . import aligned
 from .columns import FeedDataError, bad_row_error
 from .reader import FeedReader
+from .wire import TRAIN_SPLIT
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,29 @@ KEEP = "__sparkdl_keep"
 HUGE_DENSE_BATCH_BYTES = 64 << 20
 #: ... when its dense rows are at least this many times the size of their non-zeros.
 SPARSE_HINT_RATIO = 8
+
+
+#: The attribute of each dataset ``as_dataset`` returns that holds its :class:`FeedDataset`.
+FEED_DATASET_ATTR = "sparkdl_feed"
+
+
+@dataclass(frozen=True)
+class FeedDataset:
+    """What sparkdl knows of a dataset ``as_dataset`` returned that Keras cannot tell from it.
+
+    Each iteration ends with its epoch's last batch, so Keras, which does not know the length,
+    runs it to its end. ``shuffled``: the feed gives the rows in a new order every epoch
+    (``cluster.train(shuffle=True)``, the default), so Keras need not shuffle them.
+    """
+
+    shuffled: bool
+
+
+def feed_dataset(data) -> FeedDataset | None:
+    """The :class:`FeedDataset` of ``data`` if ``as_dataset`` returned it; None for anything else
+    (a dataset built from it included: its length and order are the user's)."""
+    found = getattr(data, FEED_DATASET_ATTR, None)
+    return found if isinstance(found, FeedDataset) else None
 
 
 #: In a node's environment: the cores Spark gave its launch task (``sparkdl/node/launch.py``).
@@ -156,7 +181,9 @@ def build_dataset(
     # With all_epochs the batch sizes cycle through one epoch's, so each epoch ends on its own last
     # batch, as Keras expects.
     batch_sizes = _epoch_batch_sizes(rows_per_epoch, batch_size) if all_epochs else batch_size
-    return _direct_dataset(blocks, batch_sizes) if blocks.direct else _assembled_dataset(blocks, batch_sizes)
+    dataset = _direct_dataset(blocks, batch_sizes) if blocks.direct else _assembled_dataset(blocks, batch_sizes)
+    setattr(dataset, FEED_DATASET_ATTR, FeedDataset(shuffled=plan.shuffle and split == TRAIN_SPLIT))
+    return dataset
 
 
 def column_readers(

@@ -32,6 +32,20 @@ worker, and tf-keras are untouched):
 4. ``ModelCheckpoint`` likewise: the chief writes ``filepath``, every other worker a scratch copy
    that it deletes after each save.
 
+One more change concerns only the datasets ``feed.as_dataset`` returns (``feed/dataset.py``,
+``FeedDataset``), on any strategy; :func:`install_feed_hints` installs it alone on every other
+node with Keras 3 (one worker, or none under a strategy), so no node warns about its feed:
+
+5. ``EpochIterator`` (each ``fit``, ``evaluate`` and ``predict``) gets ``shuffle=False`` for a feed
+   the driver shuffles (``cluster.train(shuffle=True)``, the default). ``fit``'s own default,
+   ``shuffle=True``, otherwise warns on every node that it is ignored: the feed shuffles instead.
+   And it does not warn "Your input ran out of data; interrupting training" when no
+   ``steps_per_epoch`` was given. A feed's dataset does not know its length (under
+   MultiWorkerMirroredStrategy a worker's steps per epoch are its batches split over the
+   workers), so Keras runs each epoch to its end: that is how it learns the length, and nothing is
+   interrupted. Keras 3.16 warns only where ``steps_per_epoch`` was given (keras-team/keras#23360);
+   with it given, the warning stays.
+
 Other Keras 3 callbacks that write files (``TensorBoard``, ``CSVLogger``) know nothing of workers
 either: give them to the chief only (``ctx.is_chief``); they run no collectives. Set
 ``TF_USE_LEGACY_KERAS`` outside ``map_fun`` (``TFCluster.run(env=...)``, the driver's or the
@@ -99,7 +113,7 @@ def unverified_problem(version: str) -> str | None:
 
 
 def install() -> None:
-    """Replace the four Keras 3 behaviours the module docstring lists (idempotent)."""
+    """Replace the five Keras 3 behaviours the module docstring lists (idempotent)."""
     from keras.callbacks import BackupAndRestore, ModelCheckpoint
     from keras.src.backend.tensorflow import trainer
 
@@ -111,6 +125,14 @@ def install() -> None:
     _replace(BackupAndRestore, "_save_model", _chief_writes_backup)
     _replace(BackupAndRestore, "on_train_end", _chief_deletes_backup)
     _replace(ModelCheckpoint, "_save_model", _chief_writes_checkpoint)
+    install_feed_hints()
+
+
+def install_feed_hints() -> None:
+    """Replace only behaviour 5 (what Keras is told about a feed's dataset; idempotent)."""
+    from keras.src.trainers.epoch_iterator import EpochIterator
+
+    _replace(EpochIterator, "__init__", _told_about_feeds)
 
 
 def _replace(cls: type, name: str, make) -> None:
@@ -239,3 +261,22 @@ def _chief_writes_checkpoint(original):
             shutil.rmtree(scratch, ignore_errors=True)
 
     return _save_model
+
+
+def _told_about_feeds(original):
+    from ..feed.dataset import feed_dataset  # here: the driver's checks import this module, without a feed
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        feed = feed_dataset(kwargs["x"] if "x" in kwargs else args[0] if args else None)
+        if feed is not None and feed.shuffled and kwargs.get("shuffle"):
+            kwargs["shuffle"] = False  # the feed shuffles: Keras would warn that it ignores shuffle=True
+        original(self, *args, **kwargs)
+        if feed is not None and not self.steps_per_epoch:
+            self._interrupted_warning = _length_learned  # this instance only; Keras' own warning otherwise
+
+    return __init__
+
+
+def _length_learned() -> None:
+    """An epoch of unknown length ran to its end, which is how Keras learns the length: no warning."""

@@ -91,13 +91,17 @@ def startup_problems(env: Mapping[str, str], num_workers: int) -> tuple[list[str
 def prepare_node(env: Mapping[str, str], num_workers: int) -> tuple[list[str], str | None]:
     """Check the node's Keras (``startup_problems``) and, on several workers, install
     ``keras3_multi_worker`` wherever Keras 3 is installed: also on tf-keras nodes, where ``import
-    keras`` still gives Keras 3 (there only on a verified release); returns ``(warnings, error)``."""
+    keras`` still gives Keras 3 (there only on a verified release); on one worker, only its
+    feed-dataset change. Returns ``(warnings, error)``."""
     warnings, error = startup_problems(env, num_workers)
-    if error is None and _needs_keras3_layer(env, num_workers):
+    if error is None and _keras3_layer_on(env) and importlib.util.find_spec("keras") is not None:
         from . import keras3_multi_worker
 
         if keras3_multi_worker.verified(_keras_version()):
-            keras3_multi_worker.install()
+            if num_workers > 1:
+                keras3_multi_worker.install()
+            else:  # one worker: only what Keras is told about the feed's datasets (no false warnings)
+                keras3_multi_worker.install_feed_hints()
     return warnings, error
 
 

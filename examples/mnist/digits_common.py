@@ -45,7 +45,7 @@ def example_parser(
         help="Spark master URL (default: the one spark-submit set, else local-cluster[N,1,1024])",
     )
     parser.add_argument("--cluster_size", type=int, default=cluster_size, help=nodes_help)
-    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--epochs", type=int, default=epochs, help="passes over the training data")
     return parser
 
 

@@ -36,9 +36,15 @@ def main_fun(args, ctx):
 def parse_args(argv=None):
     """Command-line options; every one has a default."""
     parser = digits_common.example_parser(__doc__, cluster_size=2, epochs=15)
-    parser.add_argument("--batch_size", type=int, default=32, help="rows per node per step")
+    parser.add_argument(
+        "--batch_size", type=int, default=32, help="per-worker batch: rows each node trains per step (global: x nodes)"
+    )
     parser.add_argument("--partitions", type=int, default=4, help="partitions of the training DataFrame")
-    parser.add_argument("--export_dir", default=os.path.join(tempfile.gettempdir(), "sparkdl_mnist_spark_export"))
+    parser.add_argument(
+        "--export_dir",
+        default=os.path.join(tempfile.gettempdir(), "sparkdl_mnist_spark_export"),
+        help="where the chief saves the SavedModel; the driver's scoring job reads it",
+    )
     return parser.parse_args(argv)
 
 

@@ -32,15 +32,16 @@ def main_fun(args, ctx):
     # Every node loads the whole array and keeps its own shard (its place among the training nodes,
     # not ctx.task_index: chief:0 and worker:0 share index 0), then shuffles it with a seed of its own.
     # MWMS's auto-sharding is off: it would shard the shuffled dataset again, by element, which only
-    # works when every node has the same order. --batch_size stays the global batch: MWMS cuts each
-    # of a node's batches into one piece per node, and every step takes one piece on each node.
+    # works when every node has the same order. Keras takes each of a node's batches as the global
+    # one and cuts it into one piece per node, so a --batch_size per node means batches of
+    # --batch_size x nodes: every step trains --batch_size rows on each node.
     shard, shards = digits_common.training_shard(ctx)
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     dataset = (
         tf.data.Dataset.from_tensor_slices((train_x, train_y))
         .shard(shards, shard)
         .shuffle(2048, seed=shard)
-        .batch(args.batch_size)
+        .batch(args.batch_size * shards)
         .with_options(options)
     )
     digits_common.fit_and_export(strategy, dataset, ctx, args, build=digits_common.build_cnn)
@@ -49,9 +50,14 @@ def main_fun(args, ctx):
 def parse_args(argv=None):
     """Command-line options; every one has a default so the demo runs with none."""
     parser = digits_common.example_parser(__doc__, cluster_size=2, epochs=15)
-    parser.add_argument("--batch_size", type=int, default=64, help="global batch size across all nodes")
-    parser.add_argument("--export_dir", default=os.path.join(tempfile.gettempdir(), "sparkdl_mnist_export"))
-    parser.add_argument("--tensorboard", action="store_true", help="start TensorBoard on the chief")
+    parser.add_argument(
+        "--batch_size", type=int, default=32, help="per-worker batch: rows each node trains per step (global: x nodes)"
+    )
+    parser.add_argument(
+        "--export_dir",
+        default=os.path.join(tempfile.gettempdir(), "sparkdl_mnist_export"),
+        help="where the chief saves the SavedModel; the driver's scoring job reads it",
+    )
     parser.add_argument("--no_baseline", action="store_true", help="skip Spark ML's MLP on the same split")
     return parser.parse_args(argv)
 
@@ -69,11 +75,8 @@ def main(argv=None, spark=None) -> float:
         main_fun,
         args,
         args.cluster_size,
-        tensorboard=args.tensorboard,
         input_mode=TFCluster.InputMode.TENSORFLOW,
     )
-    if args.tensorboard:
-        print(f"TensorBoard: {cluster.tensorboard_url()}")
     cluster.shutdown()
     seconds = time.time() - started
     print(f"trained on {args.cluster_size} TF nodes in {seconds:.1f} s; model in {args.export_dir}")

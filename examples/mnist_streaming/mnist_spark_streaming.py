@@ -103,7 +103,6 @@ def parse_args(argv=None):
     parser.add_argument("--batch_interval", type=float, default=2.0, help="seconds per batch of the stream")
     parser.add_argument("--images_labels", default=None, help="the folder the stream watches (default: a new one)")
     parser.add_argument("--feed_timeout", type=float, default=600.0, help="how long a node waits for new rows")
-    parser.add_argument("--tensorboard", action="store_true", help="launch TensorBoard on the chief")
     parser.add_argument("--export_dir", default=os.path.join(tempfile.gettempdir(), "sparkdl_mnist_streaming_export"))
     args = parser.parse_args(argv)
     train_rows = len(digits_common.load_digits_split()[0][1])  # 1437: the 80 % training split
@@ -148,7 +147,6 @@ def main(argv=None, spark=None) -> float:
         args,
         args.cluster_size,
         num_ps=0,  # TFoS's example: num_ps=1 for its ParameterServerStrategy; MWMS needs none
-        tensorboard=args.tensorboard,
         input_mode=TFCluster.InputMode.SPARK,
         master_node="chief",
     )

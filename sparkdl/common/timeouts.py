@@ -60,6 +60,12 @@ ELASTIC_GATE_WAIT_S = 60.0
 #: How long a relaunched chief waits, as its first ``model.fit`` begins, for the driver's word that
 #: the attempt is fed the epochs this fit runs (``ctx.progress_callback()``, ``driver/call_epochs.py``).
 RELAUNCH_GATE_WAIT_S = 60.0
+#: How long a tuned fit's chief waits at an epoch boundary for the driver's word (prune or go on:
+#: ``TFCluster.watch_epochs``); past it the fit goes on.
+EPOCH_GATE_WAIT_S = 60.0
+#: Default ``heartbeat_interval`` of ``sparkdl.keras.tuning.run_study``: seconds between a running trial's
+#: heartbeats in Optuna's storage; a trial silent for twice this (its driver died) is retried.
+TRIAL_HEARTBEAT_S = 30
 #: How long ``train()`` waits for the chief's report of its last epoch once every row was read.
 LAST_EPOCH_WAIT_S = 30.0
 #: How often ``shutdown(ssc)`` asks Spark whether the StreamingContext stopped (TFoS: each second);

@@ -21,10 +21,14 @@ from ..node.launch import launch_node, spark_partition_launcher
 from ..transport.channel import new_secret
 from .coordinator import Coordinator, Listeners
 from .feeding import ClusterFeeder
+from .node_groups import NodeGroups, node_groups
 from .spark_access import SparkAccess
 from .waits import NodeWaits
 
 logger = logging.getLogger(__name__)
+
+#: How many times a launch whose tasks Spark ran off their placed executors is run again.
+PLACEMENT_LAUNCHES = 10
 
 
 @dataclass(frozen=True)
@@ -111,15 +115,68 @@ class ClusterAttempt:
         self.spark.set_job_tag(
             self.job_group, f"sparkdl: run {count} TensorFlow nodes (cluster {self.cluster_id}{attempt})"
         )
-        # With a profile, each launch task takes a whole executor (driver/scheduling.py).
-        records = self.spark.launch(
-            count,
-            spark_partition_launcher(spec, self.request.first_spark_node),
-            self.request.launch_profile,
-            self.request.use_barrier,
-        )
+        groups = self._node_groups()
+        if groups is None:
+            records = self._launch_tasks(spec, None)
+        else:
+            # Another sparkdl cluster of this application may hold executors (its nodes run there):
+            # wait for executors of our own, or launch anywhere if none does (node_groups.py).
+            timeout = self.request.settings.reservation_timeout
+            executors = groups.reserve(self.job_group, count, self.spark.executor_ids, timeout)
+            records = self._launch_tasks(spec, executors)
+            placed = [r.get("executor_id") for r in records if not r.get("skipped")]
+            if None in placed:  # the tasks could not tell: Spark's status store can
+                placed = list((self.spark.task_executors(self.job_group, count) or {}).values())
+            clashes = groups.placed(self.job_group, placed)
+            if clashes:
+                logger.warning(
+                    "sparkdl cluster %s: nodes on executors %s, which host another sparkdl cluster's nodes",
+                    self.cluster_id,
+                    ", ".join(clashes),
+                )
         # Each task's node number, GPUs, supervisor pid (and task CPUs): for whoever debugs a launch.
         logger.debug("sparkdl: the launch tasks of cluster %s returned %s", self.cluster_id, records)
+
+    def _launch_tasks(self, spec: LaunchSpec, executors: list[str] | None) -> list[dict]:
+        """Run the launch job; with ``executors``, again until every task ran where it was placed
+        (a task elsewhere starts no node: ``node/launch.py``), at most ``PLACEMENT_LAUNCHES`` times."""
+        spec = replace(spec, placement=tuple(executors or ()))
+        for _ in range(PLACEMENT_LAUNCHES):
+            # With a profile, each launch task takes a whole executor (driver/scheduling.py).
+            records = self.spark.launch(
+                self.request.spark_nodes,
+                spark_partition_launcher(spec, self.request.first_spark_node),
+                self.request.launch_profile,
+                self.request.use_barrier,
+                executors,
+            )
+            misplaced = {str(r["executor_id"]) for r in records if r.get("misplaced")}
+            if not any("misplaced" in r for r in records):
+                return records
+            logger.info(
+                "sparkdl cluster %s: Spark ran launch tasks on executors %s, not on %s: launching again",
+                self.cluster_id,
+                ", ".join(sorted(misplaced)),
+                ", ".join(executors or ()),
+            )
+        raise ReservationTimeout(
+            f"sparkdl cluster {self.cluster_id}: Spark did not run the launch tasks on executors "
+            f"{', '.join(executors or ())} (free of other sparkdl clusters' nodes) in {PLACEMENT_LAUNCHES} launches"
+        )
+
+    def _node_groups(self) -> NodeGroups | None:
+        """The application's executor leases, when this cluster takes part: detached nodes
+        (InputMode.SPARK) under a SparkContext. A node that holds its task's slot (InputMode.TENSORFLOW,
+        dynamic allocation) keeps others off its executor by itself; Spark Connect cannot place tasks."""
+        settings = self.request.settings
+        if self.spark.sc is None or not settings.feeds or settings.hold_executor or not self.request.use_barrier:
+            return None
+        return node_groups(self.spark.sc)
+
+    def _release_executors(self) -> None:
+        groups = self._node_groups()
+        if groups is not None:
+            groups.release(self.job_group)
 
     def _start_thread(self, target: Callable[[], Any], name: str) -> None:
         def body() -> None:
@@ -169,6 +226,7 @@ class ClusterAttempt:
             return
         logger.debug("sparkdl: aborting cluster %s: %s", self.cluster_id, reason)
         self.coordinator.abort(reason)  # also stops every running node
+        self._release_executors()  # a launch waiting for executors gives up now
         # Nodes still pending (e.g. after a reservation timeout) never start: wait for the others,
         # or for the launch tasks to return (then no node is left to end).
         self.waits.registered_ended(ABORT_WAIT_S, lambda: len(self._returned) == len(self._threads))
@@ -182,4 +240,5 @@ class ClusterAttempt:
     def close(self) -> None:
         """Release the coordinator's sockets and threads."""
         self._closed = True
+        self._release_executors()
         self.coordinator.close()

@@ -15,11 +15,18 @@ import threading
 import time
 import uuid
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 from ..columns.specs import check_bad_rows
 from ..common import roles as roles_mod
-from ..common.errors import ClusterError, ClusterStateError, FeedError, InputModeError, ShutdownTimeout
+from ..common.errors import (
+    ClusterError,
+    ClusterStateError,
+    FeedError,
+    InputModeError,
+    ShutdownTimeout,
+    SparkDLError,
+)
 from ..common.timeouts import CAUSE_WAIT_S, ELASTIC_WAIT_S, FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S, STOP_WAIT_S
 from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
 from . import dstreams
@@ -42,8 +49,18 @@ from .lifecycle import (
 from .progress import InferenceProgress, progress_enabled
 from .spark_access import SparkAccess
 from .streaming import StreamingTraining, start_stream_training
+from .tensorboard import DriverTensorBoard, board_log_dir
 
 logger = logging.getLogger(__name__)
+
+
+class TrainingStopped(SparkDLError):
+    """``cluster.train`` ended because :meth:`TFCluster.watch_epochs`' watcher stopped the nodes at an
+    epoch boundary (``epoch``: the last epoch the chief completed, 0-based); the cluster is stopped."""
+
+    def __init__(self, epoch: int, message: str):
+        super().__init__(message)
+        self.epoch = epoch
 
 
 class TFCluster:
@@ -92,6 +109,8 @@ class TFCluster:
         self._request = request
         self._printer = NodeOutputPrinter() if request.settings.stream_logs else None
         self._history = TrainingHistory()  # the chief's epoch logs, kept across relaunches
+        self._epoch_watcher: Callable[[int, dict[str, float]], bool] | None = None  # watch_epochs'
+        self._stopped_at: int | None = None  # the epoch after which the epoch watcher stopped the nodes
         self._listeners = Listeners(
             on_log=self._printer,
             on_inferred=self._inference_progress,
@@ -100,6 +119,7 @@ class TFCluster:
         )
         self._attempt = self._new_attempt(0)
         self._streams: list[StreamingTraining] = []  # train_stream's queries: shutdown stops them
+        self._board: DriverTensorBoard | None = None  # start_tensorboard's; outlives shutdown()
         # What the streaming drivers (train(dstream), shutdown(ssc), train_stream) may use of this cluster.
         self._handle = ClusterHandle(
             cluster_id,
@@ -122,13 +142,71 @@ class TFCluster:
         spec = self._coordinator.cluster_spec or {}
         if not roles_mod.is_chief(spec, node.role.job_name, node.role.task_index):
             return
+        if self._stopped_at is not None:
+            return  # stopped at an epoch boundary by the epoch watcher: no later epoch is kept
         if not self._policy.elastic or report.get("fit_end"):
             self._history.record(report)
+            self._tell_watcher(node, report, word=True)
             return
         self._history.record({**report, "nodes": self._request.nodes})
+        if self._tell_watcher(node, report, word=False):  # going on, the elastic gate below gives the word
+            return
         # The chief waits at this epoch boundary for the word: grow now, or go on.
         if not self._maybe_grow():
             self._attempt.feeder.epoch_gate(node, int(report.get("epoch", 0)))
+
+    def watch_epochs(self, watcher: Callable[[int, dict[str, float]], bool] | None) -> None:
+        """Call ``watcher(epoch, logs)`` on the driver as the chief ends each epoch (0-based ``epoch``,
+        its Keras logs as :attr:`history` keeps them; ``ctx.progress_callback()`` reports them).
+
+        When it returns True the cluster stops at that epoch boundary: every node is stopped (its
+        executor freed), no later epoch enters :attr:`history`, and the ``train`` call raises
+        :class:`TrainingStopped` (never a relaunch). This is how a tuning trial is pruned. The chief is
+        sent the decision as an epoch gate word: a chief that waits for it at each epoch end
+        (``ctx.mgr.await_epoch_gate(epoch, timeout)``, as KerasEstimator's node program does) trains
+        no step past the boundary; others are stopped wherever the stop finds them. The watcher runs on
+        the thread that receives the nodes' reports: keep it short. One that raises is logged and no
+        longer called. None removes the watcher."""
+        self._epoch_watcher = watcher
+
+    @property
+    def stopped_at_epoch(self) -> int | None:
+        """The epoch (0-based) after which the epoch watcher stopped the cluster, or None."""
+        return self._stopped_at
+
+    def _tell_watcher(self, node, report, word: bool) -> bool:
+        """Give the epoch watcher the chief's epoch-end report, and the chief its word (``word``: also
+        when it goes on); whether the watcher stopped the cluster there."""
+        watcher = self._epoch_watcher
+        if watcher is None or not report.get("epoch_end") or report.get("epoch") is None:
+            return False
+        epoch = int(report["epoch"])
+        logs = {name: values[epoch] for name, values in self.history.items() if epoch < len(values)}
+        try:
+            stop = bool(watcher(epoch, logs))
+        except Exception:  # noqa: BLE001 - the user's watcher: training goes on without it
+            logger.exception("sparkdl cluster %s: the epoch watcher failed; it is no longer called", self.cluster_id)
+            self._epoch_watcher = None
+            stop = False
+        if word or stop:
+            self._attempt.feeder.epoch_gate(node, epoch, go_on=not stop)
+        if not stop:
+            return False
+        with self._relaunch_lock:
+            self._stopped_at = epoch
+        logger.info("sparkdl cluster %s: stopped after epoch %d by its epoch watcher", self.cluster_id, epoch + 1)
+        self._coordinator.abort(f"stopped after epoch {epoch + 1} by the epoch watcher")
+        return True
+
+    def _raise_if_stopped(self, error: BaseException | None = None) -> None:
+        """After the epoch watcher stopped the nodes: stop everything and raise ``TrainingStopped``."""
+        epoch = self._stopped_at
+        if epoch is None:
+            return
+        self._abort(f"stopped after epoch {epoch + 1} by the epoch watcher")
+        raise TrainingStopped(
+            epoch, f"sparkdl cluster {self.cluster_id}: stopped after epoch {epoch + 1} by its epoch watcher"
+        ) from error
 
     def _chief_fit_begin(self, node, report) -> None:
         """The chief's ``model.fit`` began (``ctx.progress_callback()``). The first fit of a relaunched
@@ -343,6 +421,39 @@ class TFCluster:
         self._attempt.waits.tensorboard(timeout)
         return self._coordinator.tensorboard_url
 
+    def start_tensorboard(self, log_dir: str | None = None, port: int = 0, host: str = "127.0.0.1") -> str:
+        """Start TensorBoard on the driver and return its URL once it answers.
+
+        It reads ``log_dir``, by default this cluster's (``TFCluster.run(log_dir=...)``, which the
+        nodes see as ``ctx.log_dir``), while the nodes train and after they end: it keeps serving
+        after :meth:`shutdown`, until :meth:`stop_tensorboard` or until the driver process exits.
+        The nodes write there and the driver reads it, so it must be an absolute path on a file
+        system both share (any local path on ``local-cluster``), or a URL TensorBoard reads itself:
+        ``gs://``, or ``s3://`` and ``hdfs://`` with ``tensorflow-io`` installed on the driver.
+        ``port`` 0 picks a free one; ``host`` is loopback by default (TensorBoard has no
+        authentication: bind another interface only on a trusted network). A second call with the
+        same arguments returns the running TensorBoard's URL; with others it replaces it.
+
+        ``tensorboard=True`` in ``TFCluster.run`` is another TensorBoard, TensorFlowOnSpark's: on the
+        chief's executor, ending with the cluster (:meth:`tensorboard_url`). ValueError without a
+        log dir or for one the driver cannot read; SparkDLError when TensorBoard does not start
+        (with its output)."""
+        log_dir = log_dir or self._request.settings.log_dir
+        board = self._board
+        if board is not None and board.running and board.host == host and port in (0, board.port):
+            if board.log_dir == board_log_dir(log_dir):
+                return board.url
+        self.stop_tensorboard()
+        self._board = DriverTensorBoard.start(log_dir, port=port, host=host)
+        logger.info("sparkdl cluster %s: TensorBoard at %s reads %s", self.cluster_id, self._board.url, log_dir)
+        return self._board.url
+
+    def stop_tensorboard(self) -> None:
+        """Stop the TensorBoard :meth:`start_tensorboard` started, if it runs."""
+        board, self._board = self._board, None
+        if board is not None:
+            board.stop()
+
     def train(
         self,
         dataRDD,
@@ -428,6 +539,7 @@ class TFCluster:
         finally:
             with self._relaunch_lock:
                 self._call = None
+        self._raise_if_stopped()  # the nodes read the call's last rows as the watcher stopped them
         if self._printer is not None:
             self._printer.flush(timeout=5)  # what the nodes printed during the call, before it returns
         return self.history
@@ -454,6 +566,7 @@ class TFCluster:
                     break
                 self._relaunch(*pending)  # decided as the call ended
             except (ClusterError, FeedError) as error:
+                self._raise_if_stopped(error)  # stopped by the epoch watcher: never relaunched
                 pending = self._take_pending()
                 if pending is not None:  # this attempt was stopped to grow, or to be fed other epochs
                     self._relaunch(*pending)

@@ -114,9 +114,26 @@ class SparkAccess:
         """Cancel the running Spark jobs named ``tag`` (best effort)."""
         raise NotImplementedError
 
-    def launch(self, count: int, launcher: Callable[[Any], Iterator[dict]], profile: Any, barrier: bool) -> list[dict]:
-        """Run ``launcher`` once per task over ``count`` tasks (partition i launches node i); its records."""
+    def launch(
+        self,
+        count: int,
+        launcher: Callable[[Any], Iterator[dict]],
+        profile: Any,
+        barrier: bool,
+        executors: list[str] | None = None,
+    ) -> list[dict]:
+        """Run ``launcher`` once per task over ``count`` tasks (partition i launches node i); its records.
+        ``executors`` (ids, one per task): where Spark should prefer to run each task."""
         raise NotImplementedError
+
+    def executor_ids(self) -> list[str] | None:
+        """The ids of the executors registered now (the driver excluded); None when this side cannot tell."""
+        return None
+
+    def task_executors(self, tag: str, count: int) -> dict[int, str] | None:
+        """The executor id each of the ``count`` tasks of the latest job named ``tag`` ran on, by
+        partition (``tag``'s job must have started them all); None when this side cannot tell."""
+        return None
 
     def check_profile(self, profile: Any) -> None:
         """Have Spark accept a ResourceProfile now (raising Spark's refusal), before any node starts."""
@@ -197,11 +214,71 @@ class ClassicSpark(SparkAccess):
     def cancel(self, tag: str) -> None:
         self._sc.cancelJobGroup(tag)
 
-    def launch(self, count, launcher, profile, barrier) -> list[dict]:
-        rdd = self._sc.parallelize(range(count), count)
+    def launch(self, count, launcher, profile, barrier, executors=None) -> list[dict]:
+        rdd = self._sc.parallelize(range(count), count) if not executors else self._placed_range(executors)
         if profile is not None:
             rdd = rdd.withResources(profile)
         return (rdd.barrier().mapPartitions(launcher) if barrier else rdd.mapPartitions(launcher)).collect()
+
+    def _placed_range(self, executors: list[str]):
+        """``parallelize(range(len(executors)))`` with partition i preferring executor ``executors[i]``.
+
+        PySpark cannot give partitions preferred locations; the JVM's ``SparkContext.makeRDD`` can:
+        one pickled element per partition, each with Spark's executor location
+        (``executor_<host>_<id>``, ``ExecutorCacheTaskLocation``). A preference only: the scheduler
+        waits ``spark.locality.wait`` for that executor, then takes another (``task_executors`` tells).
+        """
+        from pyspark.rdd import RDD
+        from pyspark.serializers import CPickleSerializer
+
+        jvm, serializer = self._sc._jvm, CPickleSerializer()
+        hosts = self._executor_hosts()
+        scala = jvm.scala.jdk.javaapi.CollectionConverters
+        # an executor gone meanwhile gets no preference: its task runs elsewhere and starts no node
+        places = [[f"executor_{hosts[e]}_{e}"] if e in hosts else [] for e in executors]
+        pairs = [
+            jvm.scala.Tuple2(bytearray(serializer.dumps(i)), scala.asScala(place).toSeq())
+            for i, place in enumerate(places)
+        ]
+        tag = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("[B"))
+        jrdd = self._sc._jsc.sc().makeRDD(scala.asScala(pairs).toSeq(), tag)
+        return RDD(jvm.org.apache.spark.api.java.JavaRDD(jrdd, tag), self._sc, serializer)
+
+    def _executor_hosts(self) -> dict[str, str]:
+        """Each registered executor's host, by id (from Spark's status store)."""
+        executors = self._sc._jsc.sc().statusStore().executorList(True)
+        infos = [executors.apply(i) for i in range(executors.size())]
+        return {info.id(): info.hostPort().rsplit(":", 1)[0] for info in infos if info.id() != "driver"}
+
+    def executor_ids(self) -> list[str] | None:
+        return list(self._executor_hosts())
+
+    def task_executors(self, tag: str, count: int, wait_s: float = 10.0) -> dict[int, str] | None:
+        # The status store hears of tasks from the listener bus, a moment after the scheduler
+        # started them: wait (bounded) until it lists every task of the job's stage.
+        tracker, store = self._sc.statusTracker(), self._sc._jsc.sc().statusStore()
+        deadline = time.monotonic() + wait_s
+        while True:
+            placement = self._stage_tasks(tracker, store, tag)
+            if len(placement) >= count or time.monotonic() >= deadline:
+                return placement if len(placement) >= count else None
+            time.sleep(0.1)  # no event reaches Python when the listener bus catches up
+
+    @staticmethod
+    def _stage_tasks(tracker, store, tag: str) -> dict[int, str]:
+        """The running or successful tasks of the latest job named ``tag``: partition -> executor id."""
+        job_ids = tracker.getJobIdsForGroup(tag)
+        job = tracker.getJobInfo(max(job_ids)) if job_ids else None
+        placement: dict[int, str] = {}
+        for stage_id in job.stageIds if job else []:
+            stage = tracker.getStageInfo(stage_id)
+            if stage is None:
+                continue
+            tasks = store.taskList(stage_id, stage.currentAttemptId, 1 << 20)
+            for task in (tasks.apply(i) for i in range(tasks.size())):
+                if task.status() in ("RUNNING", "SUCCESS"):
+                    placement[int(task.index())] = task.executorId()
+        return placement
 
     def check_profile(self, profile: Any) -> None:
         # Spark checks a profile when an RDD first takes it: on one that never runs.
@@ -257,7 +334,9 @@ class ConnectSpark(SparkAccess):
         except Exception:  # noqa: BLE001 - cancelling is best effort (the session may be closing)
             logger.debug("sparkdl: could not interrupt the Spark Connect operations tagged %s", tag, exc_info=True)
 
-    def launch(self, count, launcher, profile, barrier) -> list[dict]:
+    def launch(self, count, launcher, profile, barrier, executors=None) -> list[dict]:
+        del executors  # Connect has no way to place tasks: never asked (no executor ids here)
+
         def launch_batches(batches):
             import pyarrow as pa
 

@@ -23,7 +23,7 @@ from ..columns.readers import take
 from ..common.timeouts import FEED_TIMEOUT_S
 from ..transport import protocol
 from .columns import bad_row_error
-from .dataset import build_dataset
+from .dataset import build_dataset, keeps_feed_order
 from .elements import RowLayout, column_array
 from .micro_batches import read_micro_batches
 from .queues import Columns
@@ -208,6 +208,12 @@ class DataFeed:
         """
         plan = self._reader.current_plan()
         return -(-self._reader.split_rows(plan, split, "steps_per_epoch") // batch_size)
+
+    @staticmethod
+    def keeps_feed_order(derived, source):
+        """``derived`` (``source.map(f)``, row for row) told apart as ``as_dataset``'s ``source`` is,
+        so Keras is told the same about it (see ``feed/dataset.py``, ``keeps_feed_order``)."""
+        return keeps_feed_order(derived, source)
 
     def keras_steps_per_epoch(self, batch_size: int, strategy=None) -> int:
         """``model.fit``'s ``steps_per_epoch`` for ``as_dataset(batch_size, all_epochs=True)`` under ``strategy``

@@ -67,6 +67,16 @@ def feed_dataset(data) -> FeedDataset | None:
     return found if isinstance(found, FeedDataset) else None
 
 
+def keeps_feed_order(derived, source):
+    """``derived`` (``source.map(f)``: a row-for-row change that keeps every batch and its order)
+    marked as the feed dataset ``source`` is; returns ``derived``. For sparkdl's own code only: a
+    user's change may drop, repeat or reorder batches, which Keras must then be told of as usual."""
+    found = feed_dataset(source)
+    if found is not None:
+        setattr(derived, FEED_DATASET_ATTR, found)
+    return derived
+
+
 #: In a node's environment: the cores Spark gave its launch task (``sparkdl/node/launch.py``).
 NODE_CORES_ENV = "SPARKDL_NODE_CORES"
 

@@ -14,12 +14,14 @@ before any node starts), ``data.py`` (select, split, persist, scan), ``shipping.
 way to the nodes), ``compiling.py`` (optimizer/loss/metrics overrides), ``layout.py`` (columns to
 tensors), ``spec.py`` (what the nodes are told), ``node_program.py`` (what every node runs),
 ``training.py`` (callbacks, state, history: nodes and local mode), ``local.py`` (local mode),
-``run_store.py`` (checkpoint_dir/run_id), ``tracking.py`` (MLflow), ``model.py`` (``KerasModel``).
-Importing this package does not import TensorFlow.
+``run_store.py`` (checkpoint_dir/run_id), ``tracking.py`` (MLflow), ``model.py`` (``KerasModel``),
+``tuning.py`` (Optuna studies: ``run_study``, ``fit_trial``, pruning at epoch boundaries).
+Importing this package does not import TensorFlow (nor Optuna).
 """
 
 from .checks import KerasInputError
 from .estimator import KerasEstimator
 from .model import KerasModel
+from .tuning import fit_trial, run_study
 
-__all__ = ["KerasEstimator", "KerasModel", "KerasInputError"]
+__all__ = ["KerasEstimator", "KerasModel", "KerasInputError", "fit_trial", "run_study"]

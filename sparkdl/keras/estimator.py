@@ -28,7 +28,9 @@ from typing import Any
 
 from pyspark.ml import Estimator
 
+from . import tracking
 from .fitting import FitSettings, fit_group
+from .lanes import ParallelFits
 from .model import KerasModel
 from .params import KerasEstimatorParams, spark_ml_names
 
@@ -67,8 +69,10 @@ class KerasEstimator(Estimator, KerasEstimatorParams):
 
         Param maps that share the data and cluster settings (columns, validation, seed, workers,
         GPUs, restarts, model) train on one TF cluster, one after another, from one preparation of
-        the rows; the first ``next()`` trains them all, then the models are handed out (the
-        iterator is thread-safe: ``CrossValidator(parallelism=N)`` may share it). The run store
+        the rows; the first ``next()`` trains them all, then the models are handed out. Called from
+        several threads (``CrossValidator(parallelism=k)``), each thread's ``next()`` trains the param
+        maps it claims on a cluster of its own, k at once, the clusters on separate executors
+        (``lanes.py``); not in local mode (``num_workers=0``) nor with MLflow tracking. The run store
         (``run_id``) is not used here: tuning fits are not resumed (``CrossValidator``'s final
         fit of the best param map, a plain ``fit``, is). Tune the estimator itself to share a
         cluster: a ``Pipeline``'s ``fitMultiple`` (Spark's default) fits its param maps one by one.
@@ -77,17 +81,33 @@ class KerasEstimator(Estimator, KerasEstimatorParams):
         if self.getRunId() is not None:
             logger.info("sparkdl KerasEstimator: fitMultiple trains each param map afresh; run_id applies to fit()")
 
+        grouped: dict[tuple, list[tuple[int, FitSettings]]] = {}
+        for index, param_map in enumerate(maps):
+            settings = FitSettings.of(estimator.copy(param_map))
+            grouped.setdefault(settings.shared_key(), []).append((index, settings))
+        groups = list(grouped.values())
+        if _in_lanes(groups):
+            return ParallelFits(groups, lambda group, lane: fit_group(dataset, group, use_run_store=False, lane=lane))
+
         def fit_all() -> dict[int, KerasModel]:
-            groups: dict[tuple, list[tuple[int, FitSettings]]] = {}
-            for index, param_map in enumerate(maps):
-                settings = FitSettings.of(estimator.copy(param_map))
-                groups.setdefault(settings.shared_key(), []).append((index, settings))
             models: dict[int, KerasModel] = {}
-            for group in groups.values():
+            for group in groups:
                 models.update(fit_group(dataset, group, use_run_store=False))
             return models
 
         return _FitAllIterator(fit_all, len(maps))
+
+
+def _in_lanes(groups: list[list[tuple[int, FitSettings]]]) -> bool:
+    """Whether ``fitMultiple`` trains in lanes: every fit on TF nodes, none tracked by MLflow (its
+    runs are opened per group, before training)."""
+    settings = [s for group in groups for _, s in group]
+    if not settings or any(s.num_workers == 0 for s in settings):
+        return False
+    try:
+        return not tracking.wanted(any(s.log_to_mlflow for s in settings))
+    except ImportError:  # log_to_mlflow without MLflow: the fit says so
+        return False
 
 
 class _FitAllIterator:

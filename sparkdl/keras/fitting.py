@@ -13,11 +13,12 @@ value brings each run's history back (``TFCluster.shutdown()``). A tracked fit's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from ..common.errors import SparkDLError
@@ -104,11 +105,12 @@ class FitSettings:
 
 
 def fit_group(
-    dataset, group: list[tuple[int, FitSettings]], use_run_store: bool, on_epoch=None, log_model: bool = True
+    dataset, group: list[tuple[int, FitSettings]], use_run_store: bool, on_epoch=None, log_model: bool = True, lane=None
 ) -> dict[int, KerasModel]:
     """Train the param maps of ``group`` (``(index, settings)``, sharing ``shared_key``); models by index.
     ``on_epoch``: the cluster's epoch watcher (``TFCluster.watch_epochs``; ``tuning.py`` prunes with it);
-    ``log_model``: whether a tracked fit logs its model to MLflow."""
+    ``log_model``: whether a tracked fit logs its model to MLflow; ``lane`` (``lanes.Lane``, a parallel
+    ``fitMultiple``): train only the param maps its ``claim()`` names, the models of those."""
     for _, settings in group:
         checks.check_settings(settings)
     first = group[0][1]
@@ -116,7 +118,8 @@ def fit_group(
     tracking.wanted(log_to_mlflow)  # log_to_mlflow without MLflow fails now, not after training
     sc = _spark_context(dataset)
     kinds = checks.column_kinds(dataset.schema, first)
-    payload, info = ship(first.model)
+    with lane.serial() if lane is not None else contextlib.nullcontext():  # one Keras save at a time
+        payload, info = ship(first.model)
     nodes = _nodes(sc, first.num_workers)
     if on_epoch is not None and nodes == 0:
         raise checks.KerasInputError("an epoch watcher (tuning's pruning) needs TF nodes: set num_workers >= 1")
@@ -132,10 +135,12 @@ def fit_group(
     with tracking.FitRuns([index for index, _ in group], log_to_mlflow, log_model) as tracked:  # opened before training
         runs, done, models = _plan_runs(storage, group, specs, info, pickled, store, base, tracked)
         if runs:
-            outcomes = _train(dataset, storage, first, kinds, payload, info, runs, done, nodes, base, on_epoch)
-            models.update(_trained_models(storage, group, runs, outcomes, info))
+            outcomes = _train(dataset, storage, first, kinds, payload, info, runs, done, nodes, base, on_epoch, lane)
+            trained = runs if lane is None else [run for run in runs if run.index in lane.claimed]
+            models.update(_trained_models(storage, group, trained, outcomes, info))
         for index, settings in group:
-            tracked.log_fit(index, settings, models[index], info)
+            if index in models:  # a lane's param maps only
+                tracked.log_fit(index, settings, models[index], info)
     return models
 
 
@@ -178,7 +183,7 @@ def _trained_models(storage, group, runs, outcomes: dict[int, dict], info) -> di
 
 
 def _train(
-    dataset, storage, first: FitSettings, kinds, payload, info, runs, done, nodes, base, on_epoch=None
+    dataset, storage, first: FitSettings, kinds, payload, info, runs, done, nodes, base, on_epoch=None, lane=None
 ) -> dict[int, dict]:
     """Prepare the data once, then train every run (local mode, or one cluster); outcomes by index."""
     started = time.perf_counter()
@@ -189,10 +194,10 @@ def _train(
         layout = plan_layout(info, first.feature_cols, first.label_cols, first.sample_weight_col, widths, dtypes)
         marker = (
             f"{base}/current-run.json"
-            if (first.max_restarts or first.min_workers is not None) and len(runs) > 1
+            if lane is not None or (first.max_restarts or first.min_workers is not None) and len(runs) > 1
             else None
         )
-        job = TrainingJob(payload, layout, first.validation is not None, tuple(runs), marker)
+        job = TrainingJob(payload, layout, first.validation is not None, tuple(runs), marker, lane is not None)
         for run in runs:
             storage.mkdirs(run.paths.run_dir)  # an object store has no directories: nothing to do there
         logger.info(
@@ -205,7 +210,9 @@ def _train(
             result = train_locally(job, prepared.train, prepared.validation, storage)
         else:
             spark = dataset.sparkSession
-            result = _train_on_cluster(spark, storage, first, job, prepared, done, nodes, payload.flavour, on_epoch)
+            result = _train_on_cluster(
+                spark, storage, first, job, prepared, done, nodes, payload.flavour, on_epoch, lane
+            )
     finally:
         prepared.release()
     if not isinstance(result, dict) or not isinstance(result.get("runs"), list):
@@ -214,12 +221,14 @@ def _train(
 
 
 def _train_on_cluster(
-    spark, storage, first: FitSettings, job: TrainingJob, prepared, done, nodes, flavour, on_epoch=None
+    spark, storage, first: FitSettings, job: TrainingJob, prepared, done, nodes, flavour, on_epoch=None, lane=None
 ) -> Any:
     from ..driver.arguments import InputMode
     from ..driver.run import CountNames, launch
     from .node_program import main_fun
 
+    if on_epoch is not None and first.min_workers is None:
+        job = replace(job, epoch_gate=True)
     env = {"TF_USE_LEGACY_KERAS": "1" if flavour == TF_KERAS else "0"}  # the nodes' Keras is the model's
     env.update(tracking.node_environment())  # the chief opens the driver's MLflow store as the driver does
     started = time.perf_counter()
@@ -228,11 +237,11 @@ def _train_on_cluster(
         spark, main_fun, job, nodes, input_mode=InputMode.SPARK, num_gpus=first.num_gpus,
         max_restarts=first.max_restarts, env=env, min_executors=first.min_workers,
     )  # fmt: skip
-    cluster.watch_epochs(on_epoch)
+    cluster.watch_epochs(on_epoch)  # a gated chief (not elastic: its gate is the resize's) stops at the boundary
     with cluster:  # a driver-side error stops every node
         ready = time.perf_counter()
-        for run in job.runs:
-            if job.current_run_path is not None:  # a relaunched node reads which run is being fed
+        for run in job.runs if lane is None else lane.runs(job.runs):
+            if job.current_run_path is not None:  # a relaunched node (a lane's: every node) reads which run is fed
                 storage.write_text(job.current_run_path, json.dumps({"index": run.index}))
             epochs = max(1, run.epochs - done[run.index])  # a resumed run is fed the epochs it has left
             cluster.train(

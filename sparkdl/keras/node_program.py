@@ -19,6 +19,7 @@ import shutil
 import tempfile
 
 from ..common.tf_compat import save_keras_file
+from ..common.timeouts import FEED_TIMEOUT_S
 from . import training
 from .layout import batch_mapper
 from .shipping import build
@@ -34,9 +35,9 @@ def main_fun(job: TrainingJob, ctx) -> dict:
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy() if ctx.num_workers > 1 else tf.distribute.get_strategy()
     feed = ctx.get_data_feed(qname_in=job.qname)
-    first = _first_run(job, ctx)
+    runs = _named_runs(job, ctx) if job.named_runs else job.runs[_first_run(job, ctx) :]
     outcomes = []
-    for session, run in enumerate(job.runs[first:], start=1):  # feed sessions count this attempt's train calls
+    for session, run in enumerate(runs, start=1):  # feed sessions count this attempt's train calls
         # The node's private local files of a run in a store (backup, best.keras), removed after the run.
         scratch = tempfile.mkdtemp(prefix=f"sparkdl-keras-{ctx.job_name}{ctx.task_index}-")
         try:
@@ -57,6 +58,18 @@ def _first_run(job: TrainingJob, ctx) -> int:
     return next(position for position, run in enumerate(job.runs) if run.index == index)
 
 
+def _named_runs(job: TrainingJob, ctx):
+    """The run of each train call, as the driver named it before feeding it, until the feed ends."""
+    session = 1
+    while ctx.mgr.plan(job.qname, session, FEED_TIMEOUT_S) is not None:  # None: the driver ended the feed
+        text = ctx.storage.read_text(job.current_run_path)
+        if text is None:
+            raise FileNotFoundError(f"this node finds no marker of the run being fed at {job.current_run_path}")
+        index = int(json.loads(text)["index"])
+        yield next(run for run in job.runs if run.index == index)
+        session += 1
+
+
 def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int, scratch: str) -> dict:
     from .compiling import compile_model
 
@@ -67,12 +80,18 @@ def _train(job: TrainingJob, run: RunSpec, ctx, feed, strategy, session: int, sc
         compile_model(model, run.compile, keras)
     global_batch = run.batch_size * ctx.num_workers  # Keras treats a dataset's batch as the global batch
     to_keras = batch_mapper(job.layout)
-    train = feed.as_dataset(global_batch, all_epochs=True).map(to_keras)
+    fed = feed.as_dataset(global_batch, all_epochs=True)
+    train = feed.keeps_feed_order(fed.map(to_keras), fed)
     steps = feed.keras_steps_per_epoch(global_batch, strategy if ctx.num_workers > 1 else None)
-    validation = feed.as_dataset(global_batch, split="validation").map(to_keras) if job.validation else None
+    validation = None
+    if job.validation:  # Keras runs it to its end each epoch: told so, it gives no "ran out of data" warning
+        fed_validation = feed.as_dataset(global_batch, split="validation")
+        validation = feed.keeps_feed_order(fed_validation.map(to_keras), fed_validation)
     private = lambda kind: tempfile.mkdtemp(prefix=f"{kind}-", dir=scratch)  # noqa: E731
     keeper, callbacks = training.run_callbacks(keras, run, ctx.is_chief, ctx.storage, private)
     callbacks.append(ctx.progress_callback())  # after the backup: a relaunch is fed only the epochs not done
+    if job.epoch_gate and ctx.is_chief:  # after the report: the driver's word to go on, or stop here
+        callbacks.append(training.epoch_gate(keras, ctx.mgr))
     model.fit(
         train,
         validation_data=validation,

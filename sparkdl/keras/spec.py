@@ -45,6 +45,10 @@ class TrainingJob:
     validation: bool  # each run is also fed validation rows
     runs: tuple[RunSpec, ...]
     current_run_path: str | None = None  # with max_restarts: where the driver names the run it feeds
+    # the driver names every train call's run there (a lane of a parallel fitMultiple trains the
+    # param maps it claims, in no order known at launch); the nodes train until the feed ends
+    named_runs: bool = False
+    epoch_gate: bool = False  # the chief waits at each epoch end for the driver's word (tuning's pruning)
 
     @property
     def qname(self) -> str:

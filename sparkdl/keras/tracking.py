@@ -152,8 +152,9 @@ class FitRuns:
     """The MLflow runs of one group of param maps (``fitting.fit_group``), from before training
     to after it; a context manager that ends the runs it opened (FAILED if the fit raised)."""
 
-    def __init__(self, indexes: list[int], log_to_mlflow: bool):
+    def __init__(self, indexes: list[int], log_to_mlflow: bool, log_models: bool = True):
         self._indexes = list(indexes)
+        self._log_models = log_models
         self._enabled = wanted(log_to_mlflow)
         self._runs: dict[int, str] = {}
         self._nested: set[int] = set()
@@ -211,6 +212,8 @@ class FitRuns:
         missing = missing_epochs(model.history, _logged_steps(client, run_id, model.history))
         if missing:
             client.log_batch(run_id, metrics=missing)
+        if not self._log_models:
+            return
         try:
             with _active(mlflow, run_id):
                 log_model(model, info)
@@ -349,3 +352,138 @@ def _backend_requirements() -> list[str]:
 
     names = metadata.packages_distributions().get("tensorflow", [])
     return [f"{name}=={metadata.version(name)}" for name in sorted(set(names))[:1]]
+
+
+# -- tuning (``tuning.py``): a study's parent run, a child run per trial --
+
+#: Tags of a tuning run: the Optuna study, the trial's number and its final state.
+STUDY_TAG = "optuna.study_name"
+TRIAL_TAG = "optuna.trial_number"
+STATE_TAG = "optuna.trial_state"
+
+
+def active_run_id() -> str | None:
+    """The id of the MLflow run active in this thread, None without one (or without MLflow)."""
+    mlflow = _mlflow()
+    active = mlflow.active_run() if mlflow is not None else None
+    return active.info.run_id if active is not None else None
+
+
+class StudyRun:
+    """The MLflow run of an Optuna study (``tuning.run_study``), a context manager: the active run,
+    else the run kept in the study's user attribute ``attr`` (a re-run goes on in it), else a new one;
+    active in this thread while the study runs, ended (FINISHED or FAILED) if it is not the caller's.
+    Nothing happens unless ``enabled`` (ImportError then without MLflow)."""
+
+    def __init__(self, study, study_name: str, attr: str, enabled: bool):
+        self._study, self._name, self._attr = study, study_name, attr
+        self._enabled = wanted(enabled) if enabled else False
+        self._owned = False
+        self.run_id: str | None = None  #: the parent run's id (None when not tracking)
+
+    def __enter__(self) -> "StudyRun":
+        if not self._enabled:
+            return self
+        mlflow = _mlflow()
+        active = mlflow.active_run()
+        if active is None:
+            kept = self._study.user_attrs.get(self._attr)
+            known = kept is not None and _run_exists(mlflow.tracking.MlflowClient(), kept)
+            active = mlflow.start_run(run_id=kept) if known else mlflow.start_run(run_name=f"study {self._name}")
+            self._owned = True
+        self.run_id = active.info.run_id
+        self._study.set_user_attr(self._attr, self.run_id)
+        mlflow.set_tag(STUDY_TAG, self._name)
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        if self._owned:
+            _mlflow().end_run("FINISHED" if kind is None else "FAILED")
+
+    def record_trial(self, study, trial) -> None:
+        """An Optuna callback: a finished trial's state and value on its child run."""
+        child = trial.user_attrs.get(TRIAL_RUN_ATTR) if self._enabled else None
+        if child is None:
+            return
+        client = _mlflow().tracking.MlflowClient()
+        client.set_tag(child, STATE_TAG, trial.state.name)
+        if trial.value is not None and math.isfinite(trial.value):
+            client.log_metric(child, "objective", float(trial.value))
+
+    def log_best(self, study, model_attr: str, artifact_path: str) -> None:
+        """The best complete trial on the parent run: its number, params and value, and its model file
+        (``model_attr``: the trial's user attribute naming it) when the driver can read it."""
+        if not self._enabled:
+            return
+        complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+        if not complete:
+            return
+        best = study.best_trial
+        client = _mlflow().tracking.MlflowClient()
+        client.set_tag(self.run_id, "best_trial", str(best.number))
+        for name, value in best.params.items():
+            client.set_tag(self.run_id, f"best.{name}", str(value))
+        client.log_metric(self.run_id, "best_value", float(best.value))
+        child = best.user_attrs.get(TRIAL_RUN_ATTR)
+        if child is not None:
+            client.set_tag(self.run_id, "best_run_id", child)
+        path = best.user_attrs.get(model_attr)
+        if path is not None and os.path.isfile(path.removeprefix("file:")):
+            client.log_artifact(self.run_id, path.removeprefix("file:"), artifact_path)
+
+
+#: The trial user attribute holding its child run's id (a retried trial inherits it, and goes on in it).
+TRIAL_RUN_ATTR = "sparkdl.mlflow_run_id"
+
+
+class TrialRun:
+    """One trial's MLflow run (``tuning.fit_trial``), nested in the study's run ``parent``: the run the
+    trial (or the trial it retries) had, else a new one; active in this thread during the fit (the fit
+    logs into it: Params, the chief's epochs, the model), ended FINISHED, KILLED when pruned, FAILED on
+    an error. Nothing happens when ``parent`` is None."""
+
+    def __init__(self, parent: str | None, trial, attr: str = TRIAL_RUN_ATTR):
+        self._parent, self._trial, self._attr = parent, trial, attr
+        self._pruned = False
+        self.run_id: str | None = None  #: the trial's run (None when not tracking)
+
+    def __enter__(self) -> "TrialRun":
+        if self._parent is None:
+            return self
+        mlflow = _mlflow()
+        client = mlflow.tracking.MlflowClient()
+        kept = self._trial.user_attrs.get(self._attr)
+        if kept is None or not _run_exists(client, kept):
+            experiment = client.get_run(self._parent).info.experiment_id
+            tags = {PARENT_RUN_TAG: self._parent, TRIAL_TAG: str(self._trial.number)}
+            kept = client.create_run(experiment, tags=tags, run_name=f"trial {self._trial.number}").info.run_id
+            self._trial.set_user_attr(self._attr, kept)
+        self.run_id = kept
+        from mlflow.entities import Param
+
+        params = [Param(f"trial.{name}", str(value)) for name, value in self._trial.params.items()]
+        if params and not client.get_run(kept).data.params:
+            client.log_batch(kept, params=params)
+        mlflow.start_run(run_id=kept, nested=True)
+        return self
+
+    def pruned(self, epoch: int) -> None:
+        """The trial was pruned after ``epoch`` (0-based)."""
+        self._pruned = True
+        if self.run_id is not None:
+            client = _mlflow().tracking.MlflowClient()
+            client.set_tag(self.run_id, STATE_TAG, "PRUNED")
+            client.set_tag(self.run_id, "pruned_after_epoch", str(epoch))
+
+    def __exit__(self, kind, error, trace) -> None:
+        if self.run_id is None:
+            return
+        _mlflow().end_run("KILLED" if self._pruned else "FINISHED" if kind is None else "FAILED")
+
+
+def _run_exists(client, run_id: str) -> bool:
+    try:
+        client.get_run(run_id)
+    except Exception:  # noqa: BLE001 - MLflow's error for an unknown run differs by store
+        return False
+    return True

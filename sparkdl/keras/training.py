@@ -22,6 +22,7 @@ import math
 import os
 from typing import Any, Callable
 
+from ..common.timeouts import EPOCH_GATE_WAIT_S
 from ..storage import Storage, is_remote, keras_backup
 from . import run_store, tracking
 from .spec import RunSpec
@@ -139,6 +140,18 @@ def _epoch_metrics(keras: Any, epoch_logger: tracking.EpochLogger):
             self.epoch_logger.log_epoch(epoch, logs)
 
     return EpochMetrics()
+
+
+def epoch_gate(keras: Any, server: Any):
+    """The chief's callback after its progress report: at each epoch end, wait (bounded) for the
+    driver's word (``TFCluster.watch_epochs``); told to stop, the fit trains no further step."""
+
+    class EpochGate(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if not server.await_epoch_gate(epoch, EPOCH_GATE_WAIT_S):
+                self.model.stop_training = True  # the driver stops the node; if it has not yet, stop here
+
+    return EpochGate()
 
 
 def finish(run: RunSpec, keeper: Any, chief: bool, storage: Storage | None = None) -> dict:

@@ -61,6 +61,9 @@ class LaunchSpec:
     driver_address: tuple[str, int]  # the coordinator's
     default_fs: str
     attempt: int = 0  # relaunch number (TFCluster.run(max_restarts=N))
+    # the Spark executor id each launch task must run on (another sparkdl cluster holds the
+    # others, driver/node_groups.py); empty: anywhere
+    placement: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ infos), so it decides the node's GPUs and environment, then starts a supervisor 
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import pickle
 import shutil
@@ -150,6 +151,16 @@ def executor_jvm_pid() -> int:
     return os.getppid()
 
 
+def executor_id() -> str | None:
+    """The Spark executor id of this Python worker's executor (its JVM's ``--executor-id``); None
+    when it cannot be read (the driver's own executor in ``local[N]``, another platform)."""
+    try:
+        args = psutil.Process(executor_jvm_pid()).cmdline()
+    except psutil.Error:
+        return None
+    return next((value for flag, value in zip(args, args[1:]) if flag == "--executor-id"), None)
+
+
 def node_config(
     spec: LaunchSpec, node_number: int, gpus: str | None, spark_executor: str, anchor_pid: int, cores: int | None = None
 ) -> NodeConfig:
@@ -265,6 +276,15 @@ def spark_partition_launcher(spec: LaunchSpec, first_node_number: int = 0):
             # Spark retried the launch; a TF node is never restarted behind the driver's back.
             yield {"node_number": node_number, "skipped": "retry"}
             return
+        here = executor_id()
+        if spec.placement and isinstance(context, BarrierTaskContext):
+            # Every task learns whether all are where the driver placed them before any node
+            # starts: Spark's locality is a preference, and a node must never join another
+            # cluster's executor. The driver launches again if one is not.
+            wanted = spec.placement[context.partitionId()]
+            if not all(json.loads(ok) for ok in context.allGather(json.dumps(here in (None, wanted)))):
+                yield {"node_number": node_number, "misplaced": here != wanted, "executor_id": here}
+                return
         addresses = gpus.task_gpu_addresses(context) or None
         spark_executor = ""
         if isinstance(context, BarrierTaskContext):
@@ -272,6 +292,7 @@ def spark_partition_launcher(spec: LaunchSpec, first_node_number: int = 0):
         # cpus: a whole executor's when the stage has sparkdl's profile
         record = launch_node(spec, node_number, addresses, spark_executor, cores=context.cpus())
         record["task_cpus"] = context.cpus()
+        record["executor_id"] = here
         yield record
 
     return launch

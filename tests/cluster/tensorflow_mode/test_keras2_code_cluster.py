@@ -78,6 +78,7 @@ def _run_keras2_calls(directory: Path, legacy: bool) -> dict:
 
 
 @pytest.mark.cluster  # no Spark, but two TensorFlow processes
+@pytest.mark.slow  # matters when Keras or tf-keras is upgraded (both are pinned)
 def test_every_recognised_keras3_error_is_keras2_code_that_tf_keras_runs(tmp_path):
     """Against the installed Keras 3 and tf-keras: each Keras 2 call runs on tf-keras, and Keras 3's
     refusal of it gets the hint (the loads read what the tf-keras run saved)."""

@@ -1,17 +1,22 @@
 """sparkdl.node.launch without Spark: where a node keeps its epoch cache (under Spark's local
 directories as an executor sees them), the user's private root, and the pruning of old clusters'
-directories. The environment variables Spark sets in its Python workers are set here to tmp_path
-directories."""
+directories; a launch task placed on an executor starts its node only when every task of the launch
+runs where it was placed. The environment variables Spark sets in its Python workers are set here
+to tmp_path directories."""
 
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import stat
+import subprocess
+import sys
 import tempfile
 import time
 
 import pytest
+from pyspark import BarrierTaskContext, TaskContext
 
 from sparkdl.common.roles import NodeRole
 from sparkdl.node import launch
@@ -126,3 +131,86 @@ def test_old_cluster_directories_are_pruned_and_recent_or_live_ones_kept(tmp_pat
     assert prune_old_clusters(root, None, "current") == [] and old.exists()
     assert prune_old_clusters(root, 7, "current") == ["old"]
     assert not old.exists() and recent.exists() and live.exists() and current.exists()
+
+
+# -- placement: a launch beside another sparkdl cluster's nodes (no Spark: a stand-in barrier task context) --
+
+
+class Context(BarrierTaskContext):
+    """A barrier task context: partition ``partition``; ``others`` are the other tasks' verdicts."""
+
+    def __new__(cls, *args, **kwargs):  # TaskContext's own keeps one per process
+        return object.__new__(cls)
+
+    def __init__(self, partition: int, others: list[bool]):
+        self.partition, self.others, self.gathered = partition, others, []
+
+    def partitionId(self):  # noqa: N802 - Spark's names
+        return self.partition
+
+    def attemptNumber(self):  # noqa: N802
+        return 0
+
+    def cpus(self):
+        return 1
+
+    def resources(self):
+        return {}
+
+    def allGather(self, message=""):  # noqa: N802
+        self.gathered.append(message)
+        return [message, *(json.dumps(ok) for ok in self.others)]
+
+    def getTaskInfos(self):  # noqa: N802
+        return [type("Info", (), {"address": f"host:{i}"})() for i in range(1 + len(self.others))]
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """The nodes the launcher started (``launch_node`` replaced), and the executor it runs on: "1"."""
+    nodes = []
+    monkeypatch.setattr(launch, "launch_node", lambda spec, number, *args, **kw: nodes.append(number) or {})
+    monkeypatch.setattr(launch, "executor_id", lambda: "1")
+    return nodes
+
+
+def run(monkeypatch, context: Context, placement=()) -> list[dict]:
+    monkeypatch.setattr(TaskContext, "get", classmethod(lambda cls: context))
+    spec = LaunchSpec(None, "c", b"s", ("h", 1), "file://", placement=tuple(placement))
+    return list(launch.spark_partition_launcher(spec)(iter([])))
+
+
+def test_a_task_on_its_executor_starts_its_node_when_every_task_is_on_its_own(monkeypatch, started):
+    context = Context(0, others=[True])
+    assert run(monkeypatch, context, placement=("1", "2")) == [{"task_cpus": 1, "executor_id": "1"}]
+    assert started == [0] and context.gathered == ["true"]
+
+
+def test_a_task_off_its_executor_starts_no_node(monkeypatch, started):
+    context = Context(1, others=[True])
+    records = run(monkeypatch, context, placement=("2", "3"))
+    assert records == [{"node_number": 1, "misplaced": True, "executor_id": "1"}] and started == []
+
+
+def test_no_task_starts_a_node_when_another_task_is_off_its_executor(monkeypatch, started):
+    records = run(monkeypatch, Context(0, others=[False]), placement=("1", "2"))
+    assert records == [{"node_number": 0, "misplaced": False, "executor_id": "1"}] and started == []
+
+
+def test_without_a_placement_the_tasks_do_not_gather(monkeypatch, started):
+    context = Context(0, others=[False])
+    assert run(monkeypatch, context) == [{"task_cpus": 1, "executor_id": "1"}]
+    assert started == [0] and context.gathered == []
+
+
+def test_the_executor_id_is_read_from_the_executor_jvms_command_line(monkeypatch):
+    command = [sys.executable, "-c", "import sys; sys.stdin.read()", "--executor-id", "7"]
+    jvm = subprocess.Popen(command, stdin=subprocess.PIPE)  # stands for the executor JVM
+    try:
+        monkeypatch.setattr(launch, "executor_jvm_pid", lambda: jvm.pid)
+        assert launch.executor_id() == "7"
+        monkeypatch.setattr(launch, "executor_jvm_pid", os.getpid)
+        assert launch.executor_id() is None  # this process has no --executor-id
+    finally:
+        jvm.stdin.close()
+        jvm.wait(10)

@@ -32,6 +32,7 @@ from .common.errors import (
     ResultsError,
     ShutdownTimeout,
     SparkDLError,
+    TrainingStopped,
 )
 
 #: The single place sparkdl's version is written (pyproject.toml reads it from here).
@@ -83,6 +84,7 @@ __all__ = [
     "PreflightError",
     "ReservationTimeout",
     "ShutdownTimeout",
+    "TrainingStopped",
     "SparkDLError",
     "FeedError",
     "FeedDataError",

@@ -6,7 +6,7 @@ Every error for users to catch derives from :class:`SparkDLError`; those that ar
 ```text
 SparkDLError
 ├── ClusterError ── NodeStalled        a node failed (each in .failures: NodeFailure)
-├── ReservationTimeout, ShutdownTimeout, PreflightError (ValueError)
+├── ReservationTimeout, ShutdownTimeout, TrainingStopped, PreflightError (ValueError)
 ├── ClusterStateError, InputModeError (ValueError)   a call the cluster cannot take now, or in its mode
 ├── ChannelError (ConnectionError) ── AuthenticationError, ChannelTimeout, ProtocolError
 ├── FeedError ── NodeGone, StreamEnded, FeedTimeout (TimeoutError); FeedDataError (ValueError); ResultsError (TypeError)
@@ -113,6 +113,15 @@ def cluster_error(failures: list[NodeFailure], summary: str) -> ClusterError:
 
 class ShutdownTimeout(SparkDLError):
     """Nodes were still running when ``shutdown(timeout=...)`` ran out; they were stopped."""
+
+
+class TrainingStopped(SparkDLError):
+    """``cluster.train`` ended because :meth:`TFCluster.watch_epochs`' watcher stopped the nodes at an
+    epoch boundary (``epoch``: the last epoch the chief completed, 0-based); the cluster is stopped."""
+
+    def __init__(self, epoch: int, message: str):
+        super().__init__(message)
+        self.epoch = epoch
 
 
 class ClusterStateError(SparkDLError):

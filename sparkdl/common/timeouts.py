@@ -192,3 +192,19 @@ class Deadline:
         if self.expired():
             doing = f" while {activity}" if activity else ""
             raise TimeoutError(f"{self.what} ran out of its {self.seconds:g} s{doing}")
+
+
+#: How long the driver waits for Spark's status store to list where a placed launch's tasks ran,
+#: when the tasks could not tell (``spark_access.task_executors``).
+PLACEMENT_STATUS_WAIT_S = 10.0
+
+#: How long ``stop_tensorboard()`` waits for the driver's TensorBoard to end before killing it.
+TENSORBOARD_STOP_WAIT_S = 10.0
+
+#: How often ``ClusterAttempt.wait_ready`` looks for a failed launch while the launch waits for
+#: executors other clusters hold (``NodeGroups.reserve``, bounded by ``reservation_timeout``).
+TURN_POLL_S = 0.5
+
+#: How long past ``reservation_timeout`` ``wait_ready`` waits for that turn at most: the reserve's
+#: own timeout ends it first, as a launch error.
+TURN_MARGIN_S = 30.0

@@ -15,13 +15,14 @@ from typing import Any, Callable
 
 from ..common.errors import ReservationTimeout
 from ..common.roles import ClusterLayout
-from ..common.timeouts import ABORT_WAIT_S
+from ..common.timeouts import ABORT_WAIT_S, TURN_MARGIN_S, TURN_POLL_S, Deadline
 from ..node.config import LaunchSpec, NodeSettings
 from ..node.launch import launch_node, spark_partition_launcher
 from ..transport.channel import new_secret
 from .coordinator import Coordinator, Listeners
 from .feeding import ClusterFeeder
 from .node_groups import NodeGroups, node_groups
+from .preflight import local_cluster_shape, local_master
 from .spark_access import SparkAccess
 from .waits import NodeWaits
 
@@ -91,6 +92,9 @@ class ClusterAttempt:
         self._threads: list[threading.Thread] = []
         self._returned: list[str] = []  # names of the threads whose target returned or raised
         self._closed = False
+        # Set once the launch may start its nodes: at once, or when another cluster's executors
+        # are free (node_groups.py). The nodes' registration is timed from then, not from a queue.
+        self._turn = threading.Event()
 
     def start(self) -> None:
         """Start the launch job (and the driver-hosted ps nodes) in background threads."""
@@ -117,12 +121,16 @@ class ClusterAttempt:
         )
         groups = self._node_groups()
         if groups is None:
+            self._turn.set()
             records = self._launch_tasks(spec, None)
         else:
             # Another sparkdl cluster of this application may hold executors (its nodes run there):
             # wait for executors of our own, or launch anywhere if none does (node_groups.py).
             timeout = self.request.settings.reservation_timeout
-            executors = groups.reserve(self.job_group, count, self.spark.executor_ids, timeout)
+            try:
+                executors = groups.reserve(self.job_group, count, self.spark.executor_ids, timeout)
+            finally:
+                self._turn.set()  # given a turn, or failed (the launch error ends wait_ready)
             records = self._launch_tasks(spec, executors)
             placed = [r.get("executor_id") for r in records if not r.get("skipped")]
             if None in placed:  # the tasks could not tell: Spark's status store can
@@ -171,7 +179,17 @@ class ClusterAttempt:
         settings = self.request.settings
         if self.spark.sc is None or not settings.feeds or settings.hold_executor or not self.request.use_barrier:
             return None
+        if local_master(self.spark.master) and not local_cluster_shape(self.spark.master):
+            return None  # local[N]: one JVM, every node beside every other whatever is leased
         return node_groups(self.spark.sc)
+
+    def executors_of_other_clusters(self) -> set[str]:
+        """The executors other sparkdl clusters of this application hold (their nodes run there):
+        none this cluster can grow onto."""
+        groups = self._node_groups()
+        if groups is None:
+            return set()
+        return {e for owner, held in groups.holders().items() if owner != self.job_group for e in held}
 
     def _release_executors(self) -> None:
         groups = self._node_groups()
@@ -200,6 +218,7 @@ class ClusterAttempt:
         """Block until every node registered (and, when feeding, listens); raise otherwise."""
         timeout = self.request.settings.reservation_timeout
         coordinator = self.coordinator
+        self._wait_for_turn(timeout)
         coordinator.wait_for_reservation(timeout, self.launch_error)
         if not self.request.settings.feeds:
             return
@@ -210,6 +229,14 @@ class ClusterAttempt:
         if not ready:
             missing = [n.role.label for n in data_nodes if not n.feed_port]
             raise ReservationTimeout(f"the feed servers of {', '.join(missing)} did not start within {timeout:.0f} s")
+
+    def _wait_for_turn(self, timeout: float) -> None:
+        """Wait while the launch waits for executors other clusters hold (bounded by ``reserve``'s
+        own ``timeout``, a failed launch ending it at once): registration is timed from the turn."""
+        deadline = Deadline(timeout + TURN_MARGIN_S)
+        while not self._turn.wait(TURN_POLL_S):
+            if self.launch_error() is not None or self._closed or deadline.expired():
+                return  # wait_for_reservation reports the launch error, or times out as before
 
     def join(self, timeout: float) -> None:
         """Wait for the launch threads; cancel the launch job if they do not end in time."""

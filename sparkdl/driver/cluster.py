@@ -25,7 +25,7 @@ from ..common.errors import (
     FeedError,
     InputModeError,
     ShutdownTimeout,
-    SparkDLError,
+    TrainingStopped,
 )
 from ..common.timeouts import CAUSE_WAIT_S, ELASTIC_WAIT_S, FEED_TIMEOUT_S, SHUTDOWN_TIMEOUT_S, STOP_WAIT_S
 from ..transport.protocol import DEFAULT_QNAME, TrainingPlan
@@ -54,13 +54,9 @@ from .tensorboard import DriverTensorBoard, board_log_dir
 logger = logging.getLogger(__name__)
 
 
-class TrainingStopped(SparkDLError):
-    """``cluster.train`` ended because :meth:`TFCluster.watch_epochs`' watcher stopped the nodes at an
-    epoch boundary (``epoch``: the last epoch the chief completed, 0-based); the cluster is stopped."""
-
-    def __init__(self, epoch: int, message: str):
-        super().__init__(message)
-        self.epoch = epoch
+def _never_stop(_epoch: int, _logs: dict[str, float]) -> bool:
+    """The epoch watcher that replaces one that raised: training goes on, the chief is told so."""
+    return False
 
 
 class TFCluster:
@@ -186,14 +182,16 @@ class TFCluster:
             stop = bool(watcher(epoch, logs))
         except Exception:  # noqa: BLE001 - the user's watcher: training goes on without it
             logger.exception("sparkdl cluster %s: the epoch watcher failed; it is no longer called", self.cluster_id)
-            self._epoch_watcher = None
+            # Not None: a chief that waits at each epoch end for the word must still be told to go on.
+            self._epoch_watcher = _never_stop
             stop = False
+        if stop:  # before the word: a chief that stops at once must find the cluster stopped
+            with self._relaunch_lock:
+                self._stopped_at = epoch
         if word or stop:
             self._attempt.feeder.epoch_gate(node, epoch, go_on=not stop)
         if not stop:
             return False
-        with self._relaunch_lock:
-            self._stopped_at = epoch
         logger.info("sparkdl cluster %s: stopped after epoch %d by its epoch watcher", self.cluster_id, epoch + 1)
         self._coordinator.abort(f"stopped after epoch {epoch + 1} by the epoch watcher")
         return True
@@ -278,7 +276,8 @@ class TFCluster:
             return pending
 
     def _capacity(self, want: int = 0, wait_s: float = 0.0, lost: int = 0) -> int:
-        """How many nodes Spark can host now: the driver-hosted ps nodes plus the active executors.
+        """How many nodes Spark can host now: the driver-hosted ps nodes plus the active executors
+        (but those where another sparkdl cluster's nodes run).
 
         After ``lost`` nodes lost their executors, an executor Spark has not yet removed (a dead host
         is noticed a moment after its node) is not counted: until ``lost`` executors of the last
@@ -287,7 +286,7 @@ class TFCluster:
         first = self._request.first_spark_node
         deadline = time.monotonic() + wait_s
         while True:
-            active = set(self.spark.active_executors() or ())
+            active = set(self.spark.active_executors() or ()) - self._attempt.executors_of_other_clusters()
             unnoticed = max(0, lost - len(self._executors_at_start - active))
             nodes = first + max(0, len(active) - unnoticed) * self._nodes_per_executor
             if (nodes >= want and not unnoticed) or time.monotonic() >= deadline:
@@ -796,7 +795,9 @@ class TFCluster:
             raise
         self._lifecycle.move(ClusterState.RUNNING)
         if self._policy.elastic:
-            self._executors_at_start = set(self.spark.active_executors() or ())
+            self._executors_at_start = (
+                set(self.spark.active_executors() or ()) - self._attempt.executors_of_other_clusters()
+            )
         logger.info("sparkdl cluster %s running: %s", self.cluster_id, self._coordinator.cluster_spec)
 
     # -- context manager: shut down on exit --

@@ -79,10 +79,11 @@ class NodeGroups:
     def placed(self, owner: str, executors: Iterable[str]) -> list[str]:
         """Record that ``owner``'s nodes run on ``executors`` and end its turn; the executors among
         them that another owner holds (a node placed beside another cluster's: nothing is leased then)."""
-        executors = list(executors)
+        executors = [e for e in executors if e and e != "driver"]  # unknown ids name no executor to lease
         with self._cond:
-            if self._launching == owner:
-                self._launching = None
+            if self._launching != owner:
+                return []  # released meanwhile (stopped, aborted): its nodes are being stopped, nothing is leased
+            self._launching = None
             clashes = [e for e in executors if self._leases.get(e, owner) != owner]
             if not clashes:
                 for executor in [e for e, o in self._leases.items() if o == owner and e not in executors]:
@@ -102,6 +103,11 @@ class NodeGroups:
             if owner in self._queue:
                 self._queue.remove(owner)
             self._cond.notify_all()
+
+    def waiting(self) -> list[str]:
+        """The owners waiting for their turn, first in line first (a snapshot)."""
+        with self._cond:
+            return list(self._queue)
 
     def holders(self) -> dict[str, list[str]]:
         """Each owner's leased executors (a snapshot)."""

@@ -36,6 +36,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from ..common.errors import PreflightError
+from ..common.timeouts import PLACEMENT_STATUS_WAIT_S
 from ..storage import StoreSettings, spark_conf
 
 logger = logging.getLogger(__name__)
@@ -253,7 +254,7 @@ class ClassicSpark(SparkAccess):
     def executor_ids(self) -> list[str] | None:
         return list(self._executor_hosts())
 
-    def task_executors(self, tag: str, count: int, wait_s: float = 10.0) -> dict[int, str] | None:
+    def task_executors(self, tag: str, count: int, wait_s: float = PLACEMENT_STATUS_WAIT_S) -> dict[int, str] | None:
         # The status store hears of tasks from the listener bus, a moment after the scheduler
         # started them: wait (bounded) until it lists every task of the job's stage.
         tracker, store = self._sc.statusTracker(), self._sc._jsc.sc().statusStore()

@@ -30,7 +30,7 @@ import urllib.request
 from pathlib import Path
 
 from ..common.errors import SparkDLError
-from ..common.timeouts import DRIVER_TENSORBOARD_START_S, Deadline
+from ..common.timeouts import DRIVER_TENSORBOARD_START_S, TENSORBOARD_STOP_WAIT_S, Deadline
 from ..node.ports import reserve_port
 from ..node.watchdog import watch_pid
 from ..storage import parse
@@ -163,7 +163,7 @@ class DriverTensorBoard:
         """The last lines TensorBoard printed (its warnings and errors)."""
         return list(self._output)
 
-    def stop(self, wait_s: float = 10.0) -> None:
+    def stop(self, wait_s: float = TENSORBOARD_STOP_WAIT_S) -> None:
         """End TensorBoard and its data server: SIGTERM, then SIGKILL after ``wait_s`` seconds."""
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if self.process.poll() is not None:

@@ -240,7 +240,9 @@ def _train_on_cluster(
     cluster.watch_epochs(on_epoch)  # a gated chief (not elastic: its gate is the resize's) stops at the boundary
     with cluster:  # a driver-side error stops every node
         ready = time.perf_counter()
+        fed = 0
         for run in job.runs if lane is None else lane.runs(job.runs):
+            fed += 1
             if job.current_run_path is not None:  # a relaunched node (a lane's: every node) reads which run is fed
                 storage.write_text(job.current_run_path, json.dumps({"index": run.index}))
             epochs = max(1, run.epochs - done[run.index])  # a resumed run is fed the epochs it has left
@@ -251,7 +253,7 @@ def _train_on_cluster(
         result = cluster.shutdown()
         logger.info(
             "sparkdl KerasEstimator: %d TF nodes started in %.1f s, fed %d run(s) in %.1f s, shut down in %.1f s",
-            nodes, ready - started, len(job.runs), trained - ready, time.perf_counter() - trained,
+            nodes, ready - started, fed, trained - ready, time.perf_counter() - trained,
         )  # fmt: skip
         return result
 

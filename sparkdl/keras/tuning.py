@@ -40,8 +40,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..common.errors import TrainingStopped
 from ..common.timeouts import TRIAL_HEARTBEAT_S
-from ..driver.cluster import TrainingStopped
 from . import fitting, tracking
 
 #: Trial user attributes: the trial's run-store id and MLflow run, inherited by a retry of the trial.
@@ -134,11 +134,12 @@ def _experimental_allowed(optuna):
 
 
 def trials_left(states: list, n_trials: int) -> int:
-    """How many trials to run for a study to hold ``n_trials`` finished ones, its trials in
-    ``states`` (``TrialState``s): complete and pruned ones are done, running ones (another driver's)
-    will be; waiting ones (retries) are among those to run."""
-    counted = {"COMPLETE", "PRUNED", "RUNNING"}
-    return max(0, n_trials - sum(1 for state in states if state.name in counted))
+    """How many more finished trials a study needs to hold ``n_trials``, its trials in ``states``
+    (``TrialState``s): complete and pruned ones are finished. Running ones are not counted: a killed
+    driver's may never finish (they are retried once their heartbeat is stale), and waiting ones
+    (retries) are among those still to run."""
+    finished = {"COMPLETE", "PRUNED"}
+    return max(0, n_trials - sum(1 for state in states if state.name in finished))
 
 
 def fit_trial(trial, estimator, dataset, monitor: str = "val_loss", log_model: bool = False):
@@ -148,7 +149,8 @@ def fit_trial(trial, estimator, dataset, monitor: str = "val_loss", log_model: b
     the trial as the chief ends it; when the study's pruner prunes the trial, its cluster stops at
     that epoch boundary (nodes ended, executors freed) and ``TrialPruned`` is raised. The fit trains
     in the run store when a checkpoint_dir is known (the estimator's, else ``run_study``'s), under
-    :func:`trial_run_id`, so a trial retried after its driver died resumes from its last epoch. In a
+    :func:`trial_run_id` (an estimator's own run_id names the study's trials in place of the study
+    name), so a trial retried after its driver died resumes from its last epoch. In a
     study ``run_study`` tracks in MLflow, the fit logs into the trial's child run (Params, every
     epoch's metrics; the model with ``log_model``), as in any MLflow run active in this thread (the
     trial a child run of it). The estimator needs ``num_workers >= 1``.
@@ -158,7 +160,8 @@ def fit_trial(trial, estimator, dataset, monitor: str = "val_loss", log_model: b
     checkpoint_dir = estimator.getCheckpointDir() or study_attrs.get(CHECKPOINT_DIR_ATTR)
     params = {}
     if checkpoint_dir is not None:
-        run_id = estimator.getRunId() or trial_run_id(trial.study.study_name, trial)
+        # One run store per trial: an estimator's own run_id names the study's trials, never one of them.
+        run_id = trial_run_id(estimator.getRunId() or trial.study.study_name, trial)
         trial.set_user_attr(RUN_ID_ATTR, run_id)
         params.update(checkpoint_dir=checkpoint_dir, run_id=run_id)
     parent = study_attrs.get(MLFLOW_PARENT_ATTR) or tracking.active_run_id()  # a run active here: the parent
@@ -175,8 +178,9 @@ def fit_trial(trial, estimator, dataset, monitor: str = "val_loss", log_model: b
         except TrainingStopped as stopped:
             run.pruned(stopped.epoch)
             raise optuna.TrialPruned(f"pruned after epoch {stopped.epoch + 1} ({monitor})") from stopped
-    if reporter.pruned_at is not None:  # the last rows were read as the pruner decided
-        raise optuna.TrialPruned(f"pruned after epoch {reporter.pruned_at + 1} ({monitor})")
+        if reporter.pruned_at is not None:  # the last rows were read as the pruner decided
+            run.pruned(reporter.pruned_at)
+            raise optuna.TrialPruned(f"pruned after epoch {reporter.pruned_at + 1} ({monitor})")
     trial.set_user_attr(MODEL_PATH_ATTR, model.getModelPath())
     return model
 
@@ -248,6 +252,13 @@ def run_study(
     with tracking.StudyRun(study, study_name, MLFLOW_PARENT_ATTR, log_to_mlflow) as parent:
         left = trials_left([t.state for t in study.get_trials(deepcopy=False)], n_trials)
         if left:
-            study.optimize(objective, n_trials=left, n_jobs=n_jobs, timeout=timeout, callbacks=[parent.record_trial])
+            # Until the study holds n_trials finished trials (a retry of a killed driver's trial counts
+            # once it finishes); a failing objective raises out of optimize, as Optuna's does.
+            enough = optuna.study.MaxTrialsCallback(
+                n_trials, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+            )
+            study.optimize(
+                objective, n_trials=None, n_jobs=n_jobs, timeout=timeout, callbacks=[enough, parent.record_trial]
+            )
         parent.log_best(study, MODEL_PATH_ATTR, BEST_MODEL_ARTIFACT)
     return study

@@ -281,9 +281,11 @@ def spark_partition_launcher(spec: LaunchSpec, first_node_number: int = 0):
             # Every task learns whether all are where the driver placed them before any node
             # starts: Spark's locality is a preference, and a node must never join another
             # cluster's executor. The driver launches again if one is not.
-            wanted = spec.placement[context.partitionId()]
-            if not all(json.loads(ok) for ok in context.allGather(json.dumps(here in (None, wanted)))):
-                yield {"node_number": node_number, "misplaced": here != wanted, "executor_id": here}
+            # Any of the placed executors will do, one node each (Spark may swap two of them).
+            known = [e for e in (json.loads(x) for x in context.allGather(json.dumps(here))) if e is not None]
+            if len(set(known)) != len(known) or not set(known) <= set(spec.placement):
+                misplaced = here is not None and (here not in spec.placement or known.count(here) > 1)
+                yield {"node_number": node_number, "misplaced": misplaced, "executor_id": here}
                 return
         addresses = gpus.task_gpu_addresses(context) or None
         spark_executor = ""

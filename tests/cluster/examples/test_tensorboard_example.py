@@ -45,12 +45,17 @@ def _tags(url: str) -> dict:
 
 
 def _tensorboards(log_dir: Path) -> list[psutil.Process]:
-    """This process's TensorBoard children reading ``log_dir``."""
-    return [
-        child
-        for child in psutil.Process().children()
-        if "sparkdl.driver.tensorboard" in child.cmdline() and str(log_dir) in child.cmdline()
-    ]
+    """This process's TensorBoard children reading ``log_dir`` (other children, such as one that
+    ended and is not reaped yet, are passed over)."""
+    boards = []
+    for child in psutil.Process().children():
+        try:
+            command = child.cmdline()
+        except psutil.Error:  # a zombie, or gone meanwhile: not a TensorBoard that serves
+            continue
+        if "sparkdl.driver.tensorboard" in command and str(log_dir) in command:
+            boards.append(child)
+    return boards
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ import pytest
 from sparkdl.keras import KerasEstimator
 
 import keras_functions as kf
+import node_group_records as records
+from node_group_records import spark4  # noqa: F401 - the 4-executor fixture
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -22,67 +24,14 @@ RATES = [0.05, 0.0005, 0.01]  # clearly apart: 0.05 learns the digits in 2 epoch
 
 
 @pytest.fixture
-def spark4(spark_holder):
-    """local-cluster[4,1,768]: four executors, one slot each."""
-    spark_holder.get(4, {"spark.executor.memory": "768m"}, memory_mb=768)
-    return spark_holder.spark
-
-
-@pytest.fixture
 def spark2(sc2, spark_holder):
     return spark_holder.spark
-
-
-def _digits(spark, rows: int = 600):
-    from sklearn.datasets import load_digits
-
-    x, y = load_digits(return_X_y=True)
-    data = [((r / 16).astype("float32").tolist(), int(t)) for r, t in zip(x[:rows], y[:rows])]
-    return spark.createDataFrame(data, "features array<float>, label long").repartition(2).cache()
 
 
 def _estimator(workers: int = 2):
     return KerasEstimator(
         model=kf.keras3_mlp, feature_cols="features", label_cols="label", epochs=2, batch_size=32, num_workers=workers
     )
-
-
-def _option(value):
-    return value.get() if value.isDefined() else None
-
-
-def _clusters(sc, since_job: int) -> dict[str, dict]:
-    """Each sparkdl cluster whose jobs ran after job ``since_job``: the executors its nodes' launch
-    tasks ran on (its last launch job: an earlier one may have been run again, starting no node),
-    when that launch job was submitted and when its last feeding job completed (ms)."""
-    store = sc._jsc.sc().statusStore()
-    jobs = store.jobsList(None)
-    clusters: dict[str, dict] = {}
-    for job in sorted((jobs.apply(i) for i in range(jobs.size())), key=lambda j: j.jobId()):
-        group = _option(job.jobGroup())
-        if job.jobId() <= since_job or not group or not group.startswith("sparkdl-"):
-            continue
-        name, feeding = group.removesuffix("-feed"), group.endswith("-feed")
-        cluster = clusters.setdefault(name, {"executors": set(), "launched": None, "fed": 0})
-        if feeding:
-            completed = _option(job.completionTime())
-            cluster["fed"] = max(cluster["fed"], completed.getTime() if completed else 0)
-        elif _option(job.description()) and _option(job.description()).startswith("sparkdl: run "):
-            stage = job.stageIds().apply(0)
-            attempt = sc.statusTracker().getStageInfo(stage).currentAttemptId
-            tasks = store.taskList(stage, attempt, 100)
-            cluster["executors"] = {tasks.apply(i).executorId() for i in range(tasks.size())}
-            cluster["launched"] = _option(job.submissionTime()).getTime()
-    return {name: c for name, c in clusters.items() if c["launched"] is not None}
-
-
-def _last_job(sc) -> int:
-    jobs = sc._jsc.sc().statusStore().jobsList(None)
-    return max((jobs.apply(i).jobId() for i in range(jobs.size())), default=-1)
-
-
-def _overlap(a: dict, b: dict) -> bool:
-    return a["launched"] < b["fed"] and b["launched"] < a["fed"]
 
 
 @pytest.mark.slow
@@ -94,25 +43,25 @@ def test_cross_validator_parallelism_two_fits_at_once_on_disjoint_executors_and_
 
     spark = spark4
     sc = spark.sparkContext
-    digits = _digits(spark)
+    digits = records.digits(spark)
     estimator = _estimator()
     grid = ParamGridBuilder().addGrid(estimator.learning_rate, RATES[:2]).build()
     evaluator = MulticlassClassificationEvaluator(metricName="accuracy")
     tuned = {}
     for parallelism in (2, 1):
-        since, started = _last_job(sc), time.monotonic()
+        since, started = records.last_job(sc), time.monotonic()
         tuning = CrossValidator(
             estimator=estimator, estimatorParamMaps=grid, evaluator=evaluator, numFolds=2, seed=3,
             parallelism=parallelism,
         )  # fmt: skip
-        tuned[parallelism] = (tuning.fit(digits), _clusters(sc, since))
+        tuned[parallelism] = (tuning.fit(digits), records.clusters(sc, since))
         seconds, metrics = time.monotonic() - started, tuned[parallelism][0].avgMetrics
         print(f"parallelism={parallelism}: {seconds:.0f} s, avgMetrics {metrics}")
 
     model, clusters = tuned[2]
     # two clusters per fold, then one for the final fit: 5 clusters of 2 nodes each
     assert len(clusters) == 5 and all(len(c["executors"]) == 2 for c in clusters.values()), clusters
-    pairs = [(a, b) for a in clusters.values() for b in clusters.values() if a is not b and _overlap(a, b)]
+    pairs = [(a, b) for a in clusters.values() for b in clusters.values() if a is not b and records.overlap(a, b)]
     assert pairs, f"no two fits ran at once: {clusters}"
     for a, b in pairs:
         assert a["executors"].isdisjoint(b["executors"]), f"two live clusters shared an executor: {clusters}"
@@ -140,22 +89,22 @@ def _third_fit_waits(spark, workers: int):
     from pyspark.ml.tuning import ParamGridBuilder, TrainValidationSplit
 
     sc = spark.sparkContext
-    digits = _digits(spark, rows=400)
+    digits = records.digits(spark, rows=400)
     estimator = _estimator(workers)
     grid = ParamGridBuilder().addGrid(estimator.learning_rate, RATES).build()
     evaluator = MulticlassClassificationEvaluator(metricName="accuracy")
     tuning = TrainValidationSplit(
         estimator=estimator, estimatorParamMaps=grid, evaluator=evaluator, trainRatio=0.75, seed=3, parallelism=3
     )
-    since = _last_job(sc)
+    since = records.last_job(sc)
     tuned = tuning.fit(digits)
     assert len(tuned.validationMetrics) == 3 and np.argmax(tuned.validationMetrics) in (0, 2)
-    clusters = sorted(_clusters(sc, since).values(), key=lambda c: c["launched"])[:3]  # the final fit's last
+    clusters = sorted(records.clusters(sc, since).values(), key=lambda c: c["launched"])[:3]  # the final fit's last
     first, second, third = clusters
-    assert _overlap(first, second) and first["executors"].isdisjoint(second["executors"])
+    assert records.overlap(first, second) and first["executors"].isdisjoint(second["executors"])
     # the third launched only once one of the first two had finished feeding (and then released its executors)
     freed = min(first["fed"], second["fed"])
     assert third["launched"] >= freed, clusters
     for other in (first, second):
-        if _overlap(third, other):
+        if records.overlap(third, other):
             assert third["executors"].isdisjoint(other["executors"]), clusters

@@ -38,8 +38,19 @@ def started(groups, owner, count, **kwargs) -> Reserver:
     return reserver
 
 
+def in_line(reserver: Reserver) -> bool:
+    """Whether ``reserver`` waits in its registry's line (waited for, bounded: it queues at once)."""
+    for _ in range(1000):
+        if reserver.owner in reserver.groups.waiting():
+            return True
+        if reserver.returned.wait(0.01):
+            return False
+    return False
+
+
 def still_waiting(reserver: Reserver) -> bool:
-    return not reserver.returned.wait(0.3)
+    """Queued (the synchronisation), and not returned a moment later (a negative check only)."""
+    return in_line(reserver) and not reserver.returned.wait(0.3)
 
 
 def test_a_lone_cluster_launches_anywhere_and_records_its_executors():
@@ -164,3 +175,18 @@ def test_one_registry_per_spark_context():
     first, second = Context(), Context()
     assert node_groups(first) is node_groups(first)
     assert node_groups(first) is not node_groups(second)
+
+
+def test_a_launch_released_before_it_says_where_its_nodes_went_leases_nothing():
+    groups = NodeGroups()
+    groups.reserve("a", 2, lambda: EXECUTORS, 5)
+    groups.release("a")  # stopped while its launch job ran
+    assert groups.placed("a", ["0", "1"]) == []  # the launch thread returns afterwards
+    assert groups.holders() == {}
+
+
+def test_the_driver_and_unknown_executors_are_never_leased():
+    groups = NodeGroups()
+    groups.reserve("a", 2, lambda: EXECUTORS, 5)
+    assert groups.placed("a", ["driver", None, "1"]) == []
+    assert groups.holders() == {"a": ["1"]}

@@ -137,12 +137,13 @@ def test_old_cluster_directories_are_pruned_and_recent_or_live_ones_kept(tmp_pat
 
 
 class Context(BarrierTaskContext):
-    """A barrier task context: partition ``partition``; ``others`` are the other tasks' verdicts."""
+    """A barrier task context: partition ``partition``; ``others`` are the executor ids the other
+    tasks run on (None: a task that cannot tell)."""
 
     def __new__(cls, *args, **kwargs):  # TaskContext's own keeps one per process
         return object.__new__(cls)
 
-    def __init__(self, partition: int, others: list[bool]):
+    def __init__(self, partition: int, others: list[str | None]):
         self.partition, self.others, self.gathered = partition, others, []
 
     def partitionId(self):  # noqa: N802 - Spark's names
@@ -159,7 +160,7 @@ class Context(BarrierTaskContext):
 
     def allGather(self, message=""):  # noqa: N802
         self.gathered.append(message)
-        return [message, *(json.dumps(ok) for ok in self.others)]
+        return [message, *(json.dumps(executor) for executor in self.others)]
 
     def getTaskInfos(self):  # noqa: N802
         return [type("Info", (), {"address": f"host:{i}"})() for i in range(1 + len(self.others))]
@@ -181,24 +182,35 @@ def run(monkeypatch, context: Context, placement=()) -> list[dict]:
 
 
 def test_a_task_on_its_executor_starts_its_node_when_every_task_is_on_its_own(monkeypatch, started):
-    context = Context(0, others=[True])
+    context = Context(0, others=["2"])
     assert run(monkeypatch, context, placement=("1", "2")) == [{"task_cpus": 1, "executor_id": "1"}]
-    assert started == [0] and context.gathered == ["true"]
+    assert started == [0] and context.gathered == ['"1"']
+
+
+def test_tasks_spark_swapped_between_the_placed_executors_start_their_nodes(monkeypatch, started):
+    context = Context(1, others=["2"])  # partition 1 was placed on "2", partition 0 on "1": swapped
+    assert run(monkeypatch, context, placement=("2", "1")) == [{"task_cpus": 1, "executor_id": "1"}]
+    assert started == [1]
 
 
 def test_a_task_off_its_executor_starts_no_node(monkeypatch, started):
-    context = Context(1, others=[True])
+    context = Context(1, others=["2"])
     records = run(monkeypatch, context, placement=("2", "3"))
     assert records == [{"node_number": 1, "misplaced": True, "executor_id": "1"}] and started == []
 
 
 def test_no_task_starts_a_node_when_another_task_is_off_its_executor(monkeypatch, started):
-    records = run(monkeypatch, Context(0, others=[False]), placement=("1", "2"))
+    records = run(monkeypatch, Context(0, others=["3"]), placement=("1", "2"))
     assert records == [{"node_number": 0, "misplaced": False, "executor_id": "1"}] and started == []
 
 
+def test_two_tasks_on_one_placed_executor_start_no_node(monkeypatch, started):
+    records = run(monkeypatch, Context(0, others=["1"]), placement=("1", "2"))
+    assert records == [{"node_number": 0, "misplaced": True, "executor_id": "1"}] and started == []
+
+
 def test_without_a_placement_the_tasks_do_not_gather(monkeypatch, started):
-    context = Context(0, others=[False])
+    context = Context(0, others=["3"])
     assert run(monkeypatch, context) == [{"task_cpus": 1, "executor_id": "1"}]
     assert started == [0] and context.gathered == []
 

@@ -36,6 +36,7 @@ import contextlib
 import inspect
 import math
 import os
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -121,9 +122,31 @@ def retrying_storage(url: str, heartbeat_interval: int, max_retry: int | None):
         if "heartbeat_stale_trial_callback" in inspect.signature(storages.RDBStorage).parameters
         else "failed_trial_callback"  # Optuna before 4.9
     )
+    storage_class = _one_writer_storage(storages.RDBStorage) if url.startswith("sqlite") else storages.RDBStorage
     with _experimental_allowed(optuna):  # heartbeats and retries are Optuna's documented way, still "experimental"
         retry = retry_class(max_retry=max_retry, inherit_intermediate_values=True)
-        return storages.RDBStorage(url, heartbeat_interval=heartbeat_interval, **{keyword: retry})
+        return storage_class(url, heartbeat_interval=heartbeat_interval, **{keyword: retry})
+
+
+def _one_writer_storage(rdb_storage: type) -> type:
+    """Optuna's RDB storage with its trial state changes made one at a time in this process.
+
+    Optuna takes a waiting trial (enqueued, or a retry) by reading it WAITING and writing it
+    RUNNING under ``SELECT ... FOR UPDATE``, which SQLite ignores: with ``n_jobs`` > 1 two threads
+    could both take it and run one trial twice (seen: "Cannot tell a COMPLETE trial"). Every
+    thread of a study run by ``run_study`` is in this driver, so a lock makes the take atomic.
+    """
+
+    class OneWriterStorage(rdb_storage):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._state_lock = threading.Lock()
+
+        def set_trial_state_values(self, trial_id, state, values=None):
+            with self._state_lock:
+                return super().set_trial_state_values(trial_id, state, values)
+
+    return OneWriterStorage
 
 
 @contextlib.contextmanager
@@ -252,13 +275,13 @@ def run_study(
     with tracking.StudyRun(study, study_name, MLFLOW_PARENT_ATTR, log_to_mlflow) as parent:
         left = trials_left([t.state for t in study.get_trials(deepcopy=False)], n_trials)
         if left:
-            # Until the study holds n_trials finished trials (a retry of a killed driver's trial counts
-            # once it finishes); a failing objective raises out of optimize, as Optuna's does.
+            # The trials still needed, at most; fewer once the study holds n_trials finished ones (a
+            # killed driver's retried trial counts when it finishes). A failing objective raises.
             enough = optuna.study.MaxTrialsCallback(
                 n_trials, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
             )
             study.optimize(
-                objective, n_trials=None, n_jobs=n_jobs, timeout=timeout, callbacks=[enough, parent.record_trial]
+                objective, n_trials=left, n_jobs=n_jobs, timeout=timeout, callbacks=[enough, parent.record_trial]
             )
         parent.log_best(study, MODEL_PATH_ATTR, BEST_MODEL_ARTIFACT)
     return study

@@ -6,6 +6,7 @@ killed: tests/cluster/keras/test_keras_optuna.py and test_keras_optuna_resume.py
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 
@@ -174,3 +175,28 @@ def test_the_study_is_a_parent_run_and_each_trial_a_child_run_across_runs_again(
         assert run.data.tags[tracking.STATE_TAG] == ("PRUNED" if pruned else "COMPLETE")
         assert run.data.params["trial.x"] == str(study.trials[number].params["x"])
         assert ("objective" in run.data.metrics) is not pruned
+
+
+def test_threads_of_one_study_never_take_the_same_waiting_trial(tmp_path):
+    """With SQLite, Optuna's take of a waiting trial (read WAITING, write RUNNING under a
+    ``FOR UPDATE`` SQLite ignores) let two threads of ``n_jobs=2`` run one trial twice."""
+    import threading
+
+    storage = tuning.retrying_storage(f"sqlite:///{tmp_path}/study.db", 30, 3)
+    study = optuna.create_study(storage=storage, study_name="race")
+    for x in range(40):
+        study.enqueue_trial({"x": x})
+    taken: list[int] = []
+
+    def take_ten():
+        for _ in range(10):
+            taken.append(study.ask().number)
+
+    threads = [threading.Thread(target=take_ten) for _ in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "Heartbeat ... used with Study.optimize": ask() alone here
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert sorted(taken) == list(range(40))

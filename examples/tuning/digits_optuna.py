@@ -30,6 +30,9 @@ def parse_args(argv=None):
     parser.add_argument("--cluster_size", type=int, default=2, help="TF nodes per trial, one per executor")
     parser.add_argument("--epochs", type=int, default=8, help="epochs of a trial that is not pruned")
     parser.add_argument("--trials", type=int, default=12, help="finished trials (complete or pruned) to reach")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="trials at a time, each on its own --cluster_size executors"
+    )
     parser.add_argument("--work_dir", default=None, help="the study's SQLite file and run store (default: a temp dir)")
     parser.add_argument("--mlflow", default=None, help="an MLflow tracking URI: the study as a parent run")
     return parser.parse_args(argv)
@@ -54,7 +57,7 @@ def main(argv=None, spark=None):
     own_session = spark is None
     args = parse_args(argv)
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="sparkdl-tuning-")
-    spark = keras_digits.start_spark("sparkdl-tuning", args.master, args.cluster_size, spark=spark)
+    spark = keras_digits.start_spark("sparkdl-tuning", args.master, args.cluster_size * args.jobs, spark=spark)
     train, _ = keras_digits.digits_frames(spark)
     train = features(train).cache()
     if args.mlflow:
@@ -86,6 +89,7 @@ def main(argv=None, spark=None):
         storage=os.path.join(work_dir, "study.db"),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
         sampler=optuna.samplers.TPESampler(seed=0),
+        n_jobs=args.jobs,
         log_to_mlflow=bool(args.mlflow),
     )
     seconds = time.perf_counter() - started

@@ -3,6 +3,27 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def load_example(script: str):
+    """The example module at ``script`` (from the repository's root), imported under its own name;
+    its functions travel to the executors by value (the executors cannot import an example by name)."""
+    from pyspark import cloudpickle
+
+    path = ROOT / script
+    name = f"example_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
 
 def shards_as_mwms_deals_them(main_fun, rows: int, epochs: int, args, ctx) -> dict:
     """Run ``main_fun`` (``examples/mnist/mnist_tf.py``'s) with ``digits_common`` giving it ``rows``

@@ -11,31 +11,20 @@ on a real standalone master in ``test_packaging.py`` (slow tier); the inference 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest
+
+import example_functions
 
 ROOT = Path(__file__).resolve().parents[3]
 pytestmark = [pytest.mark.timeout(600), pytest.mark.cluster]
 
 
 def _example(script: str):
-    """The example module at ``script``, imported under its own name; its functions travel to the
-    executors by value (the executors cannot import an example by name)."""
-    from pyspark import cloudpickle
-
-    path = ROOT / script
-    name = f"example_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    cloudpickle.register_pickle_by_value(module)
-    return module
+    return example_functions.load_example(script)
 
 
 def _run(script: str, argv: list[str], spark, capsys) -> str:
@@ -81,9 +70,9 @@ def test_mnist_tf_example_gives_three_nodes_disjoint_shards_that_cover_the_data(
     every row reaches exactly one node, and each node's order changes between epochs."""
     import functools
 
-    import example_functions
-
     from sparkdl import TFCluster
+
+    import example_functions
 
     example = _example("examples/mnist/mnist_tf.py")
     example.digits_common.start_spark("shards", None, 3, spark=spark3)  # ships digits_common to the executors

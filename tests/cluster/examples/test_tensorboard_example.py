@@ -4,7 +4,6 @@ nodes train and after ``shutdown()``, until ``stop_tensorboard()``; and it ends 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from cluster_watch import wait_for
 
 from sparkdl.node.watchdog import pid_alive
 
+import example_functions
 import tensorboard_functions
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,18 +25,7 @@ pytestmark = [pytest.mark.timeout(600), pytest.mark.cluster]
 
 
 def _example(script: str):
-    """The example module at ``script``, imported under its own name, its functions pickled by value
-    (the executors cannot import an example by name)."""
-    from pyspark import cloudpickle
-
-    path = ROOT / script
-    name = f"example_{path.stem}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    cloudpickle.register_pickle_by_value(module)
-    return module
+    return example_functions.load_example(script)
 
 
 def _tags(url: str) -> dict:

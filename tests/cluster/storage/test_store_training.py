@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import store_functions as sfn
+from cluster_watch import wait_for
 
 from sparkdl import TFCluster
 from sparkdl.common.errors import StorageError
@@ -21,6 +22,8 @@ from sparkdl.inference import predict_batch_udf
 
 pytestmark = pytest.mark.timeout(360)
 EPOCHS, KILL_EPOCH = 4, 2
+#: How long an ended attempt's supervisors may take to upload their node logs after the cluster ends.
+NODE_LOG_WAIT_S = 60
 
 
 def _digits_frame(sc):
@@ -89,8 +92,17 @@ def test_a_fit_backed_up_to_a_bucket_survives_a_sigkilled_worker_and_scores_from
     keys = [o["Key"] for o in listed if not o["Key"].endswith("/")]  # pyarrow's empty directory markers aside
     assert [k for k in keys if "/tensorboard/" not in k] == [f"{prefix}/models/digits.keras"], keys
     assert any("/tensorboard/events.out.tfevents." in k for k in keys), "the chief's summaries reached the store"
-    kept = [k for k in keys if "/tensorboard/sparkdl-nodes/" in k and k.endswith("/node.log")]
-    assert len(kept) == 4, f"each node's log of each attempt is kept in the store: {kept}"
+
+    def node_logs() -> list[str] | None:
+        listed = s3_store.client.list_objects_v2(Bucket=s3_store.bucket, Prefix=prefix).get("Contents", [])
+        kept = [
+            o["Key"] for o in listed if "/tensorboard/sparkdl-nodes/" in o["Key"] and o["Key"].endswith("/node.log")
+        ]
+        return kept if len(kept) == 4 else None
+
+    # Each node's log of each attempt is kept in the store. The stopped attempt's supervisors upload
+    # theirs as they end, which may come after the relaunched cluster's end: polled, bounded.
+    wait_for(node_logs, NODE_LOG_WAIT_S, "each node's log of each attempt in the store")
 
     scored = frame.withColumn("probs", predict_batch_udf(model=args["model"], batch_size=128)("pixels"))
     right = scored.where("array_position(probs, array_max(probs)) - 1 = label").count()

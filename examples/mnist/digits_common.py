@@ -34,6 +34,25 @@ def training_shard(ctx) -> tuple[int, int]:
     return trainers.index((ctx.job_name, ctx.task_index)), len(trainers)
 
 
+def sharded_dataset(tf, ctx, x, y, batch_size: int, options=None):
+    """This node's own shard of ``(x, y)`` (its place among the training nodes, not
+    ``ctx.task_index``: chief:0 and worker:0 share index 0), shuffled with a seed of its own and
+    batched for MultiWorkerMirroredStrategy: Keras takes each batch as the global one and splits it
+    over the nodes, so a per-node ``batch_size`` means batches of ``batch_size`` x nodes. MWMS's
+    auto-sharding is off: it would shard the shuffled dataset again, by element, which only works
+    when every node has the same order."""
+    shard, shards = training_shard(ctx)
+    options = options or tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shard(shards, shard)
+        .shuffle(2048, seed=shard)
+        .batch(batch_size * shards)
+        .with_options(options)
+    )
+
+
 def example_parser(
     description: str, cluster_size: int = 2, epochs: int = 15, nodes_help: str = "number of TF nodes (one per executor)"
 ) -> argparse.ArgumentParser:

@@ -29,21 +29,7 @@ def main_fun(args, ctx):
     (train_x, train_y), _ = digits_common.load_digits_split()
     options = tf.data.Options()
     options.autotune.enabled = False  # tf.data's autotuner can delay fit()'s return at teardown
-    # Every node loads the whole array and keeps its own shard (its place among the training nodes,
-    # not ctx.task_index: chief:0 and worker:0 share index 0), then shuffles it with a seed of its own.
-    # MWMS's auto-sharding is off: it would shard the shuffled dataset again, by element, which only
-    # works when every node has the same order. Keras takes each of a node's batches as the global
-    # one and cuts it into one piece per node, so a --batch_size per node means batches of
-    # --batch_size x nodes: every step trains --batch_size rows on each node.
-    shard, shards = digits_common.training_shard(ctx)
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    dataset = (
-        tf.data.Dataset.from_tensor_slices((train_x, train_y))
-        .shard(shards, shard)
-        .shuffle(2048, seed=shard)
-        .batch(args.batch_size * shards)
-        .with_options(options)
-    )
+    dataset = digits_common.sharded_dataset(tf, ctx, train_x, train_y, args.batch_size, options)
     digits_common.fit_and_export(strategy, dataset, ctx, args, build=digits_common.build_cnn)
 
 

@@ -55,17 +55,7 @@ def main_fun(args, ctx):
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     (train_x, train_y), _ = digits_common.load_digits_split()
-    shard, shards = digits_common.training_shard(ctx)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    # Keras takes each batch as the global one and splits it over the nodes: per-node batch x nodes.
-    dataset = (
-        tf.data.Dataset.from_tensor_slices((train_x, train_y))
-        .shard(shards, shard)
-        .shuffle(2048, seed=shard)
-        .batch(args.batch_size * shards)
-        .with_options(options)
-    )
+    dataset = digits_common.sharded_dataset(tf, ctx, train_x, train_y, args.batch_size)
     with strategy.scope():
         model = digits_common.build_model(keras)
     model.fit(dataset, epochs=args.epochs, verbose=0, callbacks=[*summary_callbacks(ctx), ctx.progress_callback()])
